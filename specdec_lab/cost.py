@@ -1,0 +1,209 @@
+"""Hardware cost of verification, and draft lengths chosen from it.
+
+Decoding a small model is memory-bound: one forward over n tokens costs far less than n forwards, but
+not nothing, and on CPUs the curve is not even monotonic (2–3 tokens can take slower matmul paths than
+4 or 8). So the draft length that maximizes speed depends on the machine. We *measure* the curve
+t(n) = seconds for one verify forward of n tokens on the model at hand, and pick the chain length k that
+maximizes expected tokens per second:
+
+    k* = argmax_k  E[tokens | k, α] / t(k + 1),     E[tokens | k, α] = (1 − α^{k+1}) / (1 − α)
+
+(the expected tokens per step of a chain with per-token acceptance α, bonus token included; Leviathan et
+al. 2023, eq. 1). k = 0 (no draft: one autoregressive step) is always a candidate, so a proposer that is
+usually wrong backs off to plain decoding instead of paying for failed verification.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+
+from .theory import expected_tokens_per_step
+
+__all__ = ["CostCurve", "measure_cost_curve", "cost_curve_for", "AcceptanceTracker", "DraftLength", "sync"]
+
+
+def sync(device: torch.device | str | None) -> None:
+    """Wait for queued device work so a clock reading means something."""
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+@dataclass
+class CostCurve:
+    """Measured seconds of one verify forward by number of tokens in it."""
+
+    sizes: list[int]
+    seconds: list[float]
+    device: str = "cpu"
+    context: int = 0
+
+    def __call__(self, n: int) -> float:
+        """t(n), linearly interpolated between measured sizes, extrapolated past the largest."""
+        xs, ys = self.sizes, self.seconds
+        if n <= xs[0]:
+            return ys[0]
+        for (x0, y0), (x1, y1) in zip(zip(xs, ys, strict=True), zip(xs[1:], ys[1:], strict=True), strict=False):
+            if n <= x1:
+                return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
+        slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]) if len(xs) > 1 else 0.0
+        return ys[-1] + max(slope, 0.0) * (n - xs[-1])
+
+    def relative(self) -> list[float]:
+        """t(n) / t(1) for each measured size."""
+        return [s / self.seconds[0] for s in self.seconds]
+
+    def best_chain_length(self, alpha: float, k_max: int, draft_step: float = 0.0) -> int:
+        """argmax over k in [0, k_max] of E[tokens | k, α] / (k·t_draft + t(k+1)) (ties -> shorter).
+
+        draft_step: seconds of one draft step (0 for free drafts such as prompt lookup; a draft model's
+        measured step time otherwise, so c = t_draft / t(1) enters as in `theory.measured_speedup`).
+        """
+        best_k, best_rate = 0, 1.0 / self(1)
+        for k in range(1, k_max + 1):
+            rate = expected_tokens_per_step(alpha, k) / (k * draft_step + self(k + 1))
+            if rate > best_rate * (1 + 1e-9):
+                best_k, best_rate = k, rate
+        return best_k
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+DEFAULT_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
+
+
+@torch.inference_mode()
+def measure_cost_curve(
+    model, sizes: Sequence[int] = DEFAULT_SIZES, context: int = 64, repeats: int = 5, warmup: int = 2
+) -> CostCurve:
+    """Time one cached forward of n tokens (after `context` cached tokens) for each n; median of repeats.
+
+    Sizes are interleaved within each repeat so slow drifts (frequency scaling, other load) hit all alike.
+    """
+    from .kv_cache import KVCache
+    from .tree import Tree
+    from .verify import prefill, verify_tree
+
+    device = next(model.parameters()).device
+    vocab = model.config.get_text_config(decoder=True).vocab_size
+    gen = torch.Generator().manual_seed(0)
+    ctx = torch.randint(0, vocab, (context,), generator=gen)
+    cache = KVCache.for_model(model, capacity=context + max(sizes) + 8)
+    prefill(model, cache, ctx)
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for rep in range(warmup + repeats):
+        for n in sizes:
+            toks = torch.randint(0, vocab, (n,), generator=gen)
+            tree = Tree.chain(int(toks[0]), toks[1:])
+            sync(device)
+            t0 = time.perf_counter()
+            verify_tree(model, cache, tree)
+            sync(device)
+            if rep >= warmup:
+                times[n].append(time.perf_counter() - t0)
+            cache.rollback()
+    return CostCurve(
+        sizes=list(sizes),
+        seconds=[statistics.median(times[n]) for n in sizes],
+        device=str(device),
+        context=context,
+    )
+
+
+_CURVES: dict[tuple, CostCurve] = {}
+
+
+def cost_curve_for(model, max_tokens: int = 16) -> CostCurve:
+    """The model's cost curve, measured once per process (keyed by model identity, device and dtype)."""
+    device = next(model.parameters()).device
+    key = (id(model), str(device), model.dtype)
+    curve = _CURVES.get(key)
+    if curve is None or curve.sizes[-1] < max_tokens:
+        sizes = sorted({n for n in DEFAULT_SIZES if n <= max_tokens} | {max_tokens})
+        curve = _CURVES[key] = measure_cost_curve(model, sizes=sizes)
+    return curve
+
+
+class AcceptanceTracker:
+    """Per-token acceptance rate α, estimated online, per key (e.g. the n-gram length that matched).
+
+    A chain of k drafts with a accepted is a truncated geometric observation: a successes and one failure
+    if a < k. Counts decay geometrically (recent text matters most); a prior keeps early estimates sane.
+    While a key is not tried its estimate drifts back toward the prior, so a proposer that backed off
+    tries again later (text that did not repeat may start to).
+    """
+
+    def __init__(self, prior: float = 0.5, prior_weight: float = 2.0, decay: float = 0.7, recover: float = 0.05):
+        self.prior, self.prior_weight, self.decay, self.recover = prior, prior_weight, decay, recover
+        self.successes: dict = {}
+        self.failures: dict = {}
+
+    def alpha(self, key=None) -> float:
+        s, f = self.successes.get(key, 0.0), self.failures.get(key, 0.0)
+        return (s + self.prior * self.prior_weight) / (s + f + self.prior_weight)
+
+    def observe(self, key, proposed: int, accepted: int) -> None:
+        if proposed <= 0:
+            return
+        s = self.successes.get(key, 0.0) * self.decay + accepted
+        f = self.failures.get(key, 0.0) * self.decay + (1.0 if accepted < proposed else 0.0)
+        self.successes[key], self.failures[key] = s, f
+
+    def idle(self, key) -> None:
+        """One step in which `key` could have been tried but was not: forget a little."""
+        if key in self.successes:
+            keep = 1.0 - self.recover
+            self.successes[key] *= keep
+            self.failures[key] *= keep
+
+
+class DraftLength:
+    """How many draft tokens to propose: fixed, HF's +2/−1 heuristic, or cost-aware (default).
+
+    mode = int k        -> always k (capped by what the proposer has)
+    mode = "heuristic"  -> transformers' rule: start at `initial`; +2 after a fully accepted draft, −1
+                           (not below 1) otherwise
+    mode = "cost"       -> k* = argmax_k E[tokens | k, α̂] / t(k+1) with α̂ from `AcceptanceTracker` and
+                           t from the measured `CostCurve`; may return 0 (don't speculate)
+    """
+
+    def __init__(
+        self, mode: int | str = "cost", k_max: int = 10, initial: int = 4, tracker: AcceptanceTracker | None = None
+    ):
+        if isinstance(mode, str) and mode not in ("cost", "heuristic"):
+            raise ValueError(f"draft_length must be an int, 'cost' or 'heuristic', got {mode!r}")
+        if isinstance(mode, int) and mode < 0:
+            raise ValueError(f"draft_length must be >= 0, got {mode}")
+        if k_max < 1:
+            raise ValueError(f"max_draft must be >= 1, got {k_max}")
+        self.mode, self.k_max = mode, k_max
+        self.k_heuristic = initial
+        self.tracker = tracker or AcceptanceTracker()
+        self.curve: CostCurve | None = None
+        self.draft_step = 0.0  # seconds per draft step; a draft-model proposer keeps it measured
+
+    def start(self, model) -> None:
+        if self.mode == "cost" and self.curve is None:
+            self.curve = cost_curve_for(model, max_tokens=self.k_max + 1)
+
+    def choose(self, available: int, key=None) -> int:
+        cap = min(available, self.k_max)
+        if isinstance(self.mode, int):
+            return min(self.mode, cap)
+        if self.mode == "heuristic":
+            return min(self.k_heuristic, cap)
+        assert self.curve is not None, "DraftLength.start(model) measures the cost curve first"
+        return self.curve.best_chain_length(self.tracker.alpha(key), cap, self.draft_step)
+
+    def observe(self, key, proposed: int, accepted: int) -> None:
+        self.tracker.observe(key, proposed, accepted)
+        if proposed > 0 and self.mode == "heuristic":
+            self.k_heuristic = self.k_heuristic + 2 if accepted == proposed else max(1, self.k_heuristic - 1)

@@ -1,0 +1,333 @@
+"""The one decoding loop. Every method — autoregressive, prompt lookup, draft model, Medusa, Lookahead —
+is this loop with a different proposer (and, for sampling, a different acceptance rule).
+
+    prefill(prompt[:-1])                                  # the root (last token) is not yet in the cache
+    while budget left:
+        1. tree = proposer.propose(state)                 # token tree rooted at the last accepted token
+        2. out  = verify_tree(target, cache, tree)        # one forward over every node (tree attention)
+        3. acc  = accept(tree, out.logits)                # accepted path + bonus token
+        4. cache.keep(acc.path)                           # only the path's K/V stay
+        5. emit tree.tokens[path[1:]] + [bonus]           # stop at EOS (even mid-path) / max_new_tokens
+        6. proposer.update(state, tree, acc, out)         # the proposer syncs its own state
+
+A root-only tree makes step 2 an ordinary decoding step, so `method="autoregressive"` is plain KV-cached
+greedy decoding measured by the same code as the speculative methods.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, is_dataclass
+
+import torch
+
+from .accept import Acceptance, get_accept_rule
+from .cost import sync
+from .kv_cache import KVCache
+from .models import LoadedModel, chat_ids
+from .proposers import (
+    AutoregressiveProposer,
+    DecodeState,
+    DraftConfig,
+    DraftProposer,
+    LayerSkipConfig,
+    LayerSkipProposer,
+    PromptLookupConfig,
+    PromptLookupProposer,
+    Proposer,
+)
+from .sampling import Sampling
+from .tree import Tree
+from .verify import prefill, verify_tree
+
+__all__ = ["generate", "GenerationResult", "StepTrace", "METHODS", "register_method", "make_proposer"]
+
+
+# ---- method registry --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Method:
+    proposer: Callable[..., Proposer]  # called with the config (or nothing)
+    config: type | None = None  # dataclass of the method's parameters
+
+
+METHODS: dict[str, Method] = {
+    "autoregressive": Method(AutoregressiveProposer),
+    "prompt_lookup": Method(PromptLookupProposer, PromptLookupConfig),
+    "draft": Method(DraftProposer, DraftConfig),
+    "layer_skip": Method(LayerSkipProposer, LayerSkipConfig),
+}
+
+
+def register_method(name: str, proposer: Callable[..., Proposer], config: type | None = None) -> None:
+    """Make `generate(..., method=name, **params)` build `proposer(config(**params))`."""
+    METHODS[name] = Method(proposer, config)
+
+
+def make_proposer(method: str, **params) -> Proposer:
+    """Build a method's proposer from keyword parameters, rejecting unknown names and values clearly."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; known methods: {', '.join(sorted(METHODS))}")
+    spec = METHODS[method]
+    if spec.config is None:
+        if params:
+            raise ValueError(f"method {method!r} takes no parameters, got: {', '.join(sorted(params))}")
+        return spec.proposer()
+    allowed = {f.name for f in fields(spec.config)} if is_dataclass(spec.config) else set(params)
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise ValueError(
+            f"method {method!r} has no parameter(s) {', '.join(unknown)}; it takes: {', '.join(sorted(allowed))}"
+        )
+    return spec.proposer(spec.config(**params))
+
+
+# ---- results ----------------------------------------------------------------------------------------
+@dataclass
+class StepTrace:
+    """One loop iteration: the tree proposed, the path accepted, what was emitted, and timings (s)."""
+
+    tree_tokens: list[int]
+    tree_parents: list[int]
+    path: list[int]
+    emitted: list[int]
+    t_propose: float
+    t_verify: float
+    t_accept: float
+    info: dict = field(default_factory=dict)
+
+    @property
+    def tree(self) -> Tree:
+        return Tree(torch.tensor(self.tree_tokens), torch.tensor(self.tree_parents))
+
+    @property
+    def proposed(self) -> int:
+        return len(self.tree_tokens) - 1
+
+    @property
+    def accepted(self) -> int:
+        return len(self.path) - 1
+
+
+@dataclass
+class GenerationResult:
+    tokens: list[int]  # new tokens (EOS included when it stopped generation)
+    prompt_tokens: list[int]
+    text: str | None  # decoded new tokens (special tokens skipped), None without a tokenizer
+    stop_reason: str  # "eos" | "max_new_tokens" | "context"
+    method: str
+    seconds: float  # wall time of the whole call, prefill included
+    prefill_seconds: float
+    steps: list[StepTrace] = field(default_factory=list)
+    forwards: int = 0  # target forwards after prefill (= steps, also when the trace is off)
+
+    @property
+    def mean_accepted(self) -> float:
+        """Tokens emitted per target forward, bonus included (autoregressive = 1.0)."""
+        return len(self.tokens) / max(self.forwards, 1)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return len(self.tokens) / self.seconds if self.seconds > 0 else float("nan")
+
+    def summary(self) -> dict:
+        return {
+            "method": self.method,
+            "new_tokens": len(self.tokens),
+            "forwards": self.forwards,
+            "mean_accepted": round(self.mean_accepted, 3),
+            "tokens_per_s": round(self.tokens_per_s, 2),
+            "seconds": round(self.seconds, 3),
+            "stop_reason": self.stop_reason,
+        }
+
+
+# ---- input checks ---------------------------------------------------------------------------------
+def _eos_set(model, tokenizer, eos_token_id) -> set[int]:
+    if eos_token_id is None:
+        eos_token_id = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        if eos_token_id is None and tokenizer is not None:
+            eos_token_id = tokenizer.eos_token_id
+    if eos_token_id is None:
+        return set()
+    return {int(e) for e in (eos_token_id if isinstance(eos_token_id, (list, tuple, set)) else [eos_token_id])}
+
+
+def _prompt_ids(prompt, tokenizer, chat: bool, vocab_size: int) -> list[int]:
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise ValueError("prompt is empty: give some text (or token ids) to continue")
+        if tokenizer is None:
+            raise ValueError("a text prompt needs a tokenizer: pass tokenizer=..., a LoadedModel, or token ids")
+        ids = chat_ids(tokenizer, prompt) if chat else tokenizer(prompt)["input_ids"]
+    elif isinstance(prompt, torch.Tensor):
+        if prompt.ndim == 2 and prompt.shape[0] == 1:
+            prompt = prompt[0]
+        if prompt.ndim != 1:
+            raise ValueError(f"prompt ids must be 1-D (or shape (1, n)); got shape {tuple(prompt.shape)}")
+        ids = prompt.tolist()
+    elif isinstance(prompt, Sequence):
+        ids = [int(t) for t in prompt]
+    else:
+        raise ValueError(f"prompt must be text, a list of token ids or a tensor, got {type(prompt).__name__}")
+    if len(ids) == 0:
+        raise ValueError("prompt is empty: it tokenized to 0 tokens")
+    bad = [t for t in ids if not 0 <= t < vocab_size]
+    if bad:
+        raise ValueError(f"prompt has token ids outside the vocabulary [0, {vocab_size}): {bad[:5]}")
+    return ids
+
+
+def _context_window(model) -> int:
+    config = model.config.get_text_config(decoder=True)
+    return int(getattr(config, "max_position_embeddings", 1 << 30))
+
+
+# ---- the loop -------------------------------------------------------------------------------------
+def generate(
+    model,
+    prompt,
+    method: str = "autoregressive",
+    max_new_tokens: int = 128,
+    *,
+    tokenizer=None,
+    chat: bool = False,
+    eos_token_id: int | Sequence[int] | None = None,
+    accept: str | Callable[..., Acceptance] | None = None,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    proposer: Proposer | None = None,
+    trace: bool = True,
+    **params,
+) -> GenerationResult:
+    """Decode `max_new_tokens` (or until EOS) with one of `METHODS`; greedy and exact by default.
+
+    model:     an HF causal LM, or a `LoadedModel` (which also supplies the tokenizer)
+    prompt:    text (tokenized as is, or wrapped in the chat template with chat=True) or token ids
+    method:    a name in METHODS; `params` go to its config (e.g. max_draft=8, draft_length="heuristic")
+    accept:    acceptance rule name or callable; default "greedy" at temperature 0, else "speculative"
+    temperature, top_k, top_p: sampling (applied identically to target p and draft q); seed for the RNG
+    proposer:  an already built Proposer instead of method/params (for experiments)
+    trace:     keep a StepTrace per step (trees, paths, timings) for notebooks
+    """
+    if isinstance(model, LoadedModel):
+        tokenizer = tokenizer if tokenizer is not None else model.tokenizer
+        model = model.model
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+    sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p)
+    rule = get_accept_rule(accept if accept is not None else ("greedy" if sampling.greedy else "speculative"))
+    if proposer is None:
+        proposer = make_proposer(method, **params)
+    elif params:
+        raise ValueError(f"pass parameters to the proposer you built, not to generate: {', '.join(params)}")
+    method_name = getattr(proposer, "name", method)
+
+    vocab = model.config.get_text_config(decoder=True).vocab_size
+    ids = _prompt_ids(prompt, tokenizer, chat, vocab)
+    window = _context_window(model)
+    if len(ids) >= window:
+        raise ValueError(
+            f"prompt has {len(ids)} tokens but the model's context window is {window}: "
+            "shorten the prompt (no room is left to generate)"
+        )
+    eos = _eos_set(model, tokenizer, eos_token_id)
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed if seed is not None else int(torch.randint(0, 2**62, ()).item()))
+
+    sync(device)
+    t_start = time.perf_counter()
+    cache = KVCache.for_model(model, capacity=min(window, len(ids) + max_new_tokens + 64))
+    prompt_hidden = prefill(model, cache, torch.tensor(ids[:-1], dtype=torch.long))
+    state = DecodeState(
+        tokens=list(ids),
+        prompt_length=len(ids),
+        cache_length=cache.length,
+        max_depth=0,
+        model=model,
+        device=device,
+        sampling=sampling,
+        generator=generator,
+    )
+    proposer.start(state, prompt_hidden)
+    sync(device)
+    prefill_seconds = time.perf_counter() - t_start
+
+    new: list[int] = []
+    steps: list[StepTrace] = []
+    forwards = 0
+    stop_reason = "max_new_tokens"
+    while True:
+        budget = min(max_new_tokens - len(new), window - len(state.tokens))  # tokens we may still emit
+        if budget <= 0:
+            stop_reason = "max_new_tokens" if len(new) >= max_new_tokens else "context"
+            break
+        state.max_depth = budget - 1  # a path of depth d emits d + 1 tokens (bonus included)
+
+        # 1. propose
+        t0 = time.perf_counter()
+        tree = proposer.propose(state)
+        if int(tree.tokens[0]) != state.root:
+            raise RuntimeError(f"{method_name}: proposed tree's root {int(tree.tokens[0])} != last token {state.root}")
+        if tree.max_depth > state.max_depth:
+            tree = tree.truncate_depth(state.max_depth)
+        sync(device)
+        t1 = time.perf_counter()
+
+        # 2. verify: one target forward over every node
+        out = verify_tree(model, cache, tree)
+        sync(device)
+        t2 = time.perf_counter()
+
+        # 3. accept  4. keep only the accepted path's K/V
+        acc = rule(tree, out.logits, sampling=sampling, generator=generator)
+        cache.keep(acc.path)
+        forwards += 1
+
+        # 5. emit, stopping at the first EOS (which may sit inside the accepted path)
+        emitted = tree.tokens[acc.path[1:]].tolist() + [acc.bonus]
+        for i, tok in enumerate(emitted):
+            if tok in eos:
+                emitted = emitted[: i + 1]
+                stop_reason = "eos"
+                break
+        state.tokens.extend(emitted)
+        state.cache_length = cache.length
+        new.extend(emitted)
+
+        # 6. the proposer syncs its own state
+        proposer.update(state, tree, acc, out)
+        sync(device)
+        t3 = time.perf_counter()
+        if trace:
+            steps.append(
+                StepTrace(
+                    tree_tokens=tree.tokens.tolist(),
+                    tree_parents=tree.parents.tolist(),
+                    path=list(acc.path),
+                    emitted=emitted,
+                    t_propose=t1 - t0,
+                    t_verify=t2 - t1,
+                    t_accept=t3 - t2,
+                    info=proposer.info(),
+                )
+            )
+        if stop_reason == "eos":
+            break
+
+    seconds = time.perf_counter() - t_start
+    text = tokenizer.decode(new, skip_special_tokens=True) if tokenizer is not None else None
+    return GenerationResult(
+        tokens=new,
+        prompt_tokens=list(ids),
+        text=text,
+        stop_reason=stop_reason,
+        method=method_name,
+        seconds=seconds,
+        prefill_seconds=prefill_seconds,
+        steps=steps,
+        forwards=forwards,
+    )

@@ -1,0 +1,139 @@
+"""KV cache with `keep(path)`: after verification only the accepted root-to-node path's K/V remain.
+
+`KVCache` is a transformers `DynamicCache` (so any HF causal LM accepts it through its public `cache=`
+argument) whose layers write into preallocated buffers instead of concatenating (HF's `DynamicLayer`
+copies the whole cache on every forward with `torch.cat`). Capacity doubles when exceeded.
+
+Verify forward over a tree of N nodes appends N entries at slots [L, L+N). `keep(path)` then gathers
+the entries of the accepted nodes (path = tree indices, root first, increasing) into slots
+[L, L+len(path)) and truncates: the cache grows by exactly len(path). Because each node was rotated with
+position L + depth and path[d] has depth d, the kept K/V sit exactly where a fresh forward would put
+them — no re-rotation (tests check keep + forward == recompute from scratch).
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.cache_utils import DynamicCache, DynamicLayer
+
+__all__ = ["KVCache"]
+
+
+class BufferedLayer(DynamicLayer):
+    """A DynamicLayer over a growable buffer: `keys`/`values` are views of the filled prefix."""
+
+    def __init__(self, capacity: int = 256, **kwargs):
+        super().__init__(**kwargs)
+        self.capacity = capacity
+        self.length = 0
+        self._k: torch.Tensor | None = None  # (B, H_kv, capacity, D)
+        self._v: torch.Tensor | None = None
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        self.device = key_states.device
+        b, h, _, d = key_states.shape
+        self._k = key_states.new_empty(b, h, self.capacity, d)
+        self._v = value_states.new_empty(b, h, self.capacity, value_states.shape[-1])
+        self.is_initialized = True
+
+    def _grow(self, needed: int) -> None:
+        cap = self.capacity
+        while cap < needed:
+            cap *= 2
+        k = self._k.new_empty(*self._k.shape[:2], cap, self._k.shape[3])
+        v = self._v.new_empty(*self._v.shape[:2], cap, self._v.shape[3])
+        k[:, :, : self.length] = self._k[:, :, : self.length]
+        v[:, :, : self.length] = self._v[:, :, : self.length]
+        self._k, self._v, self.capacity = k, v, cap
+
+    def _set_views(self) -> None:
+        self.keys = self._k[:, :, : self.length]  # (B, H_kv, L, D) view, no copy
+        self.values = self._v[:, :, : self.length]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n = key_states.shape[-2]
+        if self.length + n > self.capacity:
+            self._grow(self.length + n)
+        self._k[:, :, self.length : self.length + n] = key_states
+        self._v[:, :, self.length : self.length + n] = value_states
+        self.length += n
+        self._set_views()
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if tokens_to_remove > 0:
+            raise ValueError("crop takes a negative number of tokens to remove")
+        self.truncate(self.length + tokens_to_remove)
+
+    def truncate(self, length: int) -> None:
+        self.length = length
+        if self.is_initialized:
+            self._set_views()
+
+    def keep(self, start: int, offsets: torch.Tensor, contiguous_prefix: bool) -> None:
+        """Keep entries start+offsets (offsets increasing from 0) at slots [start, start+len(offsets))."""
+        if self.is_initialized and not contiguous_prefix:
+            src = offsets + start  # (P,)
+            dst = slice(start, start + len(offsets))
+            self._k[:, :, dst] = self._k.index_select(2, src)  # gather first (a copy), then write: no aliasing
+            self._v[:, :, dst] = self._v.index_select(2, src)
+        self.truncate(start + len(offsets))
+
+    def reset(self) -> None:
+        self.length = 0
+        self._k = self._v = None
+        self.keys = self.values = None
+        self.is_initialized = False
+
+
+class KVCache(DynamicCache):
+    """An HF-compatible cache with `keep(path)`; pass it as `model(..., cache=kv, use_cache=True)`.
+
+    `length` is the number of committed tokens. Between a verify forward and `keep`, the layers also hold
+    the N tree entries; `keep` commits the accepted ones and drops the rest; `rollback()` drops all.
+    """
+
+    def __init__(self, num_layers: int, capacity: int = 256):
+        from transformers.cache_utils import Cache
+
+        Cache.__init__(self, layers=[BufferedLayer(capacity=capacity) for _ in range(num_layers)])
+        self.length = 0
+
+    @classmethod
+    def for_model(cls, model, capacity: int = 256) -> KVCache:
+        config = model.config.get_text_config(decoder=True)
+        return cls(config.num_hidden_layers, capacity=capacity)
+
+    def commit(self) -> None:
+        """Accept everything written since the last commit (prefill, or a fully accepted chain)."""
+        self.length = self.layers[0].length if self.layers else 0
+
+    @torch.inference_mode()  # the buffers were created by forwards under inference mode
+    def keep(self, path: list[int] | torch.Tensor) -> None:
+        """Keep only the K/V of tree nodes `path` (indices into the last verified tree, root first)."""
+        path_t = torch.as_tensor(path, dtype=torch.long)
+        if path_t.ndim != 1 or len(path_t) == 0 or int(path_t[0]) != 0:
+            raise ValueError(f"path must start at the root node 0, got {path_t.tolist()}")
+        if len(path_t) > 1 and not bool((path_t[1:] > path_t[:-1]).all()):
+            raise ValueError(f"path must be increasing (topological order), got {path_t.tolist()}")
+        written = self.layers[0].length - self.length if self.layers else 0
+        if int(path_t[-1]) >= written:
+            raise ValueError(f"path {path_t.tolist()} reaches past the {written} nodes of the last forward")
+        contiguous = int(path_t[-1]) == len(path_t) - 1  # path = 0, 1, ..., m: already in place
+        offsets = path_t.to(self.layers[0]._k.device) if self.layers and self.layers[0].is_initialized else path_t
+        for layer in self.layers:
+            layer.keep(self.length, offsets, contiguous)
+        self.length += len(path_t)
+
+    def rollback(self) -> None:
+        """Drop every uncommitted entry."""
+        for layer in self.layers:
+            layer.truncate(self.length)
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.layers[layer_idx].length if layer_idx < len(self.layers) else 0

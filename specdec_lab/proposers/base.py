@@ -1,0 +1,76 @@
+"""The proposer interface: the only thing that differs between speculative methods (besides acceptance).
+
+The loop (`specdec_lab.generate`) calls, per step:
+    tree = proposer.propose(state)                          # 1. a token tree rooted at state.root
+    ... the target verifies the tree, a path is accepted ...
+    proposer.update(state, tree, acceptance, output)        # 6. sync the proposer's own state
+
+`state` is the loop's `DecodeState`; proposers read it and never write it. A proposer keeps whatever it
+needs (its own KV cache, n-gram index, statistics) in its own attributes, created in `__init__` or `start`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+
+from ..sampling import GREEDY, Sampling
+from ..tree import Tree
+
+if TYPE_CHECKING:
+    from ..accept import Acceptance
+    from ..verify import TreeOutput
+
+__all__ = ["DecodeState", "Proposer"]
+
+
+@dataclass
+class DecodeState:
+    """What the loop knows; read-only for proposers.
+
+    tokens:        prompt + generated tokens so far; tokens[-1] is the root of the next tree
+    prompt_length: number of prompt tokens
+    cache_length:  committed target KV entries (= len(tokens) - 1)
+    max_depth:     deepest tree the loop will verify now (budget left in max_new_tokens and context)
+    sampling:      temperature / top-k / top-p of this run (greedy by default)
+    generator:     the run's torch.Generator, for proposers that sample
+    model:         the target model (proposers that need it, e.g. Medusa heads or layer-skip, read it)
+    """
+
+    tokens: list[int]
+    prompt_length: int
+    cache_length: int
+    max_depth: int
+    model: object = None
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    sampling: Sampling = GREEDY  # how the target samples; a sampling draft uses the same warping for q
+    generator: torch.Generator | None = None  # the run's RNG (seeded by generate(seed=...))
+
+    @property
+    def root(self) -> int:
+        return self.tokens[-1]
+
+    @property
+    def generated(self) -> list[int]:
+        return self.tokens[self.prompt_length :]
+
+
+class Proposer:
+    """Base proposer: proposes nothing (a root-only tree), which makes the loop plain autoregressive."""
+
+    name = "autoregressive"
+
+    def start(self, state: DecodeState, prompt_hidden: torch.Tensor | None = None) -> None:
+        """Called once after the target's prefill (prompt_hidden: (n-1, H) target hidden states)."""
+
+    def propose(self, state: DecodeState) -> Tree:
+        return Tree.root(state.root)
+
+    def update(self, state: DecodeState, tree: Tree, acceptance: Acceptance, output: TreeOutput) -> None:
+        """Called after acceptance; `state.tokens` already holds the emitted tokens."""
+
+    def info(self) -> dict:
+        """Per-step facts worth tracing (e.g. the draft length chosen); shown by notebooks."""
+        return {}

@@ -1,0 +1,93 @@
+"""Prompt lookup decoding (Saxena 2023; transformers' `prompt_lookup_num_tokens`): draft by copying.
+
+If the last n tokens of the context occurred before, propose the tokens that followed that earlier
+occurrence. It needs no model, costs microseconds, and shines wherever the output copies the input
+(summaries, code edits, retrieval answers, quotations).
+
+Differences from transformers' implementation, each for speed:
+* an incremental n-gram index (dict per n, updated with each new token) instead of re-scanning the whole
+  context with `unfold` every step;
+* the longest n-gram (up to `max_ngram`) wins, and among its occurrences the most recent;
+* the draft length is chosen per step (`DraftLength`): by default from the measured verify cost curve and
+  the acceptance rate observed for matches of that n-gram length, so on text that does not repeat it
+  proposes nothing and costs what autoregressive decoding costs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..cost import DraftLength
+from ..tree import Tree
+from .base import DecodeState, Proposer
+
+__all__ = ["PromptLookupConfig", "PromptLookupProposer"]
+
+
+@dataclass
+class PromptLookupConfig:
+    max_ngram: int = 3  # longest suffix n-gram searched for
+    min_ngram: int = 1  # shortest
+    max_draft: int = 10  # k_max, the longest chain proposed
+    draft_length: int | str = "cost"  # int (fixed), "heuristic" (HF's +2/-1) or "cost" (measured curve)
+
+    def __post_init__(self):
+        if not 1 <= self.min_ngram <= self.max_ngram:
+            raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {self.min_ngram}, {self.max_ngram}")
+        if self.max_draft < 1:
+            raise ValueError(f"max_draft must be >= 1, got {self.max_draft}")
+
+
+class PromptLookupProposer(Proposer):
+    name = "prompt_lookup"
+
+    def __init__(self, config: PromptLookupConfig | None = None, **kwargs):
+        self.config = config or PromptLookupConfig(**kwargs)
+        self.length = DraftLength(self.config.draft_length, k_max=self.config.max_draft)
+        # index[n][ngram] = end position of that n-gram's most recent occurrence
+        self.index: dict[int, dict[tuple[int, ...], int]] = {
+            n: {} for n in range(self.config.min_ngram, self.config.max_ngram + 1)
+        }
+        self.indexed = 0  # n-grams ending at positions < indexed are in the index
+        self._last: dict = {}
+
+    def start(self, state: DecodeState, prompt_hidden=None) -> None:
+        self.length.start(state.model)
+
+    def _index_until(self, tokens: list[int], end: int) -> None:
+        """Add n-grams ending at positions [self.indexed, end) to the index."""
+        for j in range(self.indexed, end):
+            for n, table in self.index.items():
+                if j - n + 1 >= 0:
+                    table[tuple(tokens[j - n + 1 : j + 1])] = j
+        self.indexed = max(self.indexed, end)
+
+    def match(self, tokens: list[int]) -> tuple[int, list[int]]:
+        """(n, continuation) for the longest suffix n-gram seen earlier; (0, []) when none."""
+        last = len(tokens) - 1
+        self._index_until(tokens, last)  # not the suffix itself: it would match itself
+        for n in sorted(self.index, reverse=True):
+            if n > len(tokens):
+                continue
+            j = self.index[n].get(tuple(tokens[last - n + 1 :]))
+            if j is not None:
+                return n, tokens[j + 1 : j + 1 + self.config.max_draft]
+        return 0, []
+
+    def propose(self, state: DecodeState) -> Tree:
+        n, continuation = self.match(state.tokens)
+        k = self.length.choose(min(len(continuation), state.max_depth), key=n) if continuation else 0
+        if continuation and k == 0:
+            self.length.tracker.idle(n)
+        self._last = {"ngram": n, "available": len(continuation), "k": k}
+        if k == 0:
+            return Tree.root(state.root)
+        return Tree.chain(state.root, continuation[:k])
+
+    def update(self, state, tree, acceptance, output) -> None:
+        k = len(tree) - 1
+        if k > 0:
+            self.length.observe(self._last["ngram"], k, acceptance.accepted_draft)
+
+    def info(self) -> dict:
+        return dict(self._last)

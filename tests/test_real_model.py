@@ -1,0 +1,49 @@
+"""A few checks on the real SmolLM2-135M-Instruct (marked `real`: skipped when the model file is absent)."""
+
+import pytest
+import torch
+
+from specdec_lab import ModelNotFoundError, generate, load_model
+
+pytestmark = pytest.mark.real
+
+PROMPTS = [
+    "Summarize in one sentence: The library opens at nine. The library closes at five. "
+    "On Sundays the library is closed, but the reading room stays open until noon.",
+    "Write a Python function that returns the squares of a list of numbers.",
+]
+
+
+def test_model_shape(real_model):
+    config = real_model.model.config
+    assert (config.num_hidden_layers, config.hidden_size, config.vocab_size) == (30, 576, 49152)
+    assert real_model.model.dtype == torch.float32
+    assert real_model.tokenizer.chat_template and real_model.tokenizer.eos_token == "<|im_end|>"
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_autoregressive_and_prompt_lookup_equal_hf_greedy(real_model, prompt):
+    model, tokenizer = real_model
+    ids = real_model.chat_ids(prompt)
+    ar = generate(real_model, ids, max_new_tokens=48)
+    with torch.inference_mode():
+        hf = model.generate(
+            torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            max_new_tokens=48, do_sample=False,
+        )[0, len(ids):].tolist()
+    assert ar.tokens == hf
+    pl = generate(real_model, ids, method="prompt_lookup", max_new_tokens=48, draft_length=4)
+    assert pl.tokens == ar.tokens
+    assert pl.text == tokenizer.decode(ar.tokens, skip_special_tokens=True)
+
+
+def test_text_prompt_with_chat_template(real_model):
+    res = generate(real_model, "What is the capital of France?", chat=True, max_new_tokens=12)
+    assert "Paris" in res.text
+
+
+def test_unknown_model_name_is_explained(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="shipped names"):
+        load_model("smollm2-1.7b")
+    with pytest.raises(ModelNotFoundError, match="Nothing is downloaded"):
+        load_model(tmp_path / "missing-dir")

@@ -274,12 +274,14 @@ def generate(
             raise RuntimeError(f"{method_name}: proposed tree's root {int(tree.tokens[0])} != last token {state.root}")
         if tree.max_depth > state.max_depth:
             tree = tree.truncate_depth(state.max_depth)
-        sync(device)
+        if trace:  # per-phase timings need the device drained; without a trace, don't stall the queue
+            sync(device)
         t1 = time.perf_counter()
 
         # 2. verify: one target forward over every node
         out = verify_tree(model, cache, tree)
-        sync(device)
+        if trace:
+            sync(device)
         t2 = time.perf_counter()
 
         # 3. accept  4. keep only the accepted path's K/V
@@ -300,7 +302,8 @@ def generate(
 
         # 6. the proposer syncs its own state
         proposer.update(state, tree, acc, out)
-        sync(device)
+        if trace:
+            sync(device)
         t3 = time.perf_counter()
         if trace:
             steps.append(
@@ -318,6 +321,7 @@ def generate(
         if stop_reason == "eos":
             break
 
+    sync(device)
     seconds = time.perf_counter() - t_start
     text = tokenizer.decode(new, skip_special_tokens=True) if tokenizer is not None else None
     return GenerationResult(

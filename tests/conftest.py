@@ -57,6 +57,17 @@ def real_model():
     return specdec_lab.load_model("smollm2-135m")
 
 
+def pytest_configure(config):
+    # Under pytest-xdist each worker is its own process: two workers with two torch threads each on a
+    # 2-core machine oversubscribe it, and OpenMP barriers then stall (a 15 µs attention call takes 20 ms).
+    import os
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 2) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     import torch

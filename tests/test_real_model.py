@@ -47,3 +47,16 @@ def test_unknown_model_name_is_explained(tmp_path):
         load_model("smollm2-1.7b")
     with pytest.raises(ModelNotFoundError, match="Nothing is downloaded"):
         load_model(tmp_path / "missing-dir")
+
+
+def test_cached_fp32_copy_equals_a_fresh_gguf_load(real_model):
+    """load_model reads a de-quantized cache of the GGUF file: it must be bit-identical to transformers' load."""
+    from transformers import AutoModelForCausalLM
+
+    from specdec_lab import find_model_file
+
+    path = find_model_file("smollm2-135m")
+    fresh = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    cached = real_model.model.state_dict()
+    for name, tensor in fresh.state_dict().items():
+        assert torch.equal(tensor, cached[name]), name

@@ -1,0 +1,102 @@
+"""CLI: python -m specdec_lab.bench --methods autoregressive,prompt_lookup,hf_generate --limit 4 --out r.json
+
+Input is checked before the model is loaded (method names and parameters, prompts file, --limit), so a
+typo fails in a second, not after loading. Results are written after every prompt; rerunning the same
+command resumes, --fresh starts over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from ..models import ModelNotFoundError, load_model
+from .harness import BenchConfig, ResumeError, load_prompts, run_benchmark
+from .methods import BenchInputError, known_methods, parse_methods
+from .report import format_table
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
+    """-> (config, no_progress)."""
+    d = BenchConfig()
+    p = argparse.ArgumentParser(
+        prog="python -m specdec_lab.bench",
+        description="Benchmark decoding methods (ours, and transformers' generate as anchors).",
+        epilog=f"methods: {', '.join(known_methods())}. Rerunning with the same --out resumes.",
+    )
+    p.add_argument("--model", default="smollm2-135m", help="shipped model name, HF folder or .gguf file")
+    p.add_argument(
+        "--prompts", default="data/prompts.jsonl", help="question.jsonl: question_id, category, turns"
+    )
+    p.add_argument(
+        "--methods",
+        default=d.methods,
+        help="comma-separated name[:key=value...], e.g. prompt_lookup:max_draft=4:draft_length=heuristic",
+    )
+    p.add_argument("--max-new-tokens", type=_positive_int, default=d.max_new_tokens)
+    p.add_argument("--limit", type=_positive_int, default=None, help="first N prompts only")
+    p.add_argument("--out", default="results/bench.json", help="results JSON (written after every prompt)")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
+    p.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--warmup-tokens", type=_positive_int, default=d.warmup_tokens)
+    p.add_argument("--fresh", action="store_true", help="overwrite --out instead of resuming from it")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    a = p.parse_args(argv)
+    config = BenchConfig(
+        methods=a.methods,
+        max_new_tokens=a.max_new_tokens,
+        limit=a.limit,
+        seed=a.seed,
+        out=a.out,
+        fresh=a.fresh,
+        warmup_tokens=a.warmup_tokens,
+        model=a.model,
+        prompts=a.prompts,
+        device=a.device,
+        dtype=a.dtype,
+    )
+    return config, a.no_progress
+
+
+def main(argv: list[str] | None = None) -> int:
+    config, no_progress = parse_args(argv)
+
+    def fail(msg: str) -> int:
+        print(f"specdec_lab.bench: error: {msg}", file=sys.stderr)
+        return 2
+
+    try:
+        parse_methods(config.methods)
+        prompts = load_prompts(config.prompts)
+        if torch.device(config.device).type == "cuda" and not torch.cuda.is_available():
+            return fail(f"--device {config.device}: CUDA is not available on this machine")
+        lm = load_model(config.model, device=config.device, dtype=DTYPES[config.dtype])
+        results = run_benchmark(lm, prompts, config=config, progress=not no_progress)
+    except (BenchInputError, ResumeError, FileNotFoundError, ModelNotFoundError) as err:
+        return fail(str(err))
+    except KeyboardInterrupt:
+        msg = f"interrupted: finished prompts are in {config.out}; rerun the same command to resume"
+        print(f"\n{msg}", file=sys.stderr)
+        return 130
+    print(format_table(results))
+    print(f"\nwrote {config.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,423 @@
+"""Running and timing: every method on every prompt, back to back, resumable.
+
+    for each prompt (in file order):
+        for each method (order rotated by one per prompt, so slow drift — thermal, other load — does not
+                         always hit the same method):
+            sync; t0; tokens = method(prompt ids); sync; t1
+        compare every output with autoregressive's; where one differs, measure the AR top-2 logit gap there
+        append one row per method, write results.json atomically
+
+Methods (ours through `specdec_lab.generate`, transformers' anchors from `HF_RUNNERS`) come from
+methods.py as `run(ids, max_new_tokens, seed) -> RunOutput` callables; this file only runs and times them.
+
+Every method is timed the same way, from outside (tokenization and text decoding excluded for all), so
+our loop and transformers' are compared like with like. Warm-up runs every method once before any clock
+is read: first-call costs (allocator, kernel selection, prompt lookup's cost-curve measurement) would
+otherwise land on whichever method runs first.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from ..cost import sync
+from ..models import LoadedModel
+from .methods import BenchInputError, Runner, RunOutput, build_runner, parse_methods
+from .report import summarize
+
+__all__ = [
+    "BenchConfig",
+    "Prompt",
+    "ResumeError",
+    "load_prompts",
+    "machine_info",
+    "run_benchmark",
+    "write_json_atomic",
+]
+
+BASELINE = "autoregressive"
+
+
+class ResumeError(ValueError):
+    """--out holds results of a different configuration (or machine); resuming would mix them."""
+
+
+# ---- configuration ----------------------------------------------------------------------------------
+@dataclass
+class BenchConfig:
+    """Everything that defines a run (= the CLI arguments). Recorded in results.json under "config".
+
+    Fields in RESUME_IGNORES may change between a run and its resumption; any other difference (or a
+    different machine) makes `run_benchmark` refuse to resume, since rows measured under two configurations
+    would be aggregated as one.
+    """
+
+    methods: str | Sequence = "autoregressive,prompt_lookup,hf_generate,hf_prompt_lookup"
+    max_new_tokens: int = 128
+    limit: int | None = None  # first N prompts only
+    seed: int = 0
+    out: str | None = None  # results.json path; None = keep in memory only
+    fresh: bool = False  # ignore (and overwrite) existing results in `out`
+    warmup_tokens: int = 8  # length of the one warm-up run per method
+    model: str | None = None  # what was loaded; filled from the model when None
+    prompts: str | None = None  # prompts file; None for prompts given programmatically
+    device: str | None = None  # filled from the model when None
+    dtype: str | None = None  # filled from the model when None
+
+
+RESUME_IGNORES = ("limit", "out", "fresh")
+
+
+@dataclass
+class Prompt:
+    """One benchmark prompt: text (the first user turn, chat-templated at run time) or token ids."""
+
+    question_id: int | str
+    category: str
+    text: str | None = None
+    ids: list[int] | None = None
+
+
+# ---- prompts ----------------------------------------------------------------------------------------
+def load_prompts(path: str | os.PathLike) -> list[Prompt]:
+    """Read a Spec-Bench / MT-Bench `question.jsonl`: question_id, category, turns (first turn is used)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"prompts file not found: {path} (expected a question.jsonl-style file)")
+    prompts: list[Prompt] = []
+    seen: set = set()
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise BenchInputError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from None
+            if not isinstance(obj, dict):
+                raise BenchInputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+            missing = [k for k in ("question_id", "category", "turns") if k not in obj]
+            if missing:
+                raise BenchInputError(f"{where}: missing key(s) {', '.join(missing)}")
+            turns = obj["turns"]
+            if not (isinstance(turns, list) and turns and isinstance(turns[0], str) and turns[0].strip()):
+                raise BenchInputError(f"{where}: 'turns' must be a non-empty list whose first item is text")
+            qid = obj["question_id"]
+            if qid in seen:
+                raise BenchInputError(f"{where}: duplicate question_id {qid!r} (results are keyed by it)")
+            seen.add(qid)
+            prompts.append(Prompt(question_id=qid, category=str(obj["category"]), text=turns[0]))
+    if not prompts:
+        raise BenchInputError(f"{path}: no prompts in file")
+    return prompts
+
+
+def as_prompts(prompts: Sequence) -> list[Prompt]:
+    """Accept Prompt objects, texts or token-id lists (the latter two numbered 1.. in category "all")."""
+    out = []
+    for i, p in enumerate(prompts, 1):
+        if isinstance(p, Prompt):
+            out.append(p)
+        elif isinstance(p, str):
+            out.append(Prompt(question_id=i, category="all", text=p))
+        else:
+            out.append(Prompt(question_id=i, category="all", ids=[int(t) for t in p]))
+    ids = [p.question_id for p in out]
+    if len(set(ids)) != len(ids):
+        raise BenchInputError("prompts have duplicate question_id values (results are keyed by them)")
+    return out
+
+
+def _prompt_ids(p: Prompt, lm) -> list[int]:
+    if p.ids is not None:
+        return list(p.ids)
+    if not isinstance(lm, LoadedModel) or lm.tokenizer is None:
+        raise BenchInputError(
+            f"prompt {p.question_id!r} is text but the model has no tokenizer: give token ids instead"
+        )
+    return lm.chat_ids(p.text)  # the first user turn, wrapped in the model's chat template
+
+
+def _prompts_digest(prompts: list[Prompt]) -> str:
+    """Identity of the whole prompt set (before --limit), so a resumed run is known to use the same one."""
+    blob = json.dumps([[p.question_id, p.category, p.text, p.ids] for p in prompts], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+# ---- measurement helpers ----------------------------------------------------------------------------
+def eos_ids(model, tokenizer=None, eos_token_id=None) -> list[int]:
+    """The EOS set every method stops at (the same rule as `generate`: generation config, then tokenizer)."""
+    if eos_token_id is None:
+        eos_token_id = model.generation_config.eos_token_id if model.generation_config is not None else None
+        if eos_token_id is None and tokenizer is not None:
+            eos_token_id = tokenizer.eos_token_id
+    if eos_token_id is None:
+        return []
+    many = isinstance(eos_token_id, (list, tuple, set))
+    return sorted({int(e) for e in (eos_token_id if many else [eos_token_id])})
+
+
+def machine_info(device) -> dict:
+    """What the timings were measured on (resuming on a different machine is refused)."""
+    import transformers
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    device = torch.device(device)
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "cores_available": len(affinity(0)) if (affinity := getattr(os, "sched_getaffinity", None)) else None,
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu,
+    }
+
+
+def first_diff(reference: list[int], other: list[int]) -> int | None:
+    """First position where two token lists differ (a length difference counts); None if equal."""
+    for i, (a, b) in enumerate(zip(reference, other, strict=False)):
+        if a != b:
+            return i
+    return None if len(reference) == len(other) else min(len(reference), len(other))
+
+
+@torch.inference_mode()
+def top2_gap(model, prompt_ids: list[int], ar_tokens: list[int], position: int) -> float | None:
+    """Top-1 minus top-2 target logit where autoregressive chose ar_tokens[position].
+
+    One plain forward over prompt + ar_tokens[:position]. A gap near float rounding (~1e-4 for fp32)
+    means the methods disagree on a near-tie — numerics, not a bug; a large gap means a bug.
+    """
+    if position >= len(ar_tokens):
+        return None  # AR had already stopped: there is no AR choice to compare against
+    device = next(model.parameters()).device
+    x = torch.tensor([prompt_ids + ar_tokens[:position]], device=device)
+    logits = model(input_ids=x, use_cache=False, logits_to_keep=1).logits[0, -1].float()
+    top = logits.topk(2).values
+    return float(top[0] - top[1])
+
+
+def write_json_atomic(path: str | os.PathLike, obj) -> None:
+    """Write to a temp file in the same folder, then os.replace: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _timed(run: Runner, ids: list[int], max_new_tokens: int, seed: int, device) -> tuple[RunOutput, float]:
+    gc.collect()  # garbage of the previous method must not be collected on this one's clock (cheap: frozen)
+    torch.manual_seed(seed)  # HF draws from the global RNG; our loop from its own seeded generator
+    sync(device)
+    t0 = time.perf_counter()
+    out = run(ids, max_new_tokens, seed)
+    sync(device)
+    return out, time.perf_counter() - t0
+
+
+# ---- resume -----------------------------------------------------------------------------------------
+def _resume_rows(out: Path, config: dict, machine: dict, labels: list[str]) -> list[dict]:
+    """Rows of prompts finished for every method in an earlier run of the same configuration."""
+    try:
+        old = json.loads(out.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise ResumeError(f"cannot resume from {out}: {err}. Use --fresh to start over.") from None
+    changed = []
+    for section, new in (("config", config), ("machine", machine)):
+        prev = old.get(section, {})
+        for key in sorted(set(prev) | set(new)):
+            if key in RESUME_IGNORES and section == "config":
+                continue
+            if prev.get(key) != new.get(key):
+                changed.append(f"  {section}.{key}: {prev.get(key)!r} in the file, {new.get(key)!r} now")
+    if changed:
+        raise ResumeError(
+            f"{out} holds results of a different configuration; refusing to resume (the rows would be "
+            "aggregated together):\n" + "\n".join(changed) + "\nUse --fresh to overwrite it or another --out."
+        )
+    rows = old.get("rows", [])
+    by_prompt: dict = {}
+    for r in rows:
+        by_prompt.setdefault(r["question_id"], set()).add(r["method"])
+    done = {q for q, ms in by_prompt.items() if ms >= set(labels)}
+    return [r for r in rows if r["question_id"] in done]
+
+
+# ---- the benchmark ----------------------------------------------------------------------------------
+@dataclass
+class _Results:
+    """The results file: rewritten whole (atomically) after every prompt, so an interruption loses at
+    most the prompt in progress."""
+
+    config: dict
+    machine: dict
+    labels: list[str]
+    prompts_total: int
+    rows: list[dict]
+    out: Path | None
+
+    def as_dict(self) -> dict:
+        from .hf import NOTES
+
+        return {
+            "config": self.config,
+            "machine": self.machine,
+            "methods": self.labels,
+            "prompts_done": len({r["question_id"] for r in self.rows}),
+            "prompts_total": self.prompts_total,
+            "summary": summarize(self.rows, self.labels, baseline=BASELINE),
+            "notes": NOTES,
+            "rows": self.rows,
+        }
+
+    def save(self) -> dict:
+        d = self.as_dict()
+        if self.out is not None:
+            write_json_atomic(self.out, d)
+        return d
+
+
+def run_benchmark(
+    lm,
+    prompts: Sequence,
+    methods: str | Sequence | None = None,
+    config: BenchConfig | None = None,
+    *,
+    progress: bool = True,
+    eos_token_id: int | Sequence[int] | None = None,
+    **overrides,
+) -> dict:
+    """Run every method on every prompt; return (and write to config.out) the results dict.
+
+    lm:       a LoadedModel (text prompts are chat-templated with its tokenizer) or a bare HF causal LM
+    prompts:  Prompt objects (e.g. from `load_prompts`), texts, or token-id lists (for tokenizer-less models)
+    methods:  "a,b:key=value" or a list of specs; overrides config.methods
+    config:   BenchConfig; keyword `overrides` replace its fields (e.g. max_new_tokens=16, out="r.json")
+
+    With config.out set and the file present, prompts already done for every method are skipped (unless
+    config.fresh); a file from a different configuration or machine raises ResumeError.
+    """
+    config = replace(config or BenchConfig(), **overrides)
+    if methods is not None:
+        config = replace(config, methods=methods)
+    if not isinstance(config.max_new_tokens, int) or config.max_new_tokens < 1:
+        raise BenchInputError(f"max_new_tokens must be a positive integer, got {config.max_new_tokens!r}")
+    if config.limit is not None and config.limit < 1:
+        raise BenchInputError(f"limit must be >= 1, got {config.limit}")
+    specs = parse_methods(config.methods)
+    labels = [s.label for s in specs]
+    model, tokenizer = (lm.model, lm.tokenizer) if isinstance(lm, LoadedModel) else (lm, None)
+    device = next(model.parameters()).device
+    all_prompts = as_prompts(prompts)
+    selected = all_prompts[: config.limit] if config.limit else all_prompts
+
+    record = asdict(config)  # "config" in results.json: all CLI args, with what the model says filled in
+    record.update(
+        methods=labels,
+        model=config.model or (lm.name if isinstance(lm, LoadedModel) else type(model).__name__),
+        device=str(device),
+        dtype=str(model.dtype).removeprefix("torch."),
+        prompts_sha256=_prompts_digest(all_prompts),
+    )
+    machine = machine_info(device)
+    out = Path(config.out) if config.out else None
+    rows = _resume_rows(out, record, machine, labels) if out and out.exists() and not config.fresh else []
+    results = _Results(record, machine, labels, len(all_prompts), rows, out)
+    done = {r["question_id"] for r in rows}
+    todo = [(i, p) for i, p in enumerate(selected) if p.question_id not in done]
+    if todo:
+        torch.manual_seed(config.seed)
+        eos = eos_ids(model, tokenizer, eos_token_id)
+        runners = {s.label: build_runner(s, model, eos) for s in specs}
+        ids = {p.question_id: _prompt_ids(p, lm) for _, p in todo}  # tokenized before any clock starts
+        # Everything alive now (torch, transformers, the model) stays alive: freezing it takes it out of
+        # the collector's walks, so the gc.collect() before each timed run costs ~ms instead of ~0.5 s.
+        gc.collect()
+        gc.freeze()
+        try:
+            _run_prompts(results, runners, todo, ids, model, config, progress, done=len(selected) - len(todo))
+        finally:
+            gc.unfreeze()
+    return results.save()
+
+
+def _run_prompts(
+    results: _Results,
+    runners: dict[str, Runner],
+    todo: list,
+    ids: dict,
+    model,
+    config: BenchConfig,
+    progress: bool,
+    done: int,
+) -> None:
+    from tqdm.auto import tqdm
+
+    device = next(model.parameters()).device
+    labels = results.labels
+    # Warm-up: one short run of every method (first-call costs, cost-curve measurement); not recorded.
+    warm = ids[todo[0][1].question_id]
+    for label in labels:
+        _timed(runners[label], warm, min(config.warmup_tokens, config.max_new_tokens), config.seed, device)
+
+    with tqdm(total=done + len(todo), initial=done, desc="bench", unit="prompt", disable=not progress) as bar:
+        for index, p in todo:
+            x = ids[p.question_id]
+            shift = index % len(labels)
+            order = labels[shift:] + labels[:shift]  # rotated: each method runs first equally often
+            n, seed = config.max_new_tokens, config.seed
+            outs = {label: _timed(runners[label], x, n, seed, device) for label in order}
+            ar = outs[BASELINE][0].tokens if BASELINE in outs else None
+            for label in labels:  # rows in the order given, whatever order they ran in
+                r, seconds = outs[label]
+                diff = first_diff(ar, r.tokens) if ar is not None else None
+                results.rows.append(
+                    {
+                        "question_id": p.question_id,
+                        "category": p.category,
+                        "method": label,
+                        "prompt_tokens": len(x),
+                        "new_tokens": len(r.tokens),
+                        "seconds": seconds,
+                        "tokens_per_s": len(r.tokens) / seconds if seconds > 0 else None,
+                        "forwards": r.forwards,
+                        "mean_accepted": len(r.tokens) / r.forwards if r.forwards else None,
+                        "stop_reason": r.stop_reason,
+                        "identical": (diff is None) if ar is not None else None,
+                        "first_diff": diff,
+                        "top2_gap": top2_gap(model, x, ar, diff) if diff is not None else None,
+                        "tokens": r.tokens,
+                    }
+                )
+            results.save()
+            bar.update(1)

@@ -1,0 +1,248 @@
+"""The benchmark harness: aggregation math, method specs, resume/atomic writes, and an end-to-end run.
+
+Everything runs on `tiny_model()` (random weights, no tokenizer), so prompts are token-id lists.
+"""
+
+import json
+
+import pytest
+import torch
+
+from specdec_lab import generate, tiny_model
+from specdec_lab.bench import (
+    HF_RUNNERS,
+    BenchInputError,
+    Prompt,
+    ResumeError,
+    RunOutput,
+    format_table,
+    load_prompts,
+    parse_method_spec,
+    parse_methods,
+    run_benchmark,
+    summarize,
+)
+from specdec_lab.bench.__main__ import main
+
+
+@pytest.fixture(scope="module")
+def model():
+    # One thread: these tests check logic, and on a shared 2-core machine a second thread mostly waits.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield tiny_model()
+    torch.set_num_threads(threads)
+
+
+def repetitive(seed, length=24, period=5):
+    g = torch.Generator().manual_seed(seed)
+    base = torch.randint(0, 256, (period,), generator=g).tolist()
+    return (base * (length // period + 1))[:length]
+
+
+def prompts(n=3):
+    return [Prompt(question_id=i + 1, category="ab"[i % 2], ids=repetitive(i)) for i in range(n)]
+
+
+def counting_runner(calls, fail_at=None):
+    """A fake anchor (registered like any HF_RUNNERS entry): counts calls, can fail on the n-th."""
+
+    def factory(model, eos_ids):
+        def run(ids, max_new_tokens, seed):
+            calls.append(list(ids))
+            if fail_at is not None and len(calls) == fail_at:
+                raise KeyboardInterrupt
+            return RunOutput(
+                tokens=[1] * max_new_tokens, forwards=max_new_tokens, stop_reason="max_new_tokens"
+            )
+
+        return run
+
+    return factory
+
+
+# ---- aggregation ------------------------------------------------------------------------------------
+def row(q, cat, method, tokens, seconds, forwards=None, identical=True):
+    return dict(question_id=q, category=cat, method=method, new_tokens=tokens, seconds=seconds,
+                forwards=forwards if forwards is not None else tokens, identical=identical)  # fmt: skip
+
+
+def test_speedup_is_ratio_of_sums_and_identical_is_a_fraction():
+    rows = [
+        row(1, "a", "autoregressive", 10, 1.0),
+        row(2, "b", "autoregressive", 30, 1.0),
+        row(1, "a", "x", 10, 0.5, forwards=4, identical=True),
+        row(2, "b", "x", 30, 2.5, forwards=10, identical=False),
+    ]
+    s = summarize(rows, ["autoregressive", "x"])
+    assert s["autoregressive"]["tokens_per_s"] == pytest.approx(20.0)
+    assert s["autoregressive"]["speedup"] == pytest.approx(1.0)
+    assert s["autoregressive"]["mean_accepted"] == pytest.approx(1.0)
+    x = s["x"]
+    assert x["tokens_per_s"] == pytest.approx(40 / 3)
+    assert x["speedup"] == pytest.approx((40 / 3) / 20)  # not the mean of per-prompt ratios (2.0, 0.4)
+    assert x["mean_accepted"] == pytest.approx(40 / 14)
+    assert x["identical_to_autoregressive"] == pytest.approx(0.5)
+    assert x["by_category"]["a"]["speedup"] == pytest.approx(2.0)
+    assert x["by_category"]["b"]["speedup"] == pytest.approx(0.4)
+    assert x["by_category"]["a"]["identical_to_autoregressive"] == 1.0
+    assert x["by_category"]["b"]["identical_to_autoregressive"] == 0.0
+    assert list(x["by_category"]) == ["a", "b"]
+
+
+def test_unknown_forwards_and_missing_baseline_give_null():
+    rows = [row(1, "a", "hf", 10, 1.0, identical=None)]
+    rows[0]["forwards"] = None
+    s = summarize(rows, ["hf"])
+    assert s["hf"]["mean_accepted"] is None
+    assert s["hf"]["speedup"] is None
+    assert s["hf"]["identical_to_autoregressive"] is None
+    assert s["hf"]["tokens_per_s"] == pytest.approx(10.0)
+
+
+# ---- method specs and input errors ------------------------------------------------------------------
+def test_method_spec_parsing():
+    spec = parse_method_spec("prompt_lookup:max_draft=4:draft_length=heuristic")
+    assert spec.name == "prompt_lookup"
+    assert spec.params == {"max_draft": 4, "draft_length": "heuristic"}
+    assert spec.label == "prompt_lookup:max_draft=4:draft_length=heuristic"
+    assert parse_method_spec("m:a=1.5:b=2:c=x").params == {"a": 1.5, "b": 2, "c": "x"}
+    assert parse_method_spec("draft:draft=layer_skip:4:max_draft=6").params == {
+        "draft": "layer_skip:4",
+        "max_draft": 6,
+    }
+    labels = [s.label for s in parse_methods("autoregressive, prompt_lookup:max_draft=4,hf_generate")]
+    assert labels == ["autoregressive", "prompt_lookup:max_draft=4", "hf_generate"]
+    with pytest.raises(BenchInputError, match="key=value"):
+        parse_method_spec("prompt_lookup:max_draft")
+    with pytest.raises(BenchInputError, match="twice"):
+        parse_methods("autoregressive,autoregressive")
+
+
+def test_unknown_method_and_parameter_errors():
+    with pytest.raises(BenchInputError, match="unknown method 'nope'") as err:
+        parse_methods("autoregressive,nope")
+    for name in ("autoregressive", "prompt_lookup", "hf_generate", "hf_prompt_lookup"):
+        assert name in str(err.value)
+    with pytest.raises(BenchInputError, match="bogus"):
+        parse_methods("prompt_lookup:bogus=1")
+    with pytest.raises(BenchInputError, match="prompt_lookup_num_tokens"):
+        parse_methods("hf_prompt_lookup:bogus=1")
+    with pytest.raises(BenchInputError, match="max_draft='x' is not a valid int"):
+        parse_methods("prompt_lookup:max_draft=x")
+
+
+def test_prompt_file_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not found"):
+        load_prompts(tmp_path / "missing.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question_id": 1, "category": "a", "turns": ["hi"]}\n{"question_id": 2,\n')
+    with pytest.raises(BenchInputError, match=r"bad.jsonl:2: not valid JSON"):
+        load_prompts(bad)
+    bad.write_text('{"question_id": 1, "turns": ["hi"]}\n')
+    with pytest.raises(BenchInputError, match=r":1: missing key\(s\) category"):
+        load_prompts(bad)
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"question_id": 7, "category": "qa", "turns": ["Why?", "And?"]}\n\n')
+    assert load_prompts(good) == [Prompt(question_id=7, category="qa", text="Why?")]
+
+
+def test_cli_rejects_bad_input_before_loading_a_model(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["--limit", "0"])
+    assert "must be >= 1" in capsys.readouterr().err
+    assert main(["--methods", "autoregressive,nope", "--prompts", str(tmp_path / "x.jsonl")]) == 2
+    assert "known methods" in capsys.readouterr().err
+    assert main(["--prompts", str(tmp_path / "x.jsonl")]) == 2
+    assert "prompts file not found" in capsys.readouterr().err
+
+
+def test_text_prompt_without_tokenizer_is_a_clear_error(model):
+    with pytest.raises(BenchInputError, match="no tokenizer"):
+        run_benchmark(model, ["hello"], "autoregressive", max_new_tokens=2, progress=False)
+
+
+# ---- resume -----------------------------------------------------------------------------------------
+def test_atomic_write_and_resume_skip_done_prompts(model, tmp_path, monkeypatch):
+    out = tmp_path / "r.json"
+    calls: list = []
+    # 1 warm-up call + prompt 1, then interrupted on prompt 2
+    monkeypatch.setitem(HF_RUNNERS, "counting", counting_runner(calls, fail_at=3))
+    with pytest.raises(KeyboardInterrupt):
+        run_benchmark(model, prompts(3), "counting", max_new_tokens=4, out=str(out), progress=False)
+    saved = json.loads(out.read_text())
+    assert saved["prompts_done"] == 1 and [r["question_id"] for r in saved["rows"]] == [1]
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp file left behind
+
+    calls.clear()
+    monkeypatch.setitem(HF_RUNNERS, "counting", counting_runner(calls))
+    res = run_benchmark(model, prompts(3), "counting", max_new_tokens=4, out=str(out), progress=False)
+    assert calls == [repetitive(1), repetitive(1), repetitive(2)]  # warm-up, then prompts 2 and 3 only
+    assert [r["question_id"] for r in res["rows"]] == [1, 2, 3]
+    assert json.loads(out.read_text()) == json.loads(json.dumps(res))
+
+    calls.clear()
+    run_benchmark(model, prompts(3), "counting", max_new_tokens=4, out=str(out), progress=False)
+    assert calls == []  # all done: no warm-up either
+
+
+def test_resume_refuses_a_different_config(model, tmp_path, monkeypatch):
+    out = tmp_path / "r.json"
+    monkeypatch.setitem(HF_RUNNERS, "counting", counting_runner([]))
+    run_benchmark(model, prompts(2), "counting", max_new_tokens=4, out=str(out), progress=False)
+    with pytest.raises(ResumeError, match=r"(?s)config\.max_new_tokens: 4 in the file, 5 now.*--fresh"):
+        run_benchmark(model, prompts(2), "counting", max_new_tokens=5, out=str(out), progress=False)
+    with pytest.raises(ResumeError, match="prompts_sha256"):
+        run_benchmark(model, prompts(3), "counting", max_new_tokens=4, out=str(out), progress=False)
+    # a different --limit is the same run, extended
+    res = run_benchmark(
+        model, prompts(2), "counting", max_new_tokens=4, limit=1, out=str(out), progress=False
+    )
+    assert res["prompts_done"] == 2
+    res = run_benchmark(
+        model, prompts(2), "counting", max_new_tokens=5, out=str(out), fresh=True, progress=False
+    )
+    assert res["config"]["max_new_tokens"] == 5 and all(r["new_tokens"] == 5 for r in res["rows"])
+
+
+# ---- end to end -------------------------------------------------------------------------------------
+def test_end_to_end_tiny_model_is_identical_and_stops_at_eos(model, tmp_path):
+    ps = prompts(3)
+    eos = generate(model, ps[0].ids, max_new_tokens=6).tokens[5]  # prompt 1 stops at EOS after 6 tokens
+    methods = "autoregressive,prompt_lookup,prompt_lookup:draft_length=4,hf_generate"
+    res = run_benchmark(model, ps, methods, max_new_tokens=12, eos_token_id=eos, out=str(tmp_path / "r.json"),
+                        progress=False)  # fmt: skip
+    labels = methods.split(",")
+    assert res["methods"] == labels and len(res["rows"]) == 3 * len(labels)
+    for label in labels:
+        s = res["summary"][label]
+        assert s["identical_to_autoregressive"] == 1.0
+        assert set(s["by_category"]) == {"a", "b"}
+        assert s["prompts"] == 3
+    assert res["summary"]["autoregressive"]["speedup"] == pytest.approx(1.0)
+    assert res["summary"]["autoregressive"]["mean_accepted"] == 1.0
+    assert res["summary"]["hf_generate"]["mean_accepted"] == 1.0  # forward calls counted by the hook
+    first = [r for r in res["rows"] if r["question_id"] == 1]
+    assert all(r["stop_reason"] == "eos" and r["new_tokens"] == 6 for r in first)
+    drafted = [r for r in res["rows"] if r["method"] == "prompt_lookup:draft_length=4"]
+    assert sum(r["forwards"] for r in drafted) < sum(r["new_tokens"] for r in drafted)  # drafts accepted
+    assert {"cpu", "torch_threads", "torch", "transformers", "device"} <= set(res["machine"])
+    table = format_table(res)
+    assert all(label in table for label in labels) and "overall" in table
+
+
+def test_a_differing_method_records_first_diff_and_top2_gap(model, monkeypatch):
+    def off_by_one(model_, eos_ids):
+        def run(ids, max_new_tokens, seed):
+            toks = generate(model_, ids, max_new_tokens=max_new_tokens).tokens
+            toks[3] = (toks[3] + 1) % 256
+            return RunOutput(tokens=toks, forwards=None, stop_reason="max_new_tokens")
+
+        return run
+
+    monkeypatch.setitem(HF_RUNNERS, "off_by_one", off_by_one)
+    res = run_benchmark(model, prompts(2), "autoregressive,off_by_one", max_new_tokens=6, progress=False)
+    bad = [r for r in res["rows"] if r["method"] == "off_by_one"]
+    assert all(r["identical"] is False and r["first_diff"] == 3 and r["top2_gap"] > 0 for r in bad)
+    assert res["summary"]["off_by_one"]["identical_to_autoregressive"] == 0.0
+    assert res["summary"]["off_by_one"]["mean_accepted"] is None

@@ -96,11 +96,12 @@ else
 	@for nb in $(NOTEBOOKS); do \
 	  out="results/ci/$$(basename "$$nb")"; \
 	  echo "== papermill (quick) $$nb -> $$out"; t0=$$(date +%s); \
-	  timeout $(NB_QUICK_TIMEOUT) $(BIN)/papermill "$$nb" "$$out" $(PAPERMILL_FLAGS) \
+	  SPECDEC_LAB_FIGURES=$(CURDIR)/results/ci/figures timeout $(NB_QUICK_TIMEOUT) $(BIN)/papermill "$$nb" "$$out" $(PAPERMILL_FLAGS) \
 	    --execution-timeout $(NB_CELL_TIMEOUT) -p quick True; \
 	  echo "[timing] papermill $$nb: $$(( $$(date +%s) - t0 ))s"; \
 	done
-	@$(call timed,nbval,$(BIN)/pytest -q --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:xdist notebooks/)
+	@# nbval re-runs notebooks with DEFAULT parameters: keep its figures out of the committed figures/.
+	@$(call timed,nbval,SPECDEC_LAB_FIGURES=$(CURDIR)/results/ci/figures $(BIN)/pytest -q --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:xdist notebooks/)
 endif
 
 # Headless full run with DEFAULT parameters; the notebooks (re)write figures/ themselves.

@@ -24,7 +24,15 @@ import torch
 
 from .theory import expected_tokens_per_step
 
-__all__ = ["CostCurve", "measure_cost_curve", "cost_curve_for", "AcceptanceTracker", "DraftLength", "sync"]
+__all__ = [
+    "CostCurve",
+    "measure_cost_curve",
+    "cost_curve_for",
+    "set_cost_curve",
+    "AcceptanceTracker",
+    "DraftLength",
+    "sync",
+]
 
 
 def sync(device: torch.device | str | None) -> None:
@@ -121,12 +129,20 @@ def measure_cost_curve(
 _CURVES: dict[tuple, CostCurve] = {}
 
 
+def _curve_key(model) -> tuple:
+    return (id(model), str(next(model.parameters()).device), model.dtype)
+
+
+def set_cost_curve(model, curve: CostCurve) -> None:
+    """Use an already measured curve for `model` (e.g. one a notebook just plotted) instead of re-measuring."""
+    _CURVES[_curve_key(model)] = curve
+
+
 def cost_curve_for(model, max_tokens: int = 16) -> CostCurve:
     """The model's cost curve, measured once per process (keyed by model identity, device and dtype)."""
-    device = next(model.parameters()).device
-    key = (id(model), str(device), model.dtype)
+    key = _curve_key(model)
     curve = _CURVES.get(key)
-    if curve is None or curve.sizes[-1] < max_tokens:
+    if curve is None:  # a curve that stops short of max_tokens is extrapolated (CostCurve.__call__)
         sizes = sorted({n for n in DEFAULT_SIZES if n <= max_tokens} | {max_tokens})
         curve = _CURVES[key] = measure_cost_curve(model, sizes=sizes)
     return curve
@@ -141,14 +157,23 @@ class AcceptanceTracker:
     tries again later (text that did not repeat may start to).
     """
 
-    def __init__(self, prior: float = 0.5, prior_weight: float = 2.0, decay: float = 0.7, recover: float = 0.05):
+    def __init__(
+        self,
+        prior: float = 0.5,
+        prior_weight: float = 2.0,
+        decay: float = 0.7,
+        recover: float = 0.05,
+        priors: dict | None = None,
+    ):
         self.prior, self.prior_weight, self.decay, self.recover = prior, prior_weight, decay, recover
+        self.priors = priors or {}  # per-key prior α (e.g. longer n-gram matches are more trustworthy)
         self.successes: dict = {}
         self.failures: dict = {}
 
     def alpha(self, key=None) -> float:
         s, f = self.successes.get(key, 0.0), self.failures.get(key, 0.0)
-        return (s + self.prior * self.prior_weight) / (s + f + self.prior_weight)
+        prior = self.priors.get(key, self.prior)
+        return (s + prior * self.prior_weight) / (s + f + self.prior_weight)
 
     def observe(self, key, proposed: int, accepted: int) -> None:
         if proposed <= 0:

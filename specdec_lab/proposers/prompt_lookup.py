@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..cost import DraftLength
+from ..cost import AcceptanceTracker, DraftLength
 from ..tree import Tree
 from .base import DecodeState, Proposer
 
@@ -43,7 +43,12 @@ class PromptLookupProposer(Proposer):
 
     def __init__(self, config: PromptLookupConfig | None = None, **kwargs):
         self.config = config or PromptLookupConfig(**kwargs)
-        self.length = DraftLength(self.config.draft_length, k_max=self.config.max_draft)
+        # Prior acceptance per matched n-gram length: a 3-gram match predicts its continuation far better
+        # than a 1-gram one, so it is trusted more before any evidence arrives.
+        priors = {n: min(0.8, 0.25 + 0.15 * n) for n in range(self.config.min_ngram, self.config.max_ngram + 1)}
+        self.length = DraftLength(
+            self.config.draft_length, k_max=self.config.max_draft, tracker=AcceptanceTracker(priors=priors)
+        )
         # index[n][ngram] = end position of that n-gram's most recent occurrence
         self.index: dict[int, dict[tuple[int, ...], int]] = {
             n: {} for n in range(self.config.min_ngram, self.config.max_ngram + 1)

@@ -1,0 +1,130 @@
+"""Figures of the measured verify cost curve t(n) (`specdec_lab.cost.CostCurve`).
+
+Left panel: milliseconds of one verify forward over n tokens, and the cost per token t(n)/n.
+Right panel: t(n)/t(1), the *break-even* line: verifying n tokens in one forward pays off only when a
+step emits more than t(n)/t(1) tokens on average; the diagonal n is what n autoregressive forwards cost
+(and the most a step of n verified tokens can emit). The gap between the two is the room for speed-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..cost import CostCurve
+from ..theory import expected_tokens_per_step
+
+__all__ = ["cost_curve_figure", "chain_speedup_figure"]
+
+
+def cost_curve_figure(curve: CostCurve, title: str | None = None) -> go.Figure:
+    """Two panels: t(n) and t(n)/n in ms; t(n)/t(1) against n (break-even vs. n sequential forwards)."""
+    n = list(curve.sizes)
+    ms = [s * 1e3 for s in curve.seconds]
+    rel = curve.relative()
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("time of one verify forward", "relative cost t(n) / t(1)"),
+        horizontal_spacing=0.12,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=n,
+            y=ms,
+            mode="lines+markers",
+            name="t(n): ms per forward",
+            hovertemplate="n=%{x}: %{y:.1f} ms per forward<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=n,
+            y=[m / k for m, k in zip(ms, n, strict=True)],
+            mode="lines+markers",
+            name="t(n)/n: ms per token",
+            line={"dash": "dot"},
+            hovertemplate="n=%{x}: %{y:.2f} ms per token<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=n,
+            y=rel,
+            mode="lines+markers",
+            name="t(n)/t(1): break-even tokens per step",
+            hovertemplate="n=%{x}: a step must emit > %{y:.2f} tokens to pay off<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=n,
+            y=n,
+            mode="lines",
+            name="n: cost of n autoregressive forwards",
+            line={"dash": "dash", "color": "gray"},
+            hovertemplate="n=%{x}: %{y} sequential forwards<extra></extra>",
+        ),
+        row=1,
+        col=2,
+    )
+    fig.update_xaxes(title_text="tokens verified in one forward (n)", rangemode="tozero")
+    fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
+    # the diagonal n climbs far above the measured curve: clip it so the break-even line stays readable
+    fig.update_yaxes(title_text="× t(1)", range=[0, max(max(rel) * 1.6, 3.0)], row=1, col=2)
+    fig.update_layout(
+        title=title or f"Verify cost on {curve.device} (context {curve.context} tokens)",
+        template="plotly_white",
+        width=1000,
+        height=420,
+        legend={"orientation": "h", "y": -0.2},
+        margin={"t": 80, "b": 100},
+    )
+    return fig
+
+
+def chain_speedup_figure(
+    curve: CostCurve, ks: Sequence[int] = (1, 2, 4, 8), alphas: Sequence[float] | None = None
+) -> go.Figure:
+    """Expected speed-up of chain drafts of length k over autoregressive decoding, against α.
+
+    speed-up(α, k) = E[tokens | k, α] · t(1) / t(k + 1), with a free draft (prompt lookup costs ~0); it
+    crosses 1 at the break-even acceptance rate of that k on this hardware.
+    """
+    alphas = list(alphas) if alphas is not None else [i / 100 for i in range(101)]
+    fig = go.Figure()
+    for k in ks:
+        rel = curve(k + 1) / curve(1)
+        fig.add_trace(
+            go.Scatter(
+                x=alphas,
+                y=[expected_tokens_per_step(a, k) / rel for a in alphas],
+                mode="lines",
+                name=f"k = {k}",
+                hovertemplate=f"k={k}, α=%{{x:.2f}}: ×%{{y:.2f}}<extra></extra>",
+            )
+        )
+    fig.add_hline(
+        y=1.0,
+        line_dash="dash",
+        line_color="gray",
+        annotation_text="autoregressive",
+        annotation_position="top left",
+    )
+    fig.update_layout(
+        title="Expected speed-up of a free chain draft of k tokens (from the measured t(n))",
+        xaxis_title="per-token acceptance rate α",
+        yaxis_title="speed-up over autoregressive",
+        template="plotly_white",
+        width=800,
+        height=420,
+    )
+    return fig

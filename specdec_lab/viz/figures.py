@@ -1,0 +1,78 @@
+"""Saving figures for the repo's `figures/` folder: stable HTML always, a static PNG when possible.
+
+HTML uses `include_plotlyjs="directory"` (one shared `plotly.min.js` next to the files, ~7 KB per figure,
+works offline) and a fixed `div_id` derived from the name, so re-running a notebook rewrites identical
+bytes when the data did not change. PNG export goes through kaleido, which needs a Chromium (Debian's
+`/usr/bin/chromium`, installed by `make setup` when run as root); without one we warn and keep the HTML.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["save_figure", "SavedFigure"]
+
+
+@dataclass
+class SavedFigure:
+    html: Path
+    png: Path | None  # None when the static export was skipped or failed
+
+    def __str__(self) -> str:
+        return f"{self.html}" + (f" + {self.png.name}" if self.png else " (no PNG)")
+
+
+def _div_id(stem: str) -> str:
+    return "fig-" + re.sub(r"[^A-Za-z0-9_-]+", "-", stem)
+
+
+def _write_png(fig, path: Path, width: int | None, height: int | None, scale: float) -> None:
+    """Static export through kaleido (a separate function so tests can make it fail)."""
+    fig.write_image(path, format="png", width=width, height=height, scale=scale)
+
+
+def save_figure(
+    fig,
+    name: str,
+    folder: str | Path = "figures",
+    *,
+    png: bool = True,
+    width: int | None = None,
+    height: int | None = None,
+    scale: float = 2.0,
+) -> SavedFigure:
+    """Write `folder/name.html` (and `folder/name.png` unless png=False or kaleido fails); return the paths.
+
+    name:   file stem ("00_cost_curve"; a trailing .html/.png is dropped)
+    folder: created if missing; notebooks run from notebooks/ and pass "../figures". The environment
+            variable SPECDEC_LAB_FIGURES overrides it: CI's nbval run re-executes notebooks with default
+            parameters and must not rewrite the committed figures with its own (noisy) timings.
+    width, height: PNG size in px (default: the figure's layout size, else kaleido's 700x500); scale 2 = crisp
+    """
+    stem = Path(name).name
+    for suffix in (".html", ".png"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+    out = Path(os.environ.get("SPECDEC_LAB_FIGURES") or folder)
+    out.mkdir(parents=True, exist_ok=True)
+    html = out / f"{stem}.html"
+    fig.write_html(html, include_plotlyjs="directory", div_id=_div_id(stem), full_html=True)
+    png_path: Path | None = None
+    if png:
+        png_path = out / f"{stem}.png"
+        try:
+            _write_png(fig, png_path, width, height, scale)
+        except Exception as err:  # kaleido/Chromium missing or broken: the HTML is what matters
+            warnings.warn(
+                f"static PNG export of {stem!r} failed ({type(err).__name__}: {err}); kept {html}. "
+                "kaleido needs a Chromium: apt-get install -y chromium",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            png_path.unlink(missing_ok=True)
+            png_path = None
+    return SavedFigure(html=html, png=png_path)

@@ -49,6 +49,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
     )
     p.add_argument("--max-new-tokens", type=_positive_int, default=d.max_new_tokens)
     p.add_argument("--limit", type=_positive_int, default=None, help="first N prompts only")
+    p.add_argument("--per-category", type=_positive_int, default=None, help="first N prompts of each category")
     p.add_argument("--out", default="results/bench.json", help="results JSON (written after every prompt)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
     p.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
@@ -61,6 +62,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
         methods=a.methods,
         max_new_tokens=a.max_new_tokens,
         limit=a.limit,
+        per_category=a.per_category,
         seed=a.seed,
         out=a.out,
         fresh=a.fresh,

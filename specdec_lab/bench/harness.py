@@ -66,6 +66,7 @@ class BenchConfig:
     methods: str | Sequence = "autoregressive,prompt_lookup,hf_generate,hf_prompt_lookup"
     max_new_tokens: int = 128
     limit: int | None = None  # first N prompts only
+    per_category: int | None = None  # first N prompts of each category (a stratified quick run)
     seed: int = 0
     out: str | None = None  # results.json path; None = keep in memory only
     fresh: bool = False  # ignore (and overwrite) existing results in `out`
@@ -76,7 +77,7 @@ class BenchConfig:
     dtype: str | None = None  # filled from the model when None
 
 
-RESUME_IGNORES = ("limit", "out", "fresh")
+RESUME_IGNORES = ("limit", "per_category", "out", "fresh")
 
 
 @dataclass
@@ -90,6 +91,17 @@ class Prompt:
 
 
 # ---- prompts ----------------------------------------------------------------------------------------
+def _first_per_category(prompts: list[Prompt], n: int) -> list[Prompt]:
+    """The first n prompts of every category, in file order."""
+    counts: dict[str, int] = {}
+    out = []
+    for p in prompts:
+        if counts.get(p.category, 0) < n:
+            counts[p.category] = counts.get(p.category, 0) + 1
+            out.append(p)
+    return out
+
+
 def load_prompts(path: str | os.PathLike) -> list[Prompt]:
     """Read a Spec-Bench / MT-Bench `question.jsonl`: question_id, category, turns (first turn is used)."""
     path = Path(path)
@@ -339,7 +351,8 @@ def run_benchmark(
     model, tokenizer = (lm.model, lm.tokenizer) if isinstance(lm, LoadedModel) else (lm, None)
     device = next(model.parameters()).device
     all_prompts = as_prompts(prompts)
-    selected = all_prompts[: config.limit] if config.limit else all_prompts
+    selected = _first_per_category(all_prompts, config.per_category) if config.per_category else all_prompts
+    selected = selected[: config.limit] if config.limit else selected
 
     record = asdict(config)  # "config" in results.json: all CLI args, with what the model says filled in
     record.update(

@@ -1,0 +1,440 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -papermill,-execution
+#     formats: ipynb,py//py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (specdec_lab)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · Medusa heads: extra decoding heads on the target's last hidden state
+#
+# A draft model is a second network with its own KV cache. **Medusa** (Cai et al., 2024) drafts with
+# almost nothing: a few small *heads* that read the hidden state the target has already computed. At
+# position *t* the target's LM head ("head 0") reads the last hidden state $h_t$ and predicts
+# $x_{t+1}$; Medusa head $k$ reads the **same** $h_t$ and predicts $x_{t+k+1}$:
+#
+# $$p_t^{(k)} = \mathrm{softmax}\big(W_2^{(k)} \cdot (\mathrm{SiLU}(W_1^{(k)} h_t + b^{(k)}) + h_t)\big)$$
+#
+# One decoding step then proposes $x_{t+1}$ (the target's own prediction) followed by the heads' guesses
+# for $x_{t+2}, \dots, x_{t+K+1}$, and the target verifies them all in one forward (the next notebook
+# decodes with them). Here we build and train the heads:
+#
+# 1. the architecture, and the variant we ship: $W_2$ **shared with the frozen LM head**;
+# 2. self-distillation data: the target's own greedy answers, and the labels of each head;
+# 3. the shipped heads for SmolLM2-135M-Instruct, and **why head $k$ is harder** (vs. the paper's Vicuna-7B);
+# 4. Medusa-1 training, live, with per-head loss curves;
+# 5. the loss weights $\lambda_k = 0.8^k$, ablated;
+# 6. a Medusa-2 run on a tiny model (heads and backbone trained jointly) with the backbone's drift measured.
+#
+# The shipped heads come from `python -m specdec_lab.train medusa` (recipe and numbers in
+# `data/medusa/smollm2-135m/manifest.json`); the training below is a short run of the same library code.
+
+# %% tags=["parameters"]
+quick: bool = False  # CI: tiny run (few examples, few steps), same code paths
+model_name: str = "smollm2-135m"  # target model: shipped name, HF directory or .gguf
+heads_dir: str = "../data/medusa/smollm2-135m"  # the shipped heads (with manifest.json)
+distill_dir: str = "../data/distill/smollm2-135m"  # the committed self-distillation data
+heldout_every: int = 10  # hold out every n-th prompt by question_id (as for the shipped heads)
+train_examples: int = 90  # training examples for the live run (their hidden states are computed here)
+train_steps: int = 150  # Medusa-1 steps of the live run
+batch_size: int = 128  # rows (positions) per step
+lr: float = 3e-3  # AdamW learning rate of the live runs
+ablation_steps: int = 50  # steps per loss-weight setting in the ablation
+threads: int = 0  # torch CPU threads (0: the torch default)
+figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
+
+# %%
+if quick:
+    train_examples, train_steps, batch_size, ablation_steps = 12, 20, 64, 10
+    figures_dir = "../results/figures"  # CI runs leave the committed figures alone
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+from transformers.utils import logging as hf_logging
+
+from specdec_lab import load_model, tiny_model
+from specdec_lab.distill import (
+    cache_hidden_states,
+    distillation_stats,
+    generate_distillation_data,
+    load_distillation_data,
+    split_heldout,
+)
+from specdec_lab.medusa import (
+    IGNORE_INDEX,
+    Medusa1Config,
+    Medusa2Config,
+    MedusaHeads,
+    build_rows,
+    head_accuracy,
+    load_heads,
+    loss_weights,
+    medusa_labels,
+    train_medusa1,
+    train_medusa2,
+)
+from specdec_lab.viz.figures import save_figure
+from specdec_lab.viz.medusa import (
+    PAPER_VICUNA_7B_TOP1,
+    MedusaTrainingDashboard,
+    ablation_figure,
+    architecture_figure,
+    head_accuracy_figure,
+    loss_figure,
+    medusa2_figure,
+)
+
+FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
+if threads > 0:
+    torch.set_num_threads(threads)
+torch.manual_seed(0)
+hf_logging.disable_progress_bar()
+print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={quick}")
+
+# %% [markdown]
+# ## 1. The heads
+#
+# Each head is one residual block (576 × 576 for SmolLM2) followed by a projection $W_2$ to the
+# vocabulary. The paper gives every head its own $W_2$, initialised from the LM head. With a 49 152-token
+# vocabulary that projection is 28 M parameters per head — 57 MB in fp16, a fifth of the whole model,
+# *per head*. So the variant we ship keeps $W_2$ **equal to the target's LM head, frozen**: a head is
+# then only its residual block, and since every head multiplies by the same matrix, all $K$ heads'
+# logits come from **one** matmul $(N, K, H) \times (H, V)$.
+#
+# $W_1$ starts at zero, so $\mathrm{SiLU}(0) = 0$ and each head starts out *as the LM head*: it predicts
+# $x_{t+1}$. Training moves head $k$ forward by $k$ tokens.
+
+# %%
+lm = load_model(model_name)
+model = lm.model
+n_layers = model.config.num_hidden_layers
+shipped = load_heads(heads_dir, model)  # attaches the target's LM head (shared storage, no copy)
+manifest = json.loads((Path(heads_dir) / "manifest.json").read_text())
+K = shipped.config.num_heads
+fig = architecture_figure(shipped.config, backbone_layers=n_layers)
+if not quick:
+    print(f"saved {save_figure(fig, '03_medusa_architecture', FIGURES)}")
+fig
+
+# %% tags=["nbval-check-output"]
+H, V = model.config.hidden_size, model.config.vocab_size
+rows = {}
+for shared in (True, False):
+    params = K * (H * H + H) + (0 if shared else K * V * H)
+    rows["W2 shared with the LM head" if shared else "separate W2 per head (paper)"] = {
+        "parameters": f"{params / 1e6:.2f} M",
+        "fp16 size": f"{params * 2 / 1e6:.1f} MB",
+        "share of the 135M target": f"{params / sum(p.numel() for p in model.parameters()):.1%}",
+    }
+pd.DataFrame(rows).T.rename_axis(f"K = {K} heads")
+
+# %% [markdown]
+# **One matmul equals K matmuls.** `heads(h)` computes all residual blocks batched and projects the
+# (N·K, H) features in one product; `head_logits(h, k)` is the plain per-head reference.
+
+# %% tags=["nbval-check-output"]
+h = torch.randn(8, H)  # 8 hidden states
+with torch.no_grad():
+    batched = shipped(h)  # (8, K, V)
+    per_head = torch.stack([shipped.head_logits(h, k) for k in range(1, K + 1)], dim=1)
+print(f"batched logits {tuple(batched.shape)}; max |difference| to per-head matmuls "
+      f"< 1e-3: {(batched - per_head).abs().max().item() < 1e-3}")
+
+# %% [markdown]
+# ## 2. Self-distillation data and the heads' labels
+#
+# Heads should predict what *the target* will say, so the training text is the target's own greedy
+# answers to `data/train_prompts.jsonl` (300 prompts; `data/prompts.jsonl`, the benchmark set, is
+# never trained on). `generate_distillation_data` batches prompts through `model.generate` (left
+# padding), writes one shard per batch atomically and skips existing shards on a rerun; the set is
+# committed under `data/distill/`. Every tenth prompt is held out for measuring accuracy.
+
+# %% tags=["nbval-check-output"]
+data = load_distillation_data(distill_dir)
+stats = distillation_stats(distill_dir)
+train_all, held_out = split_heldout(data, every=heldout_every)
+pd.Series(
+    {
+        "prompts": stats["examples"],
+        "train / held-out": f"{len(train_all)} / {len(held_out)}",
+        "prompt tokens (chat template)": stats["prompt_tokens"],
+        "response tokens": stats["response_tokens"],
+        "responses that ended with EOS": stats["stopped_at_eos"],
+        "max new tokens": stats["max_new_tokens"],
+        "generation time (batch 16, this CPU)": f"{stats['generation_seconds'] / 60:.1f} min",
+    }
+).to_frame(stats["model"])
+
+# %%
+ex = held_out[0]
+print(lm.tokenizer.decode(ex.prompt_ids) + "\u2502" + lm.tokenizer.decode(ex.response_ids))
+
+# %% [markdown]
+# **Labels.** At position $t$ head $k$'s target is token $t+k+1$ ($k = 0$: the LM head's own next
+# token). Only response tokens are targets: the prompt is not the target's text. Derived naively here,
+# then checked against `medusa_labels`:
+
+# %% tags=["nbval-check-output"]
+ids, P = torch.tensor(ex.ids), len(ex.prompt_ids)
+naive = torch.full((len(ids), K + 1), IGNORE_INDEX)
+for t in range(len(ids)):
+    for k in range(K + 1):
+        if P <= t + k + 1 < len(ids):
+            naive[t, k] = ids[t + k + 1]
+assert torch.equal(naive, medusa_labels(ids, P, K))
+tok = lambda i: "·" if i == IGNORE_INDEX else repr(lm.tokenizer.decode([int(i)]))  # noqa: E731
+window = range(P - K - 2, P + 3)
+pd.DataFrame(
+    {"token x_t": [tok(ids[t]) for t in window]}
+    | {("LM head" if k == 0 else f"head {k}"): [tok(naive[t, k]) for t in window] for k in range(K + 1)},
+    index=pd.Index([f"t = {t}" + (" (last prompt token)" if t == P - 1 else "") for t in window]),
+)
+
+# %% [markdown]
+# Because the backbone is frozen in Medusa-1, $h_t$ never changes during training: we run the target
+# once over every example and keep its last hidden states (fp16) — `cache_hidden_states`. A training
+# example is then one *row* ($h_t$ and its $K$ labels), and an epoch costs only the heads, not the 30
+# layers. Here: the held-out examples plus `train_examples` training ones.
+
+# %%
+train_ex = train_all[:train_examples]
+held_ex = held_out if not quick else held_out[:6]
+t0 = time.perf_counter()
+cache_path = Path(f"../data/cache/03_medusa_heads-{len(train_ex)}-{len(held_ex)}.safetensors")
+cache = cache_hidden_states(lm, train_ex + held_ex, cache_path, progress=False)
+train_rows = build_rows(cache.subset([e.question_id for e in train_ex]), K)
+held_rows = build_rows(cache.subset([e.question_id for e in held_ex]), K)
+print(f"hidden states of {len(cache)} examples in {time.perf_counter() - t0:.1f} s "
+      f"({cache.hidden.numel() * 2 / 1e6:.0f} MB fp16); rows: {len(train_rows)} train, {len(held_rows)} held-out")
+
+# %% [markdown]
+# ## 3. The shipped heads, and why head k is harder
+#
+# The shipped heads were trained by `python -m specdec_lab.train medusa` on all 270 training prompts.
+# Their recipe and held-out accuracy, as recorded in the manifest:
+
+# %% tags=["nbval-check-output"]
+tr = manifest["training"]
+acc_m = manifest["heldout_accuracy"]
+print(f"command: {manifest['command']}")
+print(f"{tr['steps']} steps x {tr['batch_size']} rows on {manifest['data']['train_rows']} rows "
+      f"({manifest['data']['train_examples']} examples); lr {tr['lr']}, lambda_k = {tr['decay']}^k; "
+      f"{tr['wall_seconds'] / 60:.1f} min on {manifest['machine']['cpu']}")
+pd.DataFrame(
+    {"top-1": acc_m["top1"], "top-5": acc_m["top5"], "CE (nats)": acc_m["loss"],
+     "paper, Vicuna-7B top-1": list(PAPER_VICUNA_7B_TOP1[:K]) + [None] * (K - 4)},
+    index=pd.Index([f"head {k} -> x_t+{k + 1}" for k in range(1, K + 1)], name="held-out"),
+)
+
+# %% [markdown]
+# Recomputed here from the hidden states above (same held-out prompts; in quick mode a subset), with the
+# untrained heads (= the LM head, predicting $x_{t+1}$ instead of $x_{t+k+1}$) as the baseline:
+
+# %% tags=["nbval-ignore-output"]
+acc_shipped = head_accuracy(shipped, held_rows, bf16=True)  # bf16 logits: ~2x faster, same argmax up to rare ties
+acc_untrained = head_accuracy(MedusaHeads.for_model(model, num_heads=K), held_rows, bf16=True)
+print(f"LM head top-1 on its own greedy text: {acc_shipped.base_top1:.3f} (1.0 up to fp16 rounding of h_t)")
+if not quick:
+    assert max(abs(a - b) for a, b in zip(acc_shipped.top1, acc_m["top1"], strict=True)) < 0.02
+fig = head_accuracy_figure({"shipped heads": acc_shipped, "untrained (= LM head)": acc_untrained})
+if not quick:
+    print(f"saved {save_figure(fig, '03_head_accuracy', FIGURES)}")
+fig
+
+# %% [markdown]
+# Accuracy falls with $k$ for the same reason in both models: head $k$ must guess $x_{t+k+1}$ **without
+# seeing** $x_{t+1}, \dots, x_{t+k}$. Whatever the target will say next is a branch point; the further
+# ahead, the more branches multiply, and a head can only bet on the most likely one. Top-5 falls more
+# slowly than top-1 — which is why Medusa verifies a *tree* of each head's top candidates, not a chain.
+#
+# Our heads are well below the paper's Vicuna-7B heads. Two reasons, both visible below: a 135M model's
+# last hidden state says less about the tokens after the next one than a 7B model's, and the heads saw
+# ~25k training positions (the paper trained on ShareGPT, tens of thousands of conversations). The gap
+# between the positions the heads were trained on and the held-out ones is large — they memorise more
+# than they generalise — and accuracy depends strongly on the kind of text: formulaic answers (math
+# steps, text copied from a passage in rag) are far more predictable than open chat or translation.
+
+# %% tags=["nbval-ignore-output"]
+seen = head_accuracy(shipped, train_rows, max_rows=2048, bf16=True)  # the shipped heads were trained on these
+by_category = {"training positions (seen)": seen.top1, "held-out, all": acc_shipped.top1}
+for category in sorted({e.category for e in held_ex}):
+    q = [e.question_id for e in held_ex if e.category == category]
+    by_category[f"held-out: {category} ({len(q)} prompts)"] = head_accuracy(
+        shipped, build_rows(cache.subset(q), K), bf16=True).top1
+pd.DataFrame(by_category, index=[f"head {k}" for k in range(1, K + 1)]).T.round(3)
+
+# ## 4. Medusa-1, live
+#
+# Fresh heads on the frozen backbone, from the cached rows:
+# $L = \sum_k \lambda_k \, \mathrm{CE}_k$, $\lambda_k = 0.8^k$. The cross-entropy runs over the full 49k
+# vocabulary through the frozen LM head in bf16, fused (`frozen_head_loss`): the (rows·K, V) logits are
+# never stored for autograd.
+
+# %%
+cfg = Medusa1Config(steps=train_steps, batch_size=batch_size, lr=lr, warmup_steps=min(20, train_steps // 5),
+                    log_every=max(train_steps // 30, 1))
+heads = MedusaHeads.for_model(model, num_heads=K)
+log = train_medusa1(heads, train_rows, cfg, progress=False)
+acc_live = head_accuracy(heads, held_rows, bf16=True)
+print(f"{cfg.steps} steps x {cfg.batch_size} rows ({cfg.steps * cfg.batch_size / len(train_rows):.1f} epochs) "
+      f"in {log.seconds:.0f} s")
+fig = loss_figure(log, K, title=f"Medusa-1 on {len(train_ex)} examples: per-head cross-entropy")
+if not quick:
+    print(f"saved {save_figure(fig, '03_medusa1_loss', FIGURES)}")
+fig
+
+# %% tags=["nbval-ignore-output"]
+pd.DataFrame(
+    {"live run top-1": acc_live.top1, "live run top-5": acc_live.top5,
+     "shipped top-1": acc_shipped.top1, "shipped top-5": acc_shipped.top5},
+    index=[f"head {k}" for k in range(1, K + 1)],
+).round(3)
+
+# %% [markdown]
+# Every head starts at a high loss — at initialisation it *is* the LM head, confidently predicting
+# $x_{t+1}$ where $x_{t+k+1}$ is asked — and the later heads stay higher. With fewer examples and steps
+# the live run stays below the shipped heads (see the manifest for theirs). Try other settings with the
+# dashboard (it trains on the same rows):
+
+# %% tags=["nbval-ignore-output"]
+def train_fn(steps, lr_, decay, callback):
+    fresh = MedusaHeads.for_model(model, num_heads=K)
+    c = Medusa1Config(steps=steps, batch_size=batch_size, lr=lr_, decay=decay, log_every=max(steps // 50, 1))
+    lg = train_medusa1(fresh, train_rows, c, progress=False, callback=callback)
+    return lg, head_accuracy(fresh, held_rows, bf16=True)
+
+
+MedusaTrainingDashboard(train_fn, K, steps=train_steps, lr=lr)
+
+# %% [markdown]
+# ## 5. The loss weights λ_k, ablated
+#
+# The paper weights head $k$ by $\lambda_k = 0.8^k$ so that the harder, noisier later heads count less.
+# We train the same heads with three schedules — same data order, same steps:
+
+# %%
+ablation = {}
+trained_w1 = {}
+for decay in (0.8, 1.0, 0.5):
+    torch.manual_seed(0)
+    hd = MedusaHeads.for_model(model, num_heads=K)
+    c = Medusa1Config(steps=ablation_steps, batch_size=batch_size, lr=lr, decay=decay, warmup_steps=5)
+    train_medusa1(hd, train_rows, c, progress=False)
+    name = f"lambda_k = {decay}^k" + (" (paper)" if decay == 0.8 else "")
+    ablation[name], trained_w1[decay] = head_accuracy(hd, held_rows, bf16=True), hd.w1.detach().clone()
+fig = ablation_figure(ablation, title=f"loss weights: held-out top-1 after {ablation_steps} steps")
+if not quick:
+    print(f"saved {save_figure(fig, '03_lambda_ablation', FIGURES)}")
+fig
+
+# %% tags=["nbval-check-output"]
+for decay in (1.0, 0.5):
+    rel = ((trained_w1[decay] - trained_w1[0.8]).norm() / trained_w1[0.8].norm()).item()
+    print(f"lambda_k = {decay}^k vs 0.8^k: relative difference of the trained W1 below 1%: {rel < 0.01}")
+print("weights of the three schedules:", {d: [round(x, 3) for x in loss_weights(K, d).tolist()] for d in (0.8, 1.0, 0.5)})
+
+# %% [markdown]
+# **The weighting changes nothing here — and that is the lesson.** In Medusa-1 with a frozen backbone
+# and a frozen shared $W_2$, the heads share *no* parameter: head $k$'s weights get gradient only from
+# $\lambda_k \mathrm{CE}_k$. Scaling one head's loss by $\lambda_k$ scales only its own gradient, and
+# Adam divides every gradient by its running RMS, so the update is (up to Adam's ε) unchanged. The
+# weights matter where heads **share** parameters — Medusa-2's backbone (next section), or separate
+# $W_2$ heads sharing an embedding — or with plain SGD, where $\lambda_k$ acts as a per-head learning rate.
+#
+# ## 6. Medusa-2 on a tiny model: training the backbone too, without letting it drift
+#
+# Medusa-2 fine-tunes the backbone jointly with the heads: $L = L_{LM} + \lambda_0 L_{\text{Medusa-1}}$.
+# The backbone is also the *verifier*, so whatever it learns changes the text speculative decoding
+# produces. The recipe guards against that: heads warm up first (a Medusa-1 phase), $\lambda_0$ ramps
+# up, the backbone's learning rate is much smaller than the heads', and $L_{LM}$ is a
+# **self-distillation** loss, $\mathrm{KL}(p_{\text{orig}} \,\|\, p_\theta)$ against a frozen copy of the
+# original model. We compare it with plain cross-entropy on the (self-generated) tokens, on a tiny random
+# Llama and its own greedy text; drift = mean KL from the original per response position.
+
+# %%
+tiny = tiny_model(eos_token_id=3)
+gen = torch.Generator().manual_seed(0)
+tiny_prompts = [torch.randint(4, 256, (6,), generator=gen).tolist() for _ in range(48)]
+tiny_data = generate_distillation_data(tiny, tiny_prompts, Path("../data/cache/03_tiny_distill"),
+                                       max_new_tokens=24, batch_size=24, progress=False)
+joint = 30 if quick else 120
+runs, drift_end = {}, {}
+for lm_loss in ("kl", "ce"):
+    student = tiny_model(eos_token_id=3)  # same weights as `tiny`, trained in place
+    hd = MedusaHeads.for_model(student, num_heads=3)
+    c = Medusa2Config(warmup_steps=20, joint_steps=joint, batch_size=4, head_lr=1e-2, backbone_lr=3e-4,
+                      lambda0=0.2, lambda0_ramp=20, lm_loss=lm_loss, drift_every=10)
+    name = "L_LM = KL to the original" if lm_loss == "kl" else "L_LM = CE on the tokens"
+    runs[name] = train_medusa2(student, hd, tiny_data[:40], c, reference=tiny, eval_sequences=tiny_data[40:],
+                               progress=False)
+fig = medusa2_figure(runs)
+if not quick:
+    print(f"saved {save_figure(fig, '03_medusa2_drift', FIGURES)}")
+fig
+
+# %% tags=["nbval-ignore-output"]
+pd.DataFrame(
+    {name: {"drift after warmup (KL, nats)": log.drift[0]["kl"],
+            "drift at the end (KL, nats)": log.drift[-1]["kl"],
+            "argmax unchanged (greedy output kept)": log.drift[-1]["top1_agreement"],
+            "heads' CE, sum over heads (last step)": sum(log.head_loss[-1])}
+     for name, log in runs.items()}
+).round(4)
+
+# %% tags=["nbval-check-output"]
+kl_end = {name: log.drift[-1]["kl"] for name, log in runs.items()}
+print("warmup leaves the backbone untouched:", all(log.drift[0]["kl"] == 0 for log in runs.values()))
+print("self-distillation drifts less than CE:", kl_end["L_LM = KL to the original"] < kl_end["L_LM = CE on the tokens"])
+
+# %% [markdown]
+# During warmup only the heads train, so the drift is exactly 0. In the joint phase both runs move the
+# backbone. With Adam every trained weight moves by about the learning rate per step, whatever its
+# gradient, so the backbone's small learning rate is the first guard. The KL term is the second: it
+# pushes back on exactly the changes that move the next-token distribution, and the drift grows markedly
+# slower than with cross-entropy on the greedy tokens (which rewards sharpening the distribution towards
+# its own argmax). A random tiny model has many near-ties, so its argmax flips easily even at small KL;
+# on a real model the drift is what decides whether Medusa-2 decoding is still the *original* model's
+# output. The library function is the same for a real model (`train_medusa2`), only slow on this CPU.
+#
+# ## Closing note: the shipped heads
+#
+# SmolLM2-135M-Instruct, $K$ heads, Medusa-1, $W_2$ shared with the LM head, trained on the target's own
+# greedy answers to 270 prompts and measured on the 30 held-out ones:
+
+# %% tags=["nbval-check-output"]
+d = manifest["data"]
+closing = pd.DataFrame(
+    {"top-1": acc_m["top1"], "top-5": acc_m["top5"]},
+    index=pd.Index([f"head {k}" for k in range(1, K + 1)], name=f"held-out ({d['heldout_rows']} positions)"),
+)
+print(f"size on disk: {manifest['size_bytes'] / 1e6:.2f} MB (fp16 residual blocks; W2 is the target's LM head)")
+print(f"training: {tr['steps']} steps in {tr['wall_seconds'] / 60:.1f} min; hidden states "
+      f"{d['hidden_cache_seconds'] / 60:.1f} min; self-distillation data {d['generation_seconds'] / 60:.1f} min "
+      f"({manifest['machine']['cpu']}, {manifest['machine']['torch_threads']} thread(s))")
+print(f"head 1 top-1 >= 0.5: {acc_m['top1'][0] >= 0.5}")
+closing
+
+# %% [markdown]
+# Head 1 reaches a held-out top-1 of 0.28 (top-5 0.50), short of the 0.5 we aimed for and of the paper's
+# 0.56 for Vicuna-7B. The table in section 3 says why: the heads get 0.8+ on positions they were trained
+# on and far less on new prompts, and a run on half the training prompts lands only a little lower (0.24
+# after 300 steps, against 0.26 with all of them). More self-distilled text is the lever — at ~23 tokens/s
+# of batched generation on this CPU, each extra 27k tokens costs about 20 minutes. Regularisation
+# (weight decay), other learning rates and soft targets (the target's full distribution at $t+k$ instead
+# of its argmax) did not move held-out top-1 in short runs. For decoding, what counts is the accepted
+# length of a *tree* built from each head's top candidates: top-5 of head 1 is 0.50, and the next notebook
+# (the decoding notebook that follows) measures what that buys.

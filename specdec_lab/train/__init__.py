@@ -1,0 +1,40 @@
+"""Training entry points: `python -m specdec_lab.train <subcommand> [options]`.
+
+Each subcommand is a module `specdec_lab.train.<name>` with a `main(argv) -> int`; the dispatcher finds
+them by listing this package, so adding one is adding a file (e.g. `medusa.py`, `draft.py`).
+
+    python -m specdec_lab.train medusa --steps 600 --out data/medusa/smollm2-135m
+    python -m specdec_lab.train medusa --help
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+__all__ = ["subcommands", "main"]
+
+
+def subcommands() -> list[str]:
+    """Names of the available subcommands (the modules of this package, private ones excluded)."""
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def _usage() -> str:
+    names = "\n".join(f"    {n}" for n in subcommands())
+    return f"usage: python -m specdec_lab.train <subcommand> [options]\n\nsubcommands:\n{names}\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage(), end="")
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in subcommands():
+        print(f"unknown subcommand {name!r}\n\n{_usage()}", end="", file=sys.stderr)
+        return 2
+    module = importlib.import_module(f"{__name__}.{name}")
+    return int(module.main(rest) or 0)

@@ -1,0 +1,219 @@
+"""`python -m specdec_lab.train medusa`: self-distil, cache hidden states, train Medusa-1 heads, ship them.
+
+Each stage reuses what earlier runs left on disk, so a rerun (or a run after an interruption) only does
+what is missing:
+    1. self-distillation data   --distill-dir  (shards; resumable)           committed under data/distill/
+    2. hidden states            --cache        (safetensors, fp16)           data/cache/ (gitignored)
+    3. Medusa-1 training        frozen backbone, rows of cached h_t
+    4. held-out accuracy        prompts with question_id % --holdout-every == 0 never trained on
+    5. --out                    medusa_config.json + medusa_heads.safetensors (fp16), manifest.json,
+                                train_log.json (loss curves); --export-published writes FasterDecoding's layout
+
+The shipped heads were made with the defaults:
+    python -m specdec_lab.train medusa --out data/medusa/smollm2-135m
+`--model tiny` runs every stage on a tiny random Llama with random token prompts (smoke tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+__all__ = ["main", "build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m specdec_lab.train medusa",
+        description="Train Medusa-1 heads on self-distilled data (frozen backbone, cached hidden states).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--model", default="smollm2-135m", help="target: shipped name, HF dir, .gguf, or 'tiny'")
+    p.add_argument("--prompts", default="data/train_prompts.jsonl", help="Spec-Bench jsonl prompt set")
+    p.add_argument("--limit", type=int, default=0, help="use only the first N prompts (0: all)")
+    p.add_argument("--distill-dir", default="data/distill/smollm2-135m", help="self-distillation shards")
+    p.add_argument("--max-new-tokens", type=int, default=128, help="response length of the target")
+    p.add_argument("--gen-batch-size", type=int, default=16, help="prompts per generate() batch")
+    p.add_argument("--cache", default="data/cache/smollm2-135m-hidden.safetensors", help="hidden-state cache")
+    p.add_argument("--holdout-every", type=int, default=10, help="hold out question_id %% N == 0")
+    p.add_argument("--heads", type=int, default=4, help="K, number of Medusa heads")
+    p.add_argument("--layers", type=int, default=1, help="residual blocks per head")
+    p.add_argument("--separate-w2", action="store_true", help="one trainable W2 per head (not shared)")
+    p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--batch-size", type=int, default=256, help="rows (positions) per step")
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--warmup-steps", type=int, default=20)
+    p.add_argument("--decay", type=float, default=0.8, help="loss weights lambda_k = decay^k")
+    p.add_argument("--fp32", action="store_true", help="vocabulary projection in fp32 instead of bf16")
+    p.add_argument("--eval-every", type=int, default=100, help="held-out accuracy every N steps")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--out", default="data/medusa/smollm2-135m", help="output directory for the heads")
+    p.add_argument("--export-published", default="", help="also write FasterDecoding's layout here")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+def _target(args):
+    """(LoadedModel, prompts) — the real target with the prompt file, or a tiny model with token prompts."""
+    from ..distill import load_prompts
+    from ..models import LoadedModel, load_model, tiny_model
+
+    if args.model == "tiny":
+        model = tiny_model(eos_token_id=3)
+        gen = torch.Generator().manual_seed(args.seed)
+        n = args.limit or 40
+        prompts = [
+            {"question_id": i + 1, "category": "random", "ids": torch.randint(4, 256, (8,), generator=gen).tolist()}
+            for i in range(n)
+        ]
+        return LoadedModel(model, None, "tiny", "tiny_model()"), prompts
+    prompts = load_prompts(args.prompts)
+    return load_model(args.model), prompts[: args.limit] if args.limit else prompts
+
+
+def _cache_seconds(path: str) -> float | None:
+    from safetensors import safe_open
+
+    with safe_open(path, framework="pt") as f:
+        seconds = (f.metadata() or {}).get("seconds")
+    return float(seconds) if seconds is not None else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .. import distill
+    from ..medusa import (
+        Medusa1Config,
+        MedusaHeads,
+        build_rows,
+        checkpoint_bytes,
+        head_accuracy,
+        save_heads,
+        save_medusa_layout,
+        train_medusa1,
+    )
+
+    args = build_parser().parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    command = "python -m specdec_lab.train medusa " + shlex.join(argv if argv is not None else sys.argv[1:])
+    progress = not args.quiet
+    lm, prompts = _target(args)
+
+    # 1. self-distillation data (resumable shards)
+    examples = distill.generate_distillation_data(
+        lm,
+        prompts,
+        args.distill_dir,
+        max_new_tokens=args.max_new_tokens,
+        batch_size=args.gen_batch_size,
+        progress=progress,
+    )
+    data_stats = distill.distillation_stats(args.distill_dir)
+    train_ex, held_ex = distill.split_heldout(examples, args.holdout_every)
+
+    # 2. hidden states, cached (recomputed only when the model or the data changed)
+    t0 = time.perf_counter()
+    cache = distill.cache_hidden_states(lm, examples, args.cache, progress=progress)
+    cache_seconds = _cache_seconds(args.cache) or time.perf_counter() - t0
+    train_rows = build_rows(cache.subset([e.question_id for e in train_ex]), args.heads)
+    held_rows = build_rows(cache.subset([e.question_id for e in held_ex]), args.heads)
+    print(
+        f"data: {len(train_ex)} train / {len(held_ex)} held-out examples, {len(train_rows)} / {len(held_rows)} rows",
+        file=sys.stderr,
+    )
+
+    # 3. Medusa-1
+    heads = MedusaHeads.for_model(
+        lm.model,
+        num_heads=args.heads,
+        num_layers=args.layers,
+        shared_lm_head=not args.separate_w2,
+        base_model=args.model,
+    )
+    cfg = Medusa1Config(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        warmup_steps=args.warmup_steps,
+        decay=args.decay,
+        bf16=not args.fp32,
+        eval_every=args.eval_every,
+        seed=args.seed,
+    )
+    log = train_medusa1(heads, train_rows, cfg, eval_rows=held_rows, progress=progress)
+
+    # 4. held-out accuracy on every held-out row (fp32 projection)
+    acc = head_accuracy(heads, held_rows)
+    for k, (t1, t5) in enumerate(zip(acc.top1, acc.top5, strict=True), start=1):
+        print(f"head {k}: top-1 {t1:.3f}  top-5 {t5:.3f}", file=sys.stderr)
+
+    # 5. write
+    out = Path(args.out)
+    manifest = {
+        "command": command,
+        "model": {"name": lm.name, "source": lm.source},
+        "data": {
+            "prompts": args.prompts if args.model != "tiny" else "random token prompts",
+            "distill_dir": args.distill_dir,
+            **{k: v for k, v in data_stats.items() if k != "fingerprint"},
+            "train_examples": len(train_ex),
+            "heldout_examples": len(held_ex),
+            "heldout_rule": f"question_id % {args.holdout_every} == 0",
+            "train_rows": len(train_rows),
+            "heldout_rows": len(held_rows),
+            "hidden_cache": args.cache,
+            "hidden_cache_seconds": round(cache_seconds, 1),
+        },
+        "heads": asdict(heads.config),
+        "training": {
+            **asdict(cfg),
+            "wall_seconds": round(log.seconds, 1),
+            "final_loss": round(log.loss[-1], 4),
+            "final_head_loss": [round(x, 4) for x in log.head_loss[-1]],
+        },
+        "heldout_accuracy": acc.as_dict(),
+        "machine": {
+            "cpu": _cpu_name(),
+            "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        },
+    }
+    save_heads(heads, out, dtype=torch.float16, metadata={"manifest": "manifest.json"})
+    manifest["size_bytes"] = checkpoint_bytes(out)
+    _write_json(out / "train_log.json", log.as_dict())
+    _write_json(out / "manifest.json", manifest, indent=1)
+    if args.export_published:
+        save_medusa_layout(heads, args.export_published, base_model=args.model)
+    print(f"wrote {out} ({manifest['size_bytes'] / 1e6:.2f} MB) in {log.seconds:.0f} s of training", file=sys.stderr)
+    return 0
+
+
+def _write_json(path: Path, obj, indent: int | None = None) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(obj, indent=indent) + "\n")
+    os.replace(tmp, path)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip() + f" x{os.cpu_count()}"
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

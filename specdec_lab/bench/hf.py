@@ -21,7 +21,7 @@ from transformers import GenerationConfig
 
 from .methods import Runner, RunOutput
 
-__all__ = ["HF_RUNNERS", "NOTES", "hf_generate", "hf_prompt_lookup"]
+__all__ = ["HF_RUNNERS", "NOTES", "hf_generate", "hf_prompt_lookup", "hf_assisted"]
 
 NOTES = {
     "timing": "wall time of the whole call (prefill included), device synchronized, measured outside every "
@@ -35,7 +35,9 @@ NOTES = {
 }
 
 
-def _hf_run(model, eos_ids: list[int], **generation) -> Runner:
+def _hf_run(model, eos_ids: list[int], assistant_model=None, **generation) -> Runner:
+    extra = {} if assistant_model is None else {"assistant_model": assistant_model}
+
     def run(ids: list[int], max_new_tokens: int, seed: int) -> RunOutput:
         # Greedy, explicitly: transformers fills fields we leave unset from the model's generation_config.
         config = GenerationConfig(
@@ -51,7 +53,7 @@ def _hf_run(model, eos_ids: list[int], **generation) -> Runner:
         calls = [0]
         hook = model.register_forward_pre_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
         try:
-            out = model.generate(x, attention_mask=torch.ones_like(x), generation_config=config)
+            out = model.generate(x, attention_mask=torch.ones_like(x), generation_config=config, **extra)
         finally:
             hook.remove()
         tokens = out[0, len(ids) :].tolist()
@@ -78,7 +80,32 @@ def hf_prompt_lookup(
     )
 
 
+def hf_assisted(
+    model,
+    eos_ids: list[int],
+    draft: str = "default",
+    num_assistant_tokens: int = 20,
+    num_assistant_tokens_schedule: str = "constant",
+    assistant_confidence_threshold: float = 0.4,
+) -> Runner:
+    """transformers assisted generation, `model.generate(assistant_model=draft)`, greedy, with the same draft
+    weights as our `draft` method (exported as a standalone full-vocabulary HF model and loaded back).
+    Defaults are transformers' own for an assistant (20 tokens, constant schedule, confidence 0.4)."""
+    from transformers import AutoModelForCausalLM
+
+    from ..draft_model import export_hf, get_draft
+
+    folder = export_hf(get_draft(draft, model))
+    device = next(model.parameters()).device
+    assistant = AutoModelForCausalLM.from_pretrained(folder, dtype=model.dtype).to(device).eval()
+    assistant.generation_config.num_assistant_tokens = num_assistant_tokens
+    assistant.generation_config.num_assistant_tokens_schedule = num_assistant_tokens_schedule
+    assistant.generation_config.assistant_confidence_threshold = assistant_confidence_threshold
+    return _hf_run(model, eos_ids, assistant_model=assistant)
+
+
 HF_RUNNERS: dict[str, Callable[..., Runner]] = {
     "hf_generate": hf_generate,
     "hf_prompt_lookup": hf_prompt_lookup,
+    "hf_assisted": hf_assisted,
 }

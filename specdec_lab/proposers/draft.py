@@ -1,0 +1,177 @@
+"""Draft-model speculative decoding (Leviathan et al. 2023; Chen et al. 2023): a small LM proposes k tokens.
+
+Notation: p = target distribution, q = draft distribution, k = draft length.
+
+The draft keeps its own KV cache (`KVCache`). Per loop step:
+
+    propose:  feed the tokens the draft has not seen yet (the root, or d_k + the bonus token when the whole
+              chain was accepted: the catch-up is fused into the first draft forward), then k − 1 single
+              tokens; each forward yields one draft token (argmax, or a sample from q kept for verification)
+    update:   the draft wrote K/V for pending + d_1..d_{k−1}; keep the prefix that is still on the accepted
+              path (pending + d_1..d_min(a, k−1)) and drop the rest — no recomputation
+
+The draft's head evaluates only its drafting vocabulary (plus the prompt's tokens) when it has one
+(`Draft.vocab`): q is zero elsewhere, which keeps speculative sampling exact. k is fixed, HF's +2/−1
+heuristic, or chosen each step from the measured acceptance rate α̂ and the measured costs (`DraftLength`
+with the target's verify curve t(n) and the draft's step time): k* = argmax E[L + 1] / (k·t_draft + t(k+1)).
+
+`method="layer_skip"` is the same proposer with the training-free draft made of the target's first layers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from ..cost import DraftLength
+from ..draft_model import Draft, get_draft
+from ..kv_cache import KVCache
+from ..sampling import warp_probs
+from ..tree import Tree
+from ..verify import prefill
+from .base import DecodeState, Proposer
+
+__all__ = ["DraftConfig", "DraftProposer", "LayerSkipConfig", "LayerSkipProposer", "draft_step_seconds"]
+
+
+@dataclass
+class DraftConfig:
+    draft: str = "default"  # "default" (shipped distilled draft), "layer_skip:N", a draft folder, or a Draft
+    max_draft: int = 8  # k_max
+    draft_length: int | str = "cost"  # int (fixed k), "heuristic" (HF's +2/-1), "cost" (measured α, costs)
+    vocab: str = "draft"  # "draft": the draft's reduced head (+ prompt tokens); "full": the whole head
+
+    def __post_init__(self):
+        if self.max_draft < 1:
+            raise ValueError(f"max_draft must be >= 1, got {self.max_draft}")
+        if self.vocab not in ("draft", "full"):
+            raise ValueError(f"vocab must be 'draft' or 'full', got {self.vocab!r}")
+        DraftLength(self.draft_length, k_max=self.max_draft)  # validates draft_length
+
+
+class DraftProposer(Proposer):
+    name = "draft"
+
+    def __init__(self, config: DraftConfig | None = None, **kwargs):
+        self.config = config or DraftConfig(**kwargs)
+        self.length = DraftLength(self.config.draft_length, k_max=self.config.max_draft)
+        self.draft: Draft | None = None  # loaded in start(): building a proposer stays cheap
+        self.cache: KVCache | None = None
+        self.rows: torch.Tensor | None = None  # (M,) target ids of the head rows evaluated; None = all V
+        self.head: torch.Tensor | None = None  # (M, H) those rows of the (tied) head
+        self.seen = 0  # state.tokens[:seen] have K/V in the draft cache (committed)
+        self.pending = 0  # tokens fed in the last proposal before the first draft token
+        self._last: dict = {}
+
+    # ---- setup ------------------------------------------------------------------------------------
+    def start(self, state: DecodeState, prompt_hidden=None) -> None:
+        self.draft = get_draft(self.config.draft, state.model)
+        model = self.draft.model
+        prompt = state.tokens[: state.prompt_length]
+        self.rows = self.draft.head_rows(prompt) if self.config.vocab == "draft" else None
+        weight = model.get_output_embeddings().weight  # (V, H), tied to the embeddings
+        self.head = weight if self.rows is None else weight[self.rows].contiguous()  # (M, H)
+        self.cache = KVCache.for_model(model, capacity=len(state.tokens) + 256)
+        prefill(model, self.cache, torch.tensor(state.tokens[:-1], dtype=torch.long))  # all but the root
+        self.seen = len(state.tokens) - 1
+        self.length.start(state.model)
+        if self.draft.step_seconds is None:
+            self.draft.step_seconds = draft_step_seconds(self)
+        self.length.draft_step = self.draft.step_seconds
+
+    @torch.inference_mode()
+    def _step(self, tokens: list[int]) -> torch.Tensor:
+        """Feed tokens to the draft (appending K/V); return head logits (M,) after the last one."""
+        device = self.head.device
+        start = self.cache.get_seq_length()  # written entries, committed or not
+        ids = torch.tensor([tokens], dtype=torch.long, device=device)  # (1, n)
+        positions = torch.arange(start, start + len(tokens), device=device)[None]  # (1, n)
+        body = self.draft.model.get_decoder()
+        out = body(input_ids=ids, position_ids=positions, cache=self.cache, use_cache=True)
+        return torch.nn.functional.linear(self.draft.readout(out.last_hidden_state[0, -1]), self.head)  # (M,)
+
+    # ---- the two calls of the loop ----------------------------------------------------------------
+    @torch.inference_mode()
+    def propose(self, state: DecodeState) -> Tree:
+        k = self.length.choose(state.max_depth)
+        self._last = {"k": k, "alpha": round(self.length.tracker.alpha(None), 3)}
+        if k == 0:
+            self.length.tracker.idle(None)
+            return Tree.root(state.root)
+        sampling, greedy = state.sampling, state.sampling.greedy
+        x = state.tokens[self.seen :]  # ≥ 1 token: the root, plus what the last step accepted unseen
+        self.pending = len(x)
+        drafts: list[int] = []
+        q_rows: list[torch.Tensor] = []
+        t0 = time.perf_counter()
+        for _ in range(k):
+            logits = self._step(x)  # (M,)
+            if greedy:
+                j = int(logits.argmax())
+            else:
+                q = warp_probs(logits, sampling)  # (M,) the same warping the target's p gets
+                j = int(torch.multinomial(q, 1, generator=state.generator))
+                q_rows.append(q)
+            tok = j if self.rows is None else int(self.rows[j])
+            drafts.append(tok)
+            x = [tok]
+        # measured draft step time (moving average), so the cost-aware k follows the machine's load
+        self.draft.step_seconds = 0.8 * self.draft.step_seconds + 0.2 * (time.perf_counter() - t0) / k
+        self.length.draft_step = self.draft.step_seconds
+        probs = None
+        if q_rows:
+            vocab = self.draft.model.config.get_text_config(decoder=True).vocab_size
+            probs = torch.zeros(k + 1, vocab, device=self.head.device)  # (k+1, V), row 0 (root) unused
+            q = torch.stack(q_rows)  # (k, M)
+            if self.rows is None:
+                probs[1:] = q
+            else:
+                probs[1:, self.rows] = q  # q = 0 outside the drafting vocabulary
+        return Tree.chain(state.root, drafts, draft_probs=probs, device=self.head.device)
+
+    def update(self, state, tree, acceptance, output) -> None:
+        k = len(tree) - 1
+        if k == 0:
+            return
+        a = acceptance.accepted_draft
+        valid = self.pending + min(a, k - 1)  # written: pending + d_1..d_{k-1}; still on the path: this many
+        self.cache.keep(list(range(valid)))
+        self.seen += valid
+        self.length.observe(None, k, a)
+        self._last["accepted"] = a
+
+    def info(self) -> dict:
+        return dict(self._last)
+
+
+def draft_step_seconds(proposer: DraftProposer, repeats: int = 5) -> float:
+    """Median seconds of one single-token draft step (body + head rows) on the proposer's cache."""
+    times = []
+    root = [0]
+    for _ in range(repeats + 2):
+        t0 = time.perf_counter()
+        proposer._step(root)
+        times.append(time.perf_counter() - t0)
+        proposer.cache.rollback()
+    return sorted(times[2:])[len(times[2:]) // 2]
+
+
+@dataclass
+class LayerSkipConfig:
+    n_layers: int = 4  # the target's first n layers (+ its norm and head) draft
+    max_draft: int = 8
+    draft_length: int | str = "cost"
+
+
+class LayerSkipProposer(DraftProposer):
+    """Self-speculation (Draft & Verify; LayerSkip): the target's own first layers draft, no training."""
+
+    name = "layer_skip"
+
+    def __init__(self, config: LayerSkipConfig | None = None, **kwargs):
+        config = config or LayerSkipConfig(**kwargs)
+        super().__init__(
+            DraftConfig(f"layer_skip:{config.n_layers}", config.max_draft, config.draft_length, vocab="full")
+        )

@@ -1,0 +1,226 @@
+"""Losslessness, checked empirically: speculative sampling emits tokens distributed exactly as the target's.
+
+Notation: p = target distribution, q = draft distribution (both after the same temperature/top-k/top-p).
+
+The experiment (used by tests/test_speculative.py and notebook 02): fix a context; run many independent
+speculative "episodes" that draft k tokens from q, verify them with the library's acceptance rule
+(`accept_speculative`), and continue until n tokens are emitted; histogram the first n emitted tokens and
+compare with the exact joint P(t_1..t_n) = Π_i p(t_i | context, t_<i) by a chi-square test.
+
+Model outputs are memoized per prefix (`LogitsTable`), so thousands of episodes cost a few forwards: on a
+tiny vocabulary every prefix up to a depth is computed in one batched forward (`fill`); on the real model
+prefixes are computed lazily as episodes reach them. The episodes call the real rule on real `Tree`s;
+only the models' forwards are cached.
+
+Two deliberately broken rules show that the test has teeth: `accept_without_ratio` (accept every draft
+token: the output follows q) and `accept_resample_from_p` (the right ratio, but a rejection resamples from
+p instead of the residual norm(max(0, p − q)): the output over-weights tokens where q > p).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from .accept import Acceptance, accept_speculative, chain_nodes
+from .sampling import Sampling, warp_probs
+from .tree import Tree
+
+__all__ = [
+    "LogitsTable",
+    "exact_joint",
+    "simulate_emitted",
+    "chi_square",
+    "accept_without_ratio",
+    "accept_resample_from_p",
+]
+
+
+class LogitsTable:
+    """Memoized next-token logits (V,) of `model` after context + prefix, for any prefix tuple.
+
+    forward: (B, T) ids -> (B, T, V) logits; default `model(ids).logits`. A draft passes
+    `Draft.logits` (its readout and drafting vocabulary: exactly the q the proposer samples from).
+    """
+
+    def __init__(self, model, context: Sequence[int], forward: Callable | None = None):
+        self.model = model
+        self.forward = forward or (lambda ids: model(ids).logits)
+        self.context = list(context)
+        self.device = next(model.parameters()).device
+        self.vocab = model.config.get_text_config(decoder=True).vocab_size
+        self.table: dict[tuple[int, ...], torch.Tensor] = {}
+
+    @torch.inference_mode()
+    def fill(self, depth: int, batch: int = 1024) -> LogitsTable:
+        """Compute every prefix of length <= depth at once (V^depth sequences: tiny vocabularies only)."""
+        prefixes = list(itertools.product(range(self.vocab), repeat=depth))
+        for i in range(0, len(prefixes), batch):
+            chunk = torch.tensor(
+                [self.context + list(p) for p in prefixes[i : i + batch]], device=self.device
+            )
+            logits = self.forward(chunk)[:, len(self.context) - 1 :].float()  # (B, depth+1, V)
+            for row, prefix in zip(logits, prefixes[i : i + batch], strict=True):
+                for d in range(depth + 1):
+                    self.table.setdefault(prefix[:d], row[d])
+        return self
+
+    @torch.inference_mode()
+    def __call__(self, prefix: tuple[int, ...]) -> torch.Tensor:
+        if prefix not in self.table:
+            ids = torch.tensor([self.context + list(prefix)], device=self.device)
+            self.table[prefix] = self.forward(ids)[0, -1].float()
+        return self.table[prefix]
+
+
+def exact_joint(target: LogitsTable, sampling: Sampling, n: int = 1) -> np.ndarray:
+    """(V^n,) exact P(t_1..t_n) of plain sampling from the (warped) target, flattened row-major."""
+    joint = warp_probs(target(()), sampling).double().cpu().numpy()  # (V,)
+    for d in range(1, n):
+        nxt = np.stack(
+            [
+                warp_probs(target(prefix), sampling).double().cpu().numpy()
+                for prefix in itertools.product(range(target.vocab), repeat=d)
+            ]
+        )  # (V^d, V)
+        joint = (joint[:, None] * nxt).reshape(-1)
+    return joint
+
+
+def simulate_emitted(
+    target: LogitsTable,
+    draft: LogitsTable,
+    sampling: Sampling,
+    k: int = 2,
+    trials: int = 10_000,
+    n: int = 1,
+    rule: Callable[..., Acceptance] = accept_speculative,
+    seed: int = 0,
+    deterministic: bool = False,
+) -> np.ndarray:
+    """(V^n,) counts of the first n tokens emitted by `trials` speculative episodes (chains of k drafts).
+
+    deterministic: the draft proposes its argmax and sends no q (`draft_probs=None`: q is one-hot), as
+    prompt lookup or a greedy draft does; sampling must still be exact.
+    """
+    gen = torch.Generator(device=target.device).manual_seed(seed)
+    vocab = target.vocab
+    counts = np.zeros(vocab**n, dtype=np.int64)
+    q_memo: dict[tuple[int, ...], torch.Tensor] = {}  # the proposer's side: q per prefix, warped once
+
+    def q_of(prefix: tuple[int, ...]) -> torch.Tensor:
+        if prefix not in q_memo:
+            q_memo[prefix] = warp_probs(draft(prefix), sampling)  # (V,)
+        return q_memo[prefix]
+
+    zero = torch.zeros(vocab, device=target.device)
+    for _ in range(trials):
+        emitted: list[int] = []
+        while len(emitted) < n:
+            prefix = tuple(emitted)
+            drafts: list[int] = []
+            q_rows = [zero]  # row 0 (root) unused
+            for _ in range(k):
+                q = q_of(prefix + tuple(drafts))
+                x = q.argmax() if deterministic else torch.multinomial(q, 1, generator=gen)
+                drafts.append(int(x))
+                q_rows.append(q)
+            root = emitted[-1] if emitted else target.context[-1]
+            probs = None if deterministic else torch.stack(q_rows)  # (k+1, V) q rows, row 0 unused
+            tree = Tree.chain(root, drafts, draft_probs=probs)
+            logits = torch.stack([target(prefix + tuple(drafts[:j])) for j in range(k + 1)])  # (k+1, V)
+            acc = rule(tree, logits, sampling=sampling, generator=gen)
+            emitted += drafts[: acc.accepted_draft] + [acc.bonus]
+        counts[np.ravel_multi_index(tuple(emitted[:n]), (vocab,) * n)] += 1
+    return counts
+
+
+def chi_square(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0) -> dict:
+    """Pearson chi-square goodness of fit of `counts` to `probs`; cells with expected < min_expected pooled.
+
+    Returns {"stat", "dof", "p_value"}; reject "counts ~ probs" at false-alarm rate a when p_value < a.
+    A count in a cell of probability 0 is an impossible outcome: p_value = 0.
+    """
+    from scipy.stats import chi2
+
+    counts, probs = np.asarray(counts, float), np.asarray(probs, float)
+    total = counts.sum()
+    if counts[probs <= 0].sum() > 0:
+        return {"stat": float("inf"), "dof": 0, "p_value": 0.0}
+    expected = probs * total
+    big = expected >= min_expected
+    obs = np.append(counts[big], counts[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    if exp[-1] < min_expected:  # too little pooled mass to be its own cell: merge it into the smallest cell
+        small = int(np.argmin(exp[:-1]))
+        obs[small] += obs[-1]
+        exp[small] += exp[-1]
+        obs, exp = obs[:-1], exp[:-1]
+    stat = float(((obs - exp) ** 2 / exp).sum())
+    dof = len(obs) - 1
+    return {"stat": stat, "dof": dof, "p_value": float(chi2.sf(stat, dof)) if dof > 0 else 1.0}
+
+
+# ---- deliberately broken rules (counterexamples for the test) -------------------------------------
+def accept_without_ratio(
+    tree: Tree, logits: torch.Tensor, sampling: Sampling, generator=None, **_
+) -> Acceptance:
+    """BROKEN: accept every draft token whose target probability is > 0; bonus ~ p. Output follows q."""
+    chain = chain_nodes(tree)
+    probs = warp_probs(logits[torch.tensor(chain, device=logits.device)], sampling)  # (k+1, V)
+    for i, node in enumerate(chain[1:]):
+        if probs[i, tree.tokens[node]] <= 0:
+            return Acceptance(
+                path=chain[: i + 1], bonus=int(torch.multinomial(probs[i], 1, generator=generator))
+            )
+    return Acceptance(path=chain, bonus=int(torch.multinomial(probs[-1], 1, generator=generator)))
+
+
+def accept_resample_from_p(
+    tree: Tree, logits: torch.Tensor, sampling: Sampling, generator=None, **_
+) -> Acceptance:
+    """BROKEN: the right acceptance ratio min(1, p/q), but a rejection resamples from p, not the residual."""
+    chain = chain_nodes(tree)
+    probs = warp_probs(logits[torch.tensor(chain, device=logits.device)], sampling)  # (k+1, V)
+    for i, node in enumerate(chain[1:]):
+        x = tree.tokens[node]
+        p_x, q_x = float(probs[i, x]), float(tree.draft_probs[node, x])
+        if float(torch.rand((), generator=generator, device=logits.device)) * q_x >= p_x:
+            return Acceptance(
+                path=chain[: i + 1], bonus=int(torch.multinomial(probs[i], 1, generator=generator))
+            )
+    return Acceptance(path=chain, bonus=int(torch.multinomial(probs[-1], 1, generator=generator)))
+
+
+# ---- the live demo of notebook 02 (the dashboard's callback) ---------------------------------------
+def run_draft_demo(
+    lm,
+    prompt: str,
+    draft: str = "default",
+    temperature: float = 0.0,
+    top_p: float | None = None,
+    draft_length: int | str = 4,
+    max_new_tokens: int = 48,
+    seed: int = 0,
+) -> tuple[str, dict]:
+    """Generate with `method="draft"`; return (tokens as HTML, colored by role; summary numbers)."""
+    from .generate import generate
+    from .viz.tokens import tokens_html
+
+    result = generate(
+        lm, lm.chat_ids(prompt), method="draft", draft=draft, draft_length=draft_length,
+        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed,
+    )  # fmt: skip
+    proposed = sum(s.proposed for s in result.steps)
+    accepted = sum(s.accepted for s in result.steps)
+    summary = {
+        "tokens": len(result.tokens),
+        "target forwards": result.forwards,
+        "mean accepted (tokens / forward)": round(result.mean_accepted, 2),
+        "draft tokens accepted / proposed": f"{accepted} / {proposed}",
+        "tokens/s": round(result.tokens_per_s, 1),
+    }
+    return tokens_html(result, lm.tokenizer), summary

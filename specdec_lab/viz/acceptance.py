@@ -1,0 +1,169 @@
+"""Figures of the acceptance math and of measured acceptance (notebooks 01 and 02).
+
+Notation: p = target, q = draft, α = Σ min(p, q), k = draft length, c = draft step / target step.
+Data in, `plotly.graph_objects.Figure` out; `acceptance_by_position` turns traced generations into
+per-position counts. `speedup_explorer` is the slider callback of notebook 01 (a plain function).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ..theory import (
+    accepted_length_pmf,
+    expected_speedup,
+    expected_tokens_per_step,
+    optimal_k,
+    simulate_tokens_per_step,
+)
+
+__all__ = [
+    "speedup_surface_figure",
+    "speedup_curves_figure",
+    "optimal_k_figure",
+    "monte_carlo_figure",
+    "speedup_explorer",
+    "acceptance_by_position",
+    "position_figure",
+    "histogram_figure",
+]
+
+
+def speedup_surface_figure(c: float = 0.05, k_max: int = 12, points: int = 50) -> go.Figure:
+    """3-D surface of the expected speedup over (α, k) at cost ratio c, with the optimal-k ridge."""
+    alphas = np.linspace(0.0, 0.98, points)
+    ks = np.arange(0, k_max + 1)
+    z = np.array([[expected_speedup(a, int(k), c) for a in alphas] for k in ks])  # (K, A)
+    best = [optimal_k(a, c, k_max) for a in alphas]
+    fig = go.Figure(go.Surface(x=alphas, y=ks, z=z, colorscale="Viridis", colorbar={"title": "speedup"}))
+    fig.add_trace(
+        go.Scatter3d(
+            x=alphas, y=best, z=[expected_speedup(a, k, c) for a, k in zip(alphas, best, strict=True)],
+            mode="lines", line={"color": "red", "width": 6}, name="optimal k",
+        )
+    )  # fmt: skip
+    fig.update_layout(
+        title=f"Expected speedup (1 − α^(k+1)) / ((1 − α)(kc + 1)), c = {c}",
+        scene={"xaxis_title": "α", "yaxis_title": "k", "zaxis_title": "speedup"},
+        height=520,
+    )
+    return fig
+
+
+def speedup_curves_figure(alphas: Sequence[float] = (0.5, 0.7, 0.8, 0.9), c: float = 0.05, k_max: int = 16):
+    """Speedup vs k for several α at cost ratio c; the optimum of each curve is marked."""
+    ks = np.arange(0, k_max + 1)
+    fig = go.Figure()
+    for a in alphas:
+        ys = [expected_speedup(a, int(k), c) for k in ks]
+        fig.add_trace(go.Scatter(x=ks, y=ys, mode="lines+markers", name=f"α = {a:g}"))
+        k_best = optimal_k(a, c, k_max)
+        fig.add_trace(
+            go.Scatter(x=[k_best], y=[ys[k_best]], mode="markers", marker={"size": 14, "symbol": "star"},
+                       showlegend=False, hovertext=f"α = {a:g}: k* = {k_best}")
+        )  # fmt: skip
+    fig.add_hline(y=1.0, line_dash="dot", annotation_text="autoregressive")
+    fig.update_layout(title=f"Speedup vs draft length (c = {c})", xaxis_title="k", yaxis_title="speedup")
+    return fig
+
+
+def optimal_k_figure(k_max: int = 16, points: int = 40) -> go.Figure:
+    """Heatmap of the optimal draft length k* over (α, c); 0 = don't speculate."""
+    alphas = np.linspace(0.0, 0.98, points)
+    cs = np.linspace(0.0, 0.5, points)
+    z = np.array([[optimal_k(a, c, k_max) for a in alphas] for c in cs])
+    fig = go.Figure(go.Heatmap(x=alphas, y=cs, z=z, colorscale="Blues", colorbar={"title": "k*"}))
+    fig.update_layout(
+        title="Optimal draft length k*(α, c)", xaxis_title="α", yaxis_title="c = T_draft / T_target"
+    )
+    return fig
+
+
+def monte_carlo_figure(ks: Sequence[int] = (1, 3, 5, 8), steps: int = 20_000, seed: int = 0) -> go.Figure:
+    """Closed-form E[tokens per step] (lines) against Monte Carlo with i.i.d. acceptances (points ± 2 SE)."""
+    alphas = np.linspace(0.0, 0.95, 11)
+    fig = go.Figure()
+    grid = np.linspace(0, 0.95, 96)
+    for k in ks:
+        ys = [expected_tokens_per_step(a, k) for a in grid]
+        fig.add_trace(go.Scatter(x=grid, y=ys, mode="lines", name=f"k = {k} (formula)"))
+        sims = [simulate_tokens_per_step(a, k, steps, seed) for a in alphas]
+        fig.add_trace(
+            go.Scatter(
+                x=alphas, y=[s.mean() for s in sims], mode="markers", name=f"k = {k} (simulated)",
+                error_y={"type": "data", "array": [2 * s.std() / np.sqrt(len(s)) for s in sims]},
+            )
+        )  # fmt: skip
+    fig.update_layout(title="Tokens per target forward: formula vs simulation", xaxis_title="α",
+                      yaxis_title="E[tokens per step]")  # fmt: skip
+    return fig
+
+
+def speedup_explorer(
+    alpha: float = 0.7, k: int = 4, c: float = 0.05, k_max: int = 16
+) -> tuple[go.Figure, dict]:
+    """Slider callback: the distribution of accepted drafts at (α, k) and the speedup numbers."""
+    pmf = accepted_length_pmf(alpha, k)
+    fig = go.Figure(go.Bar(x=np.arange(k + 1) + 1, y=pmf, name="P(tokens emitted)"))
+    fig.update_layout(
+        title=f"Tokens per step at α = {alpha:.2f}, k = {k}", xaxis_title="tokens emitted (bonus included)",
+        yaxis_title="probability", height=320,
+    )  # fmt: skip
+    numbers = {
+        "E[tokens per step]": round(expected_tokens_per_step(alpha, k), 3),
+        "speedup": round(expected_speedup(alpha, k, c), 3),
+        "optimal k": optimal_k(alpha, c, k_max),
+        "speedup at optimal k": round(expected_speedup(alpha, optimal_k(alpha, c, k_max), c), 3),
+    }
+    return fig, numbers
+
+
+def acceptance_by_position(results, k_max: int | None = None) -> dict[str, np.ndarray]:
+    """Per draft position i = 1..k_max over traced generations: how often it was proposed, reached
+    (all earlier drafts accepted), accepted; the conditional rate accepted/reached estimates α at i.
+    """
+    steps = [s for r in results for s in r.steps if s.proposed > 0]
+    k_max = k_max or max((s.proposed for s in steps), default=0)
+    proposed, reached, accepted = np.zeros(k_max, int), np.zeros(k_max, int), np.zeros(k_max, int)
+    for s in steps:
+        for i in range(min(s.proposed, k_max)):
+            proposed[i] += 1
+            if i <= s.accepted:
+                reached[i] += 1
+                accepted[i] += i < s.accepted
+    rate = np.divide(accepted, reached, out=np.full(k_max, np.nan), where=reached > 0)
+    pos = np.arange(1, k_max + 1)
+    return {"position": pos, "proposed": proposed, "reached": reached, "accepted": accepted, "rate": rate}
+
+
+def position_figure(stats: dict[str, np.ndarray], alpha: float) -> go.Figure:
+    """Measured acceptance rate per draft position (± 2 SE) against the i.i.d. theory's constant α."""
+    n, r = stats["reached"], stats["rate"]
+    se = np.sqrt(np.clip(r * (1 - r), 0, None) / np.maximum(n, 1))
+    fig = go.Figure(
+        go.Scatter(x=stats["position"], y=r, mode="markers+lines", name="measured P(accept i | reached i)",
+                   error_y={"type": "data", "array": 2 * se})
+    )  # fmt: skip
+    fig.add_hline(y=alpha, line_dash="dash", annotation_text=f"α (mean) = {alpha:.3f}")
+    fig.update_layout(title="Acceptance rate by draft position", xaxis_title="draft position i",
+                      yaxis_title="acceptance rate", yaxis_range=[0, 1])  # fmt: skip
+    return fig
+
+
+def histogram_figure(
+    counts: np.ndarray, probs: np.ndarray, labels: Sequence[str], top: int = 20
+) -> go.Figure:
+    """Empirical frequencies of emitted tokens against the exact target probabilities (top tokens by p)."""
+    order = np.argsort(-np.asarray(probs))[:top]
+    freq = np.asarray(counts, float) / max(int(np.sum(counts)), 1)
+    se = np.sqrt(probs[order] * (1 - probs[order]) / max(int(np.sum(counts)), 1))
+    fig = go.Figure()
+    fig.add_trace(go.Bar(x=[labels[i] for i in order], y=probs[order], name="target p (exact)"))
+    fig.add_trace(go.Bar(x=[labels[i] for i in order], y=freq[order], name="speculative sampling (empirical)",
+                         error_y={"type": "data", "array": 2 * se}))  # fmt: skip
+    fig.update_layout(barmode="group", title="Next-token distribution: speculative sampling vs the target",
+                      xaxis_title="token", yaxis_title="probability")  # fmt: skip
+    return fig

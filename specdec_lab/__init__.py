@@ -3,8 +3,9 @@
 Every method is one loop (`generate`) with a pluggable proposer; see `specdec_lab.generate`.
 """
 
-from .accept import Acceptance, accept_greedy
+from .accept import Acceptance, accept_greedy, accept_speculative
 from .cost import CostCurve, measure_cost_curve
+from .draft_model import Draft, get_draft, load_draft
 from .generate import METHODS, GenerationResult, StepTrace, generate, make_proposer, register_method
 from .kv_cache import KVCache
 from .models import LoadedModel, ModelNotFoundError, find_model_file, load_model, tiny_model
@@ -14,6 +15,10 @@ from .verify import TreeOutput, prefill, verify_tree
 __all__ = [
     "Acceptance",
     "accept_greedy",
+    "accept_speculative",
+    "Draft",
+    "get_draft",
+    "load_draft",
     "CostCurve",
     "measure_cost_curve",
     "METHODS",

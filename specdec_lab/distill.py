@@ -44,6 +44,7 @@ __all__ = [
     "generate_distillation_data",
     "load_distillation_data",
     "distillation_stats",
+    "distill_sources",
     "cache_hidden_states",
     "load_hidden_cache",
 ]
@@ -159,7 +160,8 @@ def generate_distillation_data(
              prompts must be token-id lists; tiny test models have no tokenizer)
     prompts: Spec-Bench records (first turn = the user message), strings, or token-id lists
     Prompts are batched in order of length (less left padding); each batch is one shard file, and shards
-    already on disk are skipped. Changing the model, settings or prompts under an existing `out_dir` is
+    already on disk are skipped (a resumed directory keeps the batch size it was made with). Changing the
+    model, settings or prompts under an existing `out_dir` is
     an error (the old shards would silently mix in); use a new directory.
     Returns the examples in prompt order.
     """
@@ -178,6 +180,9 @@ def generate_distillation_data(
     meta_path = out / "meta.json"
     if meta_path.exists():
         old = json.loads(meta_path.read_text())
+        if old.get("batch_size") != batch_size:  # resume with the batches the shards were made with
+            batch_size = meta["batch_size"] = old.get("batch_size", batch_size)
+            meta["fingerprint"] = _fingerprint(name, max_new_tokens, batch_size, ids)
         if old["fingerprint"] != meta["fingerprint"]:
             raise ValueError(f"{out} holds distillation shards made with other settings ({old}); use another directory")
     else:
@@ -228,6 +233,36 @@ def distillation_stats(out_dir: str | os.PathLike) -> dict:
         "generation_seconds": round(sum(s["seconds"] for s in shards), 1),
         **json.loads((Path(out_dir) / "meta.json").read_text()),
     }
+
+
+def distill_sources(
+    lm,
+    sources: Sequence[tuple[Sequence, str | os.PathLike]],
+    *,
+    max_new_tokens: int = 128,
+    batch_size: int = 16,
+    progress: bool = True,
+) -> tuple[list[DistillExample], dict]:
+    """Several (prompts, shard directory) pairs, generated (resumably) and concatenated: the data a trainer uses.
+
+    One directory per prompt file keeps each directory's fingerprint valid when a prompt set is added later
+    (the 300 hand-written training prompts, then the 2400 of `specdec_lab.prompt_bank`): nothing already
+    generated is regenerated. Returns (examples sorted by question_id, stats summed over the directories).
+    Question ids must be unique across sources (held-out splits and hidden-state caches key on them).
+    """
+    examples, stats = [], []
+    for prompts, out_dir in sources:
+        examples += generate_distillation_data(
+            lm, prompts, out_dir, max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress
+        )
+        stats.append(distillation_stats(out_dir))
+    ids = [e.question_id for e in examples]
+    if len(set(ids)) != len(ids):
+        raise ValueError("question_id values repeat across distillation sources: give each prompt set its own ids")
+    summed = {k: sum(s[k] for s in stats) for k in ("examples", "prompt_tokens", "response_tokens", "stopped_at_eos")}
+    summed["generation_seconds"] = round(sum(s["generation_seconds"] for s in stats), 1)
+    summed.update(model=stats[0]["model"], max_new_tokens=max_new_tokens, sources=len(stats))
+    return sorted(examples, key=lambda e: e.question_id), summed
 
 
 # ---- hidden-state cache ------------------------------------------------------------------------------

@@ -69,6 +69,16 @@ class LogitsTable:
         return self
 
     @torch.inference_mode()
+    def prefetch(self, prefixes, batch: int = 64) -> LogitsTable:
+        """Compute the given prefixes (all of one length) in batched forwards instead of one by one."""
+        todo = [tuple(p) for p in prefixes if tuple(p) not in self.table]
+        for i in range(0, len(todo), batch):
+            chunk = torch.tensor([self.context + list(p) for p in todo[i : i + batch]], device=self.device)
+            for prefix, row in zip(todo[i : i + batch], self.forward(chunk)[:, -1].float(), strict=True):
+                self.table[prefix] = row
+        return self
+
+    @torch.inference_mode()
     def __call__(self, prefix: tuple[int, ...]) -> torch.Tensor:
         if prefix not in self.table:
             ids = torch.tensor([self.context + list(prefix)], device=self.device)

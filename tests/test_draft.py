@@ -160,6 +160,7 @@ def test_train_cli_smoke(tmp_path):
 
     out = tmp_path / "draft"
     rc = main(["--model", "tiny", "--distill-dir", str(tmp_path / "distill"), "--out", str(out),
+               "--cache", str(tmp_path / "hidden.safetensors"),
                "--steps", "5", "--base-layers", "0", "--lora-rank", "4", "--quiet"])  # fmt: skip
     assert rc == 0 and (out / "manifest.json").is_file() and (out / "draft.safetensors").is_file()
     draft = load_draft(out, S.tiny_model(eos_token_id=3, num_layers=3))

@@ -9,8 +9,8 @@ what is missing:
     5. --out                    medusa_config.json + medusa_heads.safetensors (fp16), manifest.json,
                                 train_log.json (loss curves); --export-published writes FasterDecoding's layout
 
-The shipped heads were made with the defaults:
-    python -m specdec_lab.train medusa --out data/medusa/smollm2-135m
+The shipped heads were made with the defaults (both prompt sets, 1100 steps of 256 rows, one thread):
+    python -m specdec_lab.train medusa --threads 1
 `--model tiny` runs every stage on a tiny random Llama with random token prompts (smoke tests).
 """
 
@@ -28,6 +28,8 @@ from pathlib import Path
 
 import torch
 
+from ._data import HIDDEN_CACHE, add_data_arguments, load_data, load_target
+
 __all__ = ["main", "build_parser"]
 
 
@@ -37,48 +39,24 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train Medusa-1 heads on self-distilled data (frozen backbone, cached hidden states).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--model", default="smollm2-135m", help="target: shipped name, HF dir, .gguf, or 'tiny'")
-    p.add_argument("--prompts", default="data/train_prompts.jsonl", help="Spec-Bench jsonl prompt set")
-    p.add_argument("--limit", type=int, default=0, help="use only the first N prompts (0: all)")
-    p.add_argument("--distill-dir", default="data/distill/smollm2-135m", help="self-distillation shards")
-    p.add_argument("--max-new-tokens", type=int, default=128, help="response length of the target")
-    p.add_argument("--gen-batch-size", type=int, default=16, help="prompts per generate() batch")
-    p.add_argument("--cache", default="data/cache/smollm2-135m-hidden.safetensors", help="hidden-state cache")
-    p.add_argument("--holdout-every", type=int, default=10, help="hold out question_id %% N == 0")
+    add_data_arguments(p)
+    p.add_argument("--cache", default=HIDDEN_CACHE, help="hidden-state cache")
     p.add_argument("--heads", type=int, default=4, help="K, number of Medusa heads")
     p.add_argument("--layers", type=int, default=1, help="residual blocks per head")
     p.add_argument("--separate-w2", action="store_true", help="one trainable W2 per head (not shared)")
-    p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--steps", type=int, default=1100)
     p.add_argument("--batch-size", type=int, default=256, help="rows (positions) per step")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--warmup-steps", type=int, default=20)
     p.add_argument("--decay", type=float, default=0.8, help="loss weights lambda_k = decay^k")
     p.add_argument("--fp32", action="store_true", help="vocabulary projection in fp32 instead of bf16")
-    p.add_argument("--eval-every", type=int, default=100, help="held-out accuracy every N steps")
+    p.add_argument("--eval-every", type=int, default=200, help="held-out accuracy every N steps")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.add_argument("--out", default="data/medusa/smollm2-135m", help="output directory for the heads")
     p.add_argument("--export-published", default="", help="also write FasterDecoding's layout here")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
-
-
-def _target(args):
-    """(LoadedModel, prompts) — the real target with the prompt file, or a tiny model with token prompts."""
-    from ..distill import load_prompts
-    from ..models import LoadedModel, load_model, tiny_model
-
-    if args.model == "tiny":
-        model = tiny_model(eos_token_id=3)
-        gen = torch.Generator().manual_seed(args.seed)
-        n = args.limit or 40
-        prompts = [
-            {"question_id": i + 1, "category": "random", "ids": torch.randint(4, 256, (8,), generator=gen).tolist()}
-            for i in range(n)
-        ]
-        return LoadedModel(model, None, "tiny", "tiny_model()"), prompts
-    prompts = load_prompts(args.prompts)
-    return load_model(args.model), prompts[: args.limit] if args.limit else prompts
 
 
 def _cache_seconds(path: str) -> float | None:
@@ -107,18 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     command = "python -m specdec_lab.train medusa " + shlex.join(argv if argv is not None else sys.argv[1:])
     progress = not args.quiet
-    lm, prompts = _target(args)
+    lm, sources = load_target(args)
 
-    # 1. self-distillation data (resumable shards)
-    examples = distill.generate_distillation_data(
-        lm,
-        prompts,
-        args.distill_dir,
-        max_new_tokens=args.max_new_tokens,
-        batch_size=args.gen_batch_size,
-        progress=progress,
-    )
-    data_stats = distill.distillation_stats(args.distill_dir)
+    # 1. self-distillation data (resumable shards, one folder per prompt set)
+    examples, data_stats = load_data(args, lm, sources, progress=progress)
     train_ex, held_ex = distill.split_heldout(examples, args.holdout_every)
 
     # 2. hidden states, cached (recomputed only when the model or the data changed)
@@ -165,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         "data": {
             "prompts": args.prompts if args.model != "tiny" else "random token prompts",
             "distill_dir": args.distill_dir,
-            **{k: v for k, v in data_stats.items() if k != "fingerprint"},
+            **data_stats,
             "train_examples": len(train_ex),
             "heldout_examples": len(held_ex),
             "heldout_rule": f"question_id % {args.holdout_every} == 0",

@@ -1,0 +1,67 @@
+"""What every trainer shares: the target, its prompt sets and their self-distillation data (CLI plumbing).
+
+The training data is a list of sources, one (prompt file, shard directory) pair each, given as two
+comma-separated lists of the same length:
+
+    --prompts     data/train_prompts.jsonl,data/train_prompts_extra.jsonl
+    --distill-dir data/distill/smollm2-135m,data/distill/smollm2-135m-extra
+
+so adding a prompt set never invalidates the shards already generated for another (`distill.distill_sources`).
+`--model tiny` swaps in a tiny random Llama with random token prompts (smoke tests of every stage).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+__all__ = ["PROMPTS", "DISTILL_DIRS", "HIDDEN_CACHE", "add_data_arguments", "load_target", "load_data"]
+
+PROMPTS = "data/train_prompts.jsonl,data/train_prompts_extra.jsonl"
+DISTILL_DIRS = "data/distill/smollm2-135m,data/distill/smollm2-135m-extra"
+HIDDEN_CACHE = "data/cache/smollm2-135m-hidden.safetensors"
+
+
+def add_data_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="smollm2-135m", help="target: shipped name, HF dir, .gguf, or 'tiny'")
+    p.add_argument("--prompts", default=PROMPTS, help="Spec-Bench jsonl prompt sets, comma-separated")
+    p.add_argument("--distill-dir", default=DISTILL_DIRS, help="self-distillation shard folders, one per prompt set")
+    p.add_argument("--limit", type=int, default=0, help="use only the first N prompts of each set (0: all)")
+    p.add_argument("--max-new-tokens", type=int, default=128, help="response length of the target")
+    p.add_argument("--gen-batch-size", type=int, default=16, help="prompts per generate() batch")
+    p.add_argument("--holdout-every", type=int, default=10, help="hold out question_id %% N == 0")
+
+
+def _split(value: str) -> list[str]:
+    return [x.strip() for x in value.split(",") if x.strip()]
+
+
+def load_target(args: argparse.Namespace, tiny_layers: int = 2):
+    """(LoadedModel, [(prompt records, shard dir), ...]) for `args` (see `add_data_arguments`)."""
+    from ..distill import load_prompts
+    from ..models import LoadedModel, load_model, tiny_model
+
+    dirs = _split(args.distill_dir)
+    if args.model == "tiny":
+        gen = torch.Generator().manual_seed(getattr(args, "seed", 0))
+        n = args.limit or 40
+        prompts = [{"question_id": i + 1, "ids": torch.randint(4, 256, (8,), generator=gen).tolist()} for i in range(n)]
+        model = tiny_model(eos_token_id=3, num_layers=tiny_layers)
+        if getattr(args, "cache", None) == HIDDEN_CACHE:  # never overwrite the real target's cache with a tiny one
+            args.cache = "data/cache/tiny-hidden.safetensors"
+        return LoadedModel(model, None, "tiny", "tiny_model()"), [(prompts, dirs[0])]
+    files = _split(args.prompts)
+    if len(files) != len(dirs):
+        raise SystemExit(f"--prompts names {len(files)} prompt sets, --distill-dir {len(dirs)} folders: give one each")
+    sources = [(load_prompts(f)[: args.limit or None], d) for f, d in zip(files, dirs, strict=True)]
+    return load_model(args.model), sources
+
+
+def load_data(args: argparse.Namespace, lm, sources, progress: bool = True):
+    """(examples, stats): every source's self-distillation data, generated where missing (resumable)."""
+    from ..distill import distill_sources
+
+    return distill_sources(
+        lm, sources, max_new_tokens=args.max_new_tokens, batch_size=args.gen_batch_size, progress=progress
+    )

@@ -224,7 +224,8 @@ print(f"hidden states of {len(cache)} examples in {time.perf_counter() - t0:.1f}
 # %% [markdown]
 # ## 3. The shipped heads, and why head k is harder
 #
-# The shipped heads were trained by `python -m specdec_lab.train medusa` on all 270 training prompts.
+# The shipped heads were trained by `python -m specdec_lab.train medusa` on both prompt sets: the 270
+# hand-written training prompts and 1440 from the template bank (`specdec_lab/prompt_bank.py`), 160k positions.
 # Their recipe and held-out accuracy, as recorded in the manifest:
 
 # %% tags=["nbval-check-output"]
@@ -241,15 +242,15 @@ pd.DataFrame(
 )
 
 # %% [markdown]
-# Recomputed here from the hidden states above (same held-out prompts; in quick mode a subset), with the
-# untrained heads (= the LM head, predicting $x_{t+1}$ instead of $x_{t+k+1}$) as the baseline:
+# Recomputed here from the hidden states above — the 30 held-out prompts of the hand-written set (in quick
+# mode a subset); the manifest's held-out set adds 160 prompts of the template bank — with the untrained
+# heads (= the LM head, predicting $x_{t+1}$ instead of $x_{t+k+1}$) as the baseline:
 
 # %% tags=["nbval-ignore-output"]
 acc_shipped = head_accuracy(shipped, held_rows, bf16=True)  # bf16 logits: ~2x faster, same argmax up to rare ties
 acc_untrained = head_accuracy(MedusaHeads.for_model(model, num_heads=K), held_rows, bf16=True)
 print(f"LM head top-1 on its own greedy text: {acc_shipped.base_top1:.3f} (1.0 up to fp16 rounding of h_t)")
-if not quick:
-    assert max(abs(a - b) for a, b in zip(acc_shipped.top1, acc_m["top1"], strict=True)) < 0.02
+print(f"head top-1 here: {[round(a, 3) for a in acc_shipped.top1]}; manifest (190 held-out prompts): {acc_m['top1']}")
 fig = head_accuracy_figure({"shipped heads": acc_shipped, "untrained (= LM head)": acc_untrained})
 if not quick:
     print(f"saved {save_figure(fig, '03_head_accuracy', FIGURES)}")
@@ -263,9 +264,9 @@ fig
 #
 # Our heads are well below the paper's Vicuna-7B heads. Two reasons, both visible below: a 135M model's
 # last hidden state says less about the tokens after the next one than a 7B model's, and the heads saw
-# ~25k training positions (the paper trained on ShareGPT, tens of thousands of conversations). The gap
-# between the positions the heads were trained on and the held-out ones is large — they memorise more
-# than they generalise — and accuracy depends strongly on the kind of text: formulaic answers (math
+# 160k training positions (the paper trained on ShareGPT, tens of thousands of conversations). With the
+# first 25k positions alone the gap between seen and held-out positions was huge (0.85 vs 0.28 top-1:
+# memorising); with 6× the (template) text it narrows (0.51 vs 0.28), and accuracy depends strongly on the kind of text: formulaic answers (math
 # steps, text copied from a passage in rag) are far more predictable than open chat or translation.
 
 # %% tags=["nbval-ignore-output"]
@@ -413,7 +414,7 @@ print("self-distillation drifts less than CE:", kl_end["L_LM = KL to the origina
 # ## Closing note: the shipped heads
 #
 # SmolLM2-135M-Instruct, $K$ heads, Medusa-1, $W_2$ shared with the LM head, trained on the target's own
-# greedy answers to 270 prompts and measured on the 30 held-out ones:
+# greedy answers to 1710 prompts and measured on the 190 held-out ones:
 
 # %% tags=["nbval-check-output"]
 d = manifest["data"]
@@ -429,12 +430,15 @@ print(f"head 1 top-1 >= 0.5: {acc_m['top1'][0] >= 0.5}")
 closing
 
 # %% [markdown]
-# Head 1 reaches a held-out top-1 of 0.28 (top-5 0.50), short of the 0.5 we aimed for and of the paper's
-# 0.56 for Vicuna-7B. The table in section 3 says why: the heads get 0.8+ on positions they were trained
-# on and far less on new prompts, and a run on half the training prompts lands only a little lower (0.24
-# after 300 steps, against 0.26 with all of them). More self-distilled text is the lever — at ~23 tokens/s
-# of batched generation on this CPU, each extra 27k tokens costs about 20 minutes. Regularisation
-# (weight decay), other learning rates and soft targets (the target's full distribution at $t+k$ instead
-# of its argmax) did not move held-out top-1 in short runs. For decoding, what counts is the accepted
-# length of a *tree* built from each head's top candidates: top-5 of head 1 is 0.50, and the next notebook
-# (the decoding notebook that follows) measures what that buys.
+# Head 1 reaches a held-out top-1 of 0.35 (top-5 0.60) on the 190 held-out prompts, short of the 0.5 we
+# aimed for and of the paper's 0.56 for Vicuna-7B — and that 0.35 flatters the heads. Section 3 shows
+# the split: on the 30 held-out *hand-written* prompts head 1 scores 0.28, exactly what the first heads
+# (trained on those 270 prompts alone, 27k tokens) scored. The 160 held-out prompts of the template bank
+# share templates, passages and sentences with its training prompts, so they are easier, not a fairer
+# test. What six times the text did change is memorisation: accuracy on training positions fell from 0.85
+# to 0.51, the gap to held-out closed, and the held-out curve was still rising when the schedule ended
+# (0.317, 0.332, 0.346, 0.346 at steps 600–1100). So a template bank buys volume but little diversity;
+# more *diverse* text (hand-written or model-generated prompts), longer training and a second residual
+# block per head are the next levers. For decoding, what counts is the accepted length of a *tree* built
+# from each head's top candidates: top-5 of head 1 is 0.53–0.60, and the decoding notebook that follows
+# measures what that buys.

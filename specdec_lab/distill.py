@@ -246,7 +246,7 @@ def distill_sources(
     """Several (prompts, shard directory) pairs, generated (resumably) and concatenated: the data a trainer uses.
 
     One directory per prompt file keeps each directory's fingerprint valid when a prompt set is added later
-    (the 300 hand-written training prompts, then the 2400 of `specdec_lab.prompt_bank`): nothing already
+    (the 300 hand-written training prompts, then the 1600 of `specdec_lab.prompt_bank`): nothing already
     generated is regenerated. Returns (examples sorted by question_id, stats summed over the directories).
     Question ids must be unique across sources (held-out splits and hidden-state caches key on them).
     """

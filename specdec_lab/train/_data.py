@@ -13,14 +13,20 @@ so adding a prompt set never invalidates the shards already generated for anothe
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import torch
 
-__all__ = ["PROMPTS", "DISTILL_DIRS", "HIDDEN_CACHE", "add_data_arguments", "load_target", "load_data"]
+__all__ = ["PROMPTS", "DISTILL_DIRS", "hidden_cache_path", "add_data_arguments", "load_target", "load_data"]
 
 PROMPTS = "data/train_prompts.jsonl,data/train_prompts_extra.jsonl"
 DISTILL_DIRS = "data/distill/smollm2-135m,data/distill/smollm2-135m-extra"
-HIDDEN_CACHE = "data/cache/smollm2-135m-hidden.safetensors"
+
+
+def hidden_cache_path(model: str) -> str:
+    """Default `--cache` of a target: one file per model name, so a smoke test on `tiny` never overwrites the
+    real target's cache (data/cache/smollm2-135m-hidden.safetensors)."""
+    return f"data/cache/{Path(model).stem}-hidden.safetensors"
 
 
 def add_data_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,18 +44,19 @@ def _split(value: str) -> list[str]:
 
 
 def load_target(args: argparse.Namespace, tiny_layers: int = 2):
-    """(LoadedModel, [(prompt records, shard dir), ...]) for `args` (see `add_data_arguments`)."""
+    """(LoadedModel, [(prompt records, shard dir), ...]) for `args` (see `add_data_arguments`); resolves a
+    `--cache` left at None to `hidden_cache_path(args.model)`."""
     from ..distill import load_prompts
     from ..models import LoadedModel, load_model, tiny_model
 
     dirs = _split(args.distill_dir)
+    if getattr(args, "cache", "") is None:
+        args.cache = hidden_cache_path(args.model)
     if args.model == "tiny":
         gen = torch.Generator().manual_seed(getattr(args, "seed", 0))
         n = args.limit or 40
         prompts = [{"question_id": i + 1, "ids": torch.randint(4, 256, (8,), generator=gen).tolist()} for i in range(n)]
         model = tiny_model(eos_token_id=3, num_layers=tiny_layers)
-        if getattr(args, "cache", None) == HIDDEN_CACHE:  # never overwrite the real target's cache with a tiny one
-            args.cache = "data/cache/tiny-hidden.safetensors"
         return LoadedModel(model, None, "tiny", "tiny_model()"), [(prompts, dirs[0])]
     files = _split(args.prompts)
     if len(files) != len(dirs):

@@ -41,7 +41,7 @@ from ..draft_model import (
     save_draft,
     trainable_parameters,
 )
-from ._data import HIDDEN_CACHE, add_data_arguments, load_data, load_target
+from ._data import add_data_arguments, load_data, load_target
 
 __all__ = ["TrainConfig", "TrainLog", "draft_vocabulary", "train_draft", "evaluate_draft", "main"]
 
@@ -228,8 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add_data_arguments(p)
-    p.add_argument("--cache", default=HIDDEN_CACHE,
-                   help="target hidden-state cache (shared with `train medusa`; computed if missing): soft "
+    p.add_argument("--cache", default=None,
+                   help="target hidden-state cache (default data/cache/<model>-hidden.safetensors, shared with "
+                   "`train medusa`; computed if missing): soft "
                    "labels and the tuned-lens init; '' = hard labels only")  # fmt: skip
     p.add_argument("--base-layers", default="0,1", help="target layers the draft's layers start from")
     p.add_argument("--lora-rank", type=int, default=64, help="rank of the trained deltas (0: full layers)")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from ._data import HIDDEN_CACHE, add_data_arguments, load_data, load_target
+from ._data import add_data_arguments, load_data, load_target
 
 __all__ = ["main", "build_parser"]
 
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add_data_arguments(p)
-    p.add_argument("--cache", default=HIDDEN_CACHE, help="hidden-state cache")
+    p.add_argument("--cache", default=None, help="hidden-state cache (default data/cache/<model>-hidden.safetensors)")
     p.add_argument("--heads", type=int, default=4, help="K, number of Medusa heads")
     p.add_argument("--layers", type=int, default=1, help="residual blocks per head")
     p.add_argument("--separate-w2", action="store_true", help="one trainable W2 per head (not shared)")

@@ -130,7 +130,9 @@ _CURVES: dict[tuple, CostCurve] = {}
 
 
 def _curve_key(model) -> tuple:
-    return (id(model), str(next(model.parameters()).device), model.dtype)
+    from .fast_linear import uses_fast_linear  # the linear kernels change the curve's shape, not just scale
+
+    return (id(model), str(next(model.parameters()).device), model.dtype, uses_fast_linear(model))
 
 
 def set_cost_curve(model, curve: CostCurve) -> None:
@@ -198,10 +200,20 @@ class DraftLength:
                            (not below 1) otherwise
     mode = "cost"       -> k* = argmax_k E[tokens | k, α̂] / t(k+1) with α̂ from `AcceptanceTracker` and
                            t from the measured `CostCurve`; may return 0 (don't speculate)
+
+    Cost mode explores: after `probe_every` consecutive k = 0 choices it proposes one token anyway. The
+    estimates that made it stop (α̂, a draft model's step time) are only refreshed by drafting, so without
+    a probe one unlucky measurement — a step timed while the machine was busy — would switch a proposer
+    off for the rest of the process. A probe costs at most one draft step plus a 2-token verify.
     """
 
     def __init__(
-        self, mode: int | str = "cost", k_max: int = 10, initial: int = 4, tracker: AcceptanceTracker | None = None
+        self,
+        mode: int | str = "cost",
+        k_max: int = 10,
+        initial: int = 4,
+        tracker: AcceptanceTracker | None = None,
+        probe_every: int = 16,
     ):
         if isinstance(mode, str) and mode not in ("cost", "heuristic"):
             raise ValueError(f"draft_length must be an int, 'cost' or 'heuristic', got {mode!r}")
@@ -214,6 +226,8 @@ class DraftLength:
         self.tracker = tracker or AcceptanceTracker()
         self.curve: CostCurve | None = None
         self.draft_step = 0.0  # seconds per draft step; a draft-model proposer keeps it measured
+        self.probe_every = probe_every  # 0: never probe
+        self.idle_run = 0  # consecutive cost-mode choices of k = 0
 
     def start(self, model) -> None:
         if self.mode == "cost" and self.curve is None:
@@ -226,7 +240,14 @@ class DraftLength:
         if self.mode == "heuristic":
             return min(self.k_heuristic, cap)
         assert self.curve is not None, "DraftLength.start(model) measures the cost curve first"
-        return self.curve.best_chain_length(self.tracker.alpha(key), cap, self.draft_step)
+        k = self.curve.best_chain_length(self.tracker.alpha(key), cap, self.draft_step)
+        if k == 0 and cap > 0:
+            self.idle_run += 1
+            if self.probe_every and self.idle_run >= self.probe_every:
+                k = 1  # explore: refresh α̂ and the step time (see the class docstring)
+        if k > 0:
+            self.idle_run = 0
+        return k
 
     def observe(self, key, proposed: int, accepted: int) -> None:
         self.tracker.observe(key, proposed, accepted)

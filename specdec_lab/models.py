@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from .fast_linear import use_fast_linear
+
 __all__ = ["LoadedModel", "ModelNotFoundError", "find_model_file", "load_model", "tiny_model", "cache_dir"]
 
 
@@ -74,9 +76,7 @@ def chat_ids(tokenizer, user_message: str, system: str | None = None) -> list[in
     """Wrap a user message in the tokenizer's chat template (with the generation prompt) and tokenize."""
     if tokenizer is None:
         raise ValueError("chat_ids needs a tokenizer; tiny random models have none — pass token ids instead")
-    messages = ([{"role": "system", "content": system}] if system else []) + [
-        {"role": "user", "content": user_message}
-    ]
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user_message}]
     if getattr(tokenizer, "chat_template", None):
         out = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         ids = out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out
@@ -171,10 +171,13 @@ def load_model(
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
     attn_implementation: str | None = None,
+    fast_linear: bool = True,
 ) -> LoadedModel:
     """Load a causal LM and its tokenizer: a shipped name, a local HF directory, or a .gguf file.
 
     fp32 on CPU by default; any device/dtype on request. The model is put in eval mode.
+    fast_linear: swap its linear layers for `FastLinear` (few-row products at memory bandwidth on CPU,
+    ~2x faster decoding here; no effect on accelerators). False keeps torch's stock `nn.Linear`.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -184,6 +187,8 @@ def load_model(
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     model = AutoModelForCausalLM.from_pretrained(folder, **kwargs).to(device).eval()
+    if fast_linear:
+        use_fast_linear(model)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     return LoadedModel(model=model, tokenizer=tokenizer, name=str(name_or_path), source=str(path))
 
@@ -200,6 +205,7 @@ def tiny_model(
     eos_token_id: int | None = None,
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
+    fast_linear: bool = False,
 ):
     """A small random-weight Llama for fast tests (same architecture family as SmolLM2).
 
@@ -225,7 +231,8 @@ def tiny_model(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
-    return model.to(device=device, dtype=dtype).eval()
+    model = model.to(device=device, dtype=dtype).eval()
+    return use_fast_linear(model) if fast_linear else model
 
 
 def _main(argv: list[str] | None = None) -> int:

@@ -106,3 +106,36 @@ def test_committed_file_equals_cli_output(tmp_path, capsys):
     rows = _read_rows(out)
     assert [r["question_id"] for r in rows] == list(range(1001, 2601))
     assert list(tmp_path.iterdir()) == [out]  # the atomic write left no temp file behind
+
+
+# ---- doc_prompts: requests over real prose from the installed documentation -------------------------
+def _load_doc_prompts():
+    name = "_doc_prompts_under_test"  # loaded from its file, like the bank: no torch
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "specdec_lab" / "doc_prompts.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def test_doc_prompts_are_prose_deterministic_and_exclude_benchmarks():
+    dp = _load_doc_prompts()
+    TEMPLATES, _benchmark_texts, _is_prose = dp.TEMPLATES, dp._benchmark_texts, dp._is_prose
+    build_doc_prompts, passages = dp.build_doc_prompts, dp.passages
+    excluded = _benchmark_texts()
+    a = build_doc_prompts(60, seed=0, start_id=3001, exclude=excluded)
+    assert a == build_doc_prompts(60, seed=0, start_id=3001, exclude=excluded)  # same environment -> same set
+    assert [r["question_id"] for r in a] == list(range(3001, 3061))
+    assert {r["category"] for r in a} == set(TEMPLATES)
+    bench = {t for line in (DATA / "prompts.jsonl").read_text().splitlines() for t in json.loads(line)["turns"]}
+    assert not any(r["turns"][0] in bench for r in a)
+    texts = passages(excluded)
+    assert len(texts) == len(set(texts)) and all(_is_prose(t) for t in texts)
+    assert not _is_prose("def f(x):\n    return x == 1  " * 10)
+
+
+def test_doc_prompts_refuse_more_than_installed():
+    dp = _load_doc_prompts()
+    with pytest.raises(ValueError, match="prose passages"):
+        dp.build_doc_prompts(len(dp.passages()) + 1)

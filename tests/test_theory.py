@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from specdec_lab.cost import CostCurve
+from specdec_lab.cost import CostCurve, DraftLength
 from specdec_lab.theory import (
     acceptance_rate,
     accepted_length_pmf,
@@ -84,6 +84,19 @@ def test_cost_curve_choice_matches_theory():
         for draft in (0.0, 0.002, 0.01):
             k = curve.best_chain_length(alpha, 10, draft_step=draft)
             assert k == optimal_k(alpha, draft / curve(1), 10, verify_cost=lambda n: curve(n) / curve(1))
+
+
+def test_cost_mode_probes_after_a_run_of_zeros():
+    """A proposer switched off by its estimates (here a draft step dearer than a forward) is retried now and
+    then, so one bad measurement cannot disable it for good; probe_every=0 never retries."""
+    curve = CostCurve(sizes=[1, 2, 4], seconds=[0.040, 0.045, 0.050])
+    for probe_every, expected in ((4, [0, 0, 0, 1, 0, 0, 0, 1]), (0, [0] * 8)):
+        length = DraftLength("cost", k_max=4, probe_every=probe_every)
+        length.curve, length.draft_step = curve, 1.0  # a 1 s draft step: k* = 0
+        assert [length.choose(available=4) for _ in range(8)] == expected
+    length = DraftLength("cost", k_max=4, probe_every=2)
+    length.curve, length.draft_step = curve, 1.0
+    assert [length.choose(available=0) for _ in range(4)] == [0] * 4  # nothing to propose: no probe
 
 
 @pytest.mark.parametrize("alpha,k", [(0.3, 3), (0.75, 5), (0.9, 8), (0.0, 4), (1.0, 4)])

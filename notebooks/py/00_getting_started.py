@@ -228,6 +228,32 @@ print(f"sizes that are *faster* than a smaller size (non-monotonic): {dips or 'n
 # * Small sizes are often not monotonic (2–3 tokens can hit slower matmul paths than 4 or 8): one more
 #   reason to measure rather than assume.
 #
+# ### Why the curve has this shape on a CPU: the matmul kernel
+#
+# The model `load_model` returns uses `specdec_lab.fast_linear.FastLinear` for its linear layers. A forward
+# over n tokens multiplies n activation rows by every weight matrix; for a few rows that should cost one
+# pass over the weights, but torch's stock `F.linear` (x Wᵀ through MKL) takes several times longer than
+# that on CPUs for 1–16 rows — and 2–3 rows are slower than 4. `FastLinear` computes the same product as
+# (W xᵀ)ᵀ, padding a single row to two. Same parameters, same results up to float summation order. Here are
+# both curves on this machine (`restore_linear` puts torch's `nn.Linear` back, `use_fast_linear` undoes it):
+# the speedup of *every* method depends on this curve, so a benchmark must say which kernel it ran.
+
+# %%
+from specdec_lab.fast_linear import restore_linear, use_fast_linear
+
+restore_linear(lm.model)
+stock = measure_cost_curve(lm.model, sizes=sizes, repeats=repeats)
+use_fast_linear(lm.model)
+pd.DataFrame(
+    {
+        "stock nn.Linear t(n) ms": [s * 1e3 for s in stock.seconds],
+        "FastLinear t(n) ms": [s * 1e3 for s in curve.seconds],
+        "stock t(n)/t(1)": stock.relative(),
+        "FastLinear t(n)/t(1)": curve.relative(),
+    },
+    index=pd.Index(curve.sizes, name="n tokens verified"),
+).round(2)
+#
 # **Break-even acceptance rate.** If each drafted token is accepted with probability α (independently),
 # a chain of *k* drafts emits E = (1 − α^{k+1}) / (1 − α) tokens per step (bonus included; Leviathan et
 # al. 2023). With a free proposer (prompt lookup costs microseconds), drafting *k* pays when

@@ -39,9 +39,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
         epilog=f"methods: {', '.join(known_methods())}. Rerunning with the same --out resumes.",
     )
     p.add_argument("--model", default="smollm2-135m", help="shipped model name, HF folder or .gguf file")
-    p.add_argument(
-        "--prompts", default="data/prompts.jsonl", help="question.jsonl: question_id, category, turns"
-    )
+    p.add_argument("--prompts", default="data/prompts.jsonl", help="question.jsonl: question_id, category, turns")
     p.add_argument(
         "--methods",
         default=d.methods,
@@ -53,6 +51,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
     p.add_argument("--out", default="results/bench.json", help="results JSON (written after every prompt)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
     p.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
+    p.add_argument("--linear", default="fast", choices=["fast", "stock"],
+                   help="fast: FastLinear (few-row products at memory bandwidth on CPU; every method, baselines "
+                   "included, runs on the same model); stock: torch's nn.Linear")  # fmt: skip
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--warmup-tokens", type=_positive_int, default=d.warmup_tokens)
     p.add_argument("--fresh", action="store_true", help="overwrite --out instead of resuming from it")
@@ -71,6 +72,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
         prompts=a.prompts,
         device=a.device,
         dtype=a.dtype,
+        linear=a.linear,
     )
     return config, a.no_progress
 
@@ -87,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         prompts = load_prompts(config.prompts)
         if torch.device(config.device).type == "cuda" and not torch.cuda.is_available():
             return fail(f"--device {config.device}: CUDA is not available on this machine")
-        lm = load_model(config.model, device=config.device, dtype=DTYPES[config.dtype])
+        lm = load_model(
+            config.model, device=config.device, dtype=DTYPES[config.dtype], fast_linear=config.linear == "fast"
+        )
         results = run_benchmark(lm, prompts, config=config, progress=not no_progress)
     except (BenchInputError, ResumeError, FileNotFoundError, ModelNotFoundError) as err:
         return fail(str(err))

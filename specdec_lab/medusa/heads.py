@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..fast_linear import small_linear
+
 __all__ = [
     "MedusaConfig",
     "MedusaHeads",
@@ -116,8 +118,9 @@ class MedusaHeads(nn.Module):
         if self.config.shared_lm_head:
             # one (N*K, H) x (H, V) matmul for all K heads: the same W2. Flattened by hand: a batched
             # (..., K, H) @ (H, V) can make torch broadcast W2 into a bmm, copying it per row (slow).
+            # Few rows (decoding) take `small_linear`'s bandwidth-bound path on CPU.
             w = self.lm_head_weight.to(x.dtype)
-            return (x.reshape(-1, x.shape[-1]) @ w.T).view(*x.shape[:-1], w.shape[0])
+            return small_linear(x.reshape(-1, x.shape[-1]), w).view(*x.shape[:-1], w.shape[0])
         return torch.einsum("...kh,kvh->...kv", x, self.w2)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:

@@ -27,6 +27,7 @@ import torch
 
 from ..cost import DraftLength
 from ..draft_model import Draft, get_draft
+from ..fast_linear import small_linear
 from ..kv_cache import KVCache
 from ..sampling import warp_probs
 from ..tree import Tree
@@ -90,7 +91,7 @@ class DraftProposer(Proposer):
         positions = torch.arange(start, start + len(tokens), device=device)[None]  # (1, n)
         body = self.draft.model.get_decoder()
         out = body(input_ids=ids, position_ids=positions, cache=self.cache, use_cache=True)
-        return torch.nn.functional.linear(self.draft.readout(out.last_hidden_state[0, -1]), self.head)  # (M,)
+        return small_linear(self.draft.readout(out.last_hidden_state[0, -1]), self.head)  # (M,)
 
     # ---- the two calls of the loop ----------------------------------------------------------------
     @torch.inference_mode()
@@ -146,16 +147,16 @@ class DraftProposer(Proposer):
         return dict(self._last)
 
 
-def draft_step_seconds(proposer: DraftProposer, repeats: int = 5) -> float:
+def draft_step_seconds(proposer: DraftProposer, repeats: int = 7, warmup: int = 5) -> float:
     """Median seconds of one single-token draft step (body + head rows) on the proposer's cache."""
     times = []
     root = [0]
-    for _ in range(repeats + 2):
+    for _ in range(repeats + warmup):
         t0 = time.perf_counter()
         proposer._step(root)
         times.append(time.perf_counter() - t0)
         proposer.cache.rollback()
-    return sorted(times[2:])[len(times[2:]) // 2]
+    return sorted(times[warmup:])[len(times[warmup:]) // 2]
 
 
 @dataclass

@@ -17,10 +17,18 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["PROMPTS", "DISTILL_DIRS", "hidden_cache_path", "add_data_arguments", "load_target", "load_data"]
+__all__ = [
+    "PROMPTS",
+    "DISTILL_DIRS",
+    "hidden_cache_path",
+    "add_data_arguments",
+    "load_target",
+    "load_data",
+    "by_source",
+]
 
-PROMPTS = "data/train_prompts.jsonl,data/train_prompts_extra.jsonl"
-DISTILL_DIRS = "data/distill/smollm2-135m,data/distill/smollm2-135m-extra"
+PROMPTS = "data/train_prompts.jsonl,data/train_prompts_extra.jsonl,data/train_prompts_docs.jsonl"
+DISTILL_DIRS = "data/distill/smollm2-135m,data/distill/smollm2-135m-extra,data/distill/smollm2-135m-docs"
 
 
 def hidden_cache_path(model: str) -> str:
@@ -72,3 +80,19 @@ def load_data(args: argparse.Namespace, lm, sources, progress: bool = True):
     return distill_sources(
         lm, sources, max_new_tokens=args.max_new_tokens, batch_size=args.gen_batch_size, progress=progress
     )
+
+
+def by_source(sources, examples) -> dict[str, list]:
+    """{prompt set name (its shard folder's name): the examples of that set}, in `sources` order.
+
+    Held-out accuracy per set matters: template-made prompts share templates with their training split,
+    so their held-out numbers read higher than those of the hand-written or real-prose sets.
+    """
+    owner = {}
+    for prompts, out_dir in sources:
+        for record in prompts:
+            owner[int(record["question_id"])] = Path(out_dir).name
+    groups: dict[str, list] = {Path(d).name: [] for _, d in sources}
+    for e in examples:
+        groups[owner[e.question_id]].append(e)
+    return {name: group for name, group in groups.items() if group}

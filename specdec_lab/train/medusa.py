@@ -9,7 +9,7 @@ what is missing:
     5. --out                    medusa_config.json + medusa_heads.safetensors (fp16), manifest.json,
                                 train_log.json (loss curves); --export-published writes FasterDecoding's layout
 
-The shipped heads were made with the defaults (both prompt sets, 1100 steps of 256 rows, one thread):
+The shipped heads were made with the defaults (the three prompt sets, 2000 steps of 256 rows, one thread):
     python -m specdec_lab.train medusa --threads 1
 `--model tiny` runs every stage on a tiny random Llama with random token prompts (smoke tests).
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from ._data import add_data_arguments, load_data, load_target
+from ._data import add_data_arguments, by_source, load_data, load_target
 
 __all__ = ["main", "build_parser"]
 
@@ -44,13 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heads", type=int, default=4, help="K, number of Medusa heads")
     p.add_argument("--layers", type=int, default=1, help="residual blocks per head")
     p.add_argument("--separate-w2", action="store_true", help="one trainable W2 per head (not shared)")
-    p.add_argument("--steps", type=int, default=1100)
+    p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--batch-size", type=int, default=256, help="rows (positions) per step")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--warmup-steps", type=int, default=20)
     p.add_argument("--decay", type=float, default=0.8, help="loss weights lambda_k = decay^k")
     p.add_argument("--fp32", action="store_true", help="vocabulary projection in fp32 instead of bf16")
-    p.add_argument("--eval-every", type=int, default=200, help="held-out accuracy every N steps")
+    p.add_argument("--eval-every", type=int, default=400, help="held-out accuracy every N steps")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.add_argument("--out", default="data/medusa/smollm2-135m", help="output directory for the heads")
@@ -122,10 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     log = train_medusa1(heads, train_rows, cfg, eval_rows=held_rows, progress=progress)
 
-    # 4. held-out accuracy on every held-out row (fp32 projection)
+    # 4. held-out accuracy on every held-out row (fp32 projection), overall and per prompt set
     acc = head_accuracy(heads, held_rows)
     for k, (t1, t5) in enumerate(zip(acc.top1, acc.top5, strict=True), start=1):
         print(f"head {k}: top-1 {t1:.3f}  top-5 {t5:.3f}", file=sys.stderr)
+    per_set = {
+        name: head_accuracy(heads, build_rows(cache.subset([e.question_id for e in group]), args.heads)).as_dict()
+        for name, group in by_source(sources, held_ex).items()
+    }
 
     # 5. write
     out = Path(args.out)
@@ -152,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             "final_head_loss": [round(x, 4) for x in log.head_loss[-1]],
         },
         "heldout_accuracy": acc.as_dict(),
+        "heldout_accuracy_by_set": per_set,
         "machine": {
             "cpu": _cpu_name(),
             "torch_threads": torch.get_num_threads(),

@@ -1,0 +1,88 @@
+"""FastLinear: same products as nn.Linear, same parameters, and every method stays exact with it on."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from specdec_lab.fast_linear import (
+    MAX_ROWS,
+    FastLinear,
+    restore_linear,
+    small_linear,
+    use_fast_linear,
+    uses_fast_linear,
+)
+from specdec_lab.generate import generate
+from specdec_lab.models import tiny_model
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 8, MAX_ROWS, MAX_ROWS + 1, 40])
+@pytest.mark.parametrize("bias", [False, True])
+def test_small_linear_equals_f_linear(rows, bias):
+    gen = torch.Generator().manual_seed(rows)
+    w = torch.randn(300, 48, generator=gen)
+    b = torch.randn(300, generator=gen) if bias else None
+    x = torch.randn(rows, 48, generator=gen)
+    torch.testing.assert_close(small_linear(x, w, b), F.linear(x, w, b), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(48,), (1, 1, 48), (2, 3, 48), (0, 48)])
+def test_small_linear_shapes(shape):
+    w = torch.randn(7, 48)
+    x = torch.randn(*shape)
+    out = small_linear(x, w)
+    assert out.shape == (*shape[:-1], 7) and out.is_contiguous()
+    torch.testing.assert_close(out, F.linear(x, w))
+
+
+def test_small_linear_keeps_autograd():
+    w = torch.randn(5, 4, requires_grad=True)
+    small_linear(torch.randn(2, 4), w).sum().backward()
+    assert w.grad is not None and w.grad.shape == w.shape
+
+
+def test_swap_keeps_parameters_tying_and_keys():
+    model = tiny_model()
+    keys = set(model.state_dict())
+    head, embed = model.get_output_embeddings().weight, model.get_input_embeddings().weight
+    assert head is embed  # tied
+    use_fast_linear(model)
+    assert uses_fast_linear(model) and isinstance(model.get_output_embeddings(), FastLinear)
+    assert model.get_output_embeddings().weight is embed  # still the same Parameter: still tied
+    assert set(model.state_dict()) == keys
+    assert all(isinstance(m, nn.Linear) for m in model.modules() if "proj" in type(m).__name__.lower())
+    restore_linear(model)
+    assert not uses_fast_linear(model)
+    assert type(model.get_output_embeddings()) is nn.Linear and model.get_output_embeddings().weight is embed
+
+
+def test_model_logits_match_stock():
+    model = tiny_model(seed=3)
+    ids = torch.randint(0, 256, (1, 6), generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        ref = model(ids).logits
+        use_fast_linear(model)
+        for n in (1, 2, 6):  # the last n positions alone (few rows: the fast path) with the rest cached
+            out = model(ids[:, -n:], cache=None if n == 6 else _cached(model, ids[:, :-n])).logits
+            torch.testing.assert_close(out, ref[:, -n:], rtol=1e-4, atol=1e-4)
+
+
+def _cached(model, prefix):
+    return model(prefix, use_cache=True).past_key_values
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("method", ["prompt_lookup", "layer_skip"])
+def test_methods_equal_autoregressive_with_fast_linear(seed, method):
+    """With fast linear on, every method still reproduces greedy decoding (and stock decoding's output)."""
+    stock = tiny_model(seed=seed)
+    fast = tiny_model(seed=seed, fast_linear=True)
+    base = torch.randint(0, 256, (6,), generator=torch.Generator().manual_seed(seed)).tolist()
+    ids = base * 3  # repeats: prompt lookup finds matches
+    ref = generate(stock, ids, max_new_tokens=40).tokens
+    assert generate(fast, ids, max_new_tokens=40).tokens == ref
+    params = {"n_layers": 1} if method == "layer_skip" else {}
+    assert generate(fast, ids, method=method, max_new_tokens=40, draft_length=3, **params).tokens == ref

@@ -345,17 +345,19 @@ def cache_hidden_states(
         cache, meta = load_hidden_cache(path)
         if meta.get("fingerprint") == key:
             return cache
-        old = [cache.example(e) for e in range(len(cache))]
+        old = [cache.example(e) for e in range(len(cache))]  # (hidden, ids, prompt_length) per example
+        old_ids = [o[1].tolist() for o in old]
         same_model = meta.get("model") == model_key  # older caches: their fingerprint with this model's key
-        if same_model or meta.get("fingerprint") == _fingerprint(model_key, [o[1].tolist() for o in old]):
+        if same_model or meta.get("fingerprint") == _fingerprint(model_key, old_ids):
             # same target, different example set (a prompt set was added): keep what is already computed
-            reuse = {(int(q), tuple(o[1].tolist())): o[0] for q, o in zip(cache.question_ids, old, strict=True)}
+            reuse = {(int(q), tuple(i)): o[0] for q, i, o in zip(cache.question_ids, old_ids, old, strict=True)}
     body = model.get_decoder()  # decoder body: its last_hidden_state is after the final norm
     device = next(model.parameters()).device
     hidden, t0 = [], time.perf_counter()
-    todo = [e for e in examples if (e.question_id, tuple(e.ids)) not in reuse]
-    for e in tqdm(examples, desc="hidden states", unit="example", disable=not progress or not todo):
-        rows = reuse.get((e.question_id, tuple(e.ids)))
+    found = [reuse.get((e.question_id, tuple(e.ids))) for e in examples]
+    missing = sum(rows is None for rows in found)
+    for e, rows in tqdm(zip(examples, found, strict=True), total=len(examples), desc="hidden states",
+                        unit="example", disable=not progress or not missing):  # fmt: skip
         if rows is None:
             out = body(input_ids=torch.tensor([e.ids], device=device), use_cache=False)
             rows = out.last_hidden_state[0].to("cpu", dtype)  # (T, H)

@@ -67,53 +67,34 @@ class FastLinear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return small_linear(x, self.weight, self.bias)
 
-    @classmethod
-    def from_linear(cls, linear: nn.Linear) -> FastLinear:
-        new = cls.__new__(cls)
-        nn.Module.__init__(new)
-        new.in_features, new.out_features = linear.in_features, linear.out_features
-        new.weight = linear.weight  # the same Parameter objects: tied weights stay tied
-        new.bias = linear.bias
-        new.train(linear.training)
-        return new
+
+def _relink(cls: type[nn.Linear], linear: nn.Linear) -> nn.Linear:
+    """A `cls` instance holding the very Parameter objects of `linear` (tied weights stay tied)."""
+    new = cls.__new__(cls)
+    nn.Module.__init__(new)
+    new.in_features, new.out_features = linear.in_features, linear.out_features
+    new.weight, new.bias = linear.weight, linear.bias
+    new.train(linear.training)
+    return new
 
 
-def _swap(model: nn.Module, make) -> int:
-    count = 0
+def _swap(model: nn.Module, old: type[nn.Linear], new: type[nn.Linear]) -> nn.Module:
+    """Replace every submodule of exactly type `old` by a `new` sharing its parameters (in place)."""
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            new = make(child)
-            if new is not None:
-                setattr(parent, name, new)
-                count += 1
-    return count
+            if type(child) is old:
+                setattr(parent, name, _relink(new, child))
+    return model
 
 
 def use_fast_linear(model: nn.Module) -> nn.Module:
     """Replace every plain `nn.Linear` in `model` by a `FastLinear` sharing its parameters (in place)."""
-
-    def make(child):
-        return FastLinear.from_linear(child) if type(child) is nn.Linear else None
-
-    _swap(model, make)
-    return model
+    return _swap(model, nn.Linear, FastLinear)
 
 
 def restore_linear(model: nn.Module) -> nn.Module:
     """Undo `use_fast_linear`: plain `nn.Linear` modules with the same parameters (in place)."""
-
-    def make(child):
-        if type(child) is not FastLinear:
-            return None
-        new = nn.Linear.__new__(nn.Linear)
-        nn.Module.__init__(new)
-        new.in_features, new.out_features = child.in_features, child.out_features
-        new.weight, new.bias = child.weight, child.bias
-        new.train(child.training)
-        return new
-
-    _swap(model, make)
-    return model
+    return _swap(model, FastLinear, nn.Linear)
 
 
 def uses_fast_linear(model: nn.Module) -> bool:

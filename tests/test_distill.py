@@ -89,6 +89,21 @@ def test_hidden_cache_matches_the_model_and_is_reused(model, tmp_path):
     assert sub.question_ids.tolist() == [1, 4] and torch.equal(sub.example(1)[0], cache.example(3)[0])
 
 
+def test_hidden_cache_adds_examples_without_recomputing_the_others(model, tmp_path):
+    examples = [DistillExample(i + 1, "", p, [5, 6, 7], "length") for i, p in enumerate(_prompts(4))]
+    path = tmp_path / "h.safetensors"
+    first = cache_hidden_states(model, examples[:2], path, progress=False)
+    calls = []
+    hook = model.get_decoder().register_forward_pre_hook(lambda *_: calls.append(1))
+    grown = cache_hidden_states(model, examples, path, progress=False)  # two examples added
+    hook.remove()
+    assert len(calls) == 2  # only the new examples ran through the model
+    fresh = cache_hidden_states(model, examples, None, progress=False)
+    assert grown.question_ids.tolist() == [1, 2, 3, 4] and torch.equal(grown.ids, fresh.ids)
+    assert torch.equal(grown.example(0)[0], first.example(0)[0])  # reused rows, bit for bit
+    torch.testing.assert_close(grown.hidden.float(), fresh.hidden.float(), atol=1e-2, rtol=1e-2)
+
+
 def test_prompt_file_and_heldout_split():
     prompts = load_prompts(ROOT / "data" / "train_prompts.jsonl")
     assert len(prompts) == 300 and all(len(p["turns"]) >= 1 for p in prompts)

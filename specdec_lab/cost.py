@@ -130,9 +130,9 @@ _CURVES: dict[tuple, CostCurve] = {}
 
 
 def _curve_key(model) -> tuple:
-    from .fast_linear import uses_fast_linear  # the linear kernels change the curve's shape, not just scale
+    from .fast_linear import linear_kind  # the linear kernels change the curve's shape, not just scale
 
-    return (id(model), str(next(model.parameters()).device), model.dtype, uses_fast_linear(model))
+    return (id(model), str(next(model.parameters()).device), model.dtype, linear_kind(model))
 
 
 def set_cost_curve(model, curve: CostCurve) -> None:

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from .fast_linear import use_fast_linear, uses_fast_linear
+from .fast_linear import match_linear
 from .models import cache_dir
 
 __all__ = [
@@ -129,8 +129,7 @@ def _shell(target, n_layers: int) -> nn.Module:
         model = AutoModelForCausalLM.from_config(config)
     model.set_input_embeddings(target.get_input_embeddings())  # shared module: no copy, no training
     model.set_output_embeddings(target.get_output_embeddings())
-    if uses_fast_linear(target):  # decode the draft the way the target decodes (few-row products)
-        use_fast_linear(model)
+    match_linear(model, target)  # decode the draft the way the target decodes (few-row products)
     return model.to(device=next(target.parameters()).device, dtype=target.dtype).eval()
 
 

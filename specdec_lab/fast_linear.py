@@ -11,18 +11,27 @@ read from DRAM, then the 49152 × 576 LM head):
               LM head (ms)  9.3   21.3   31.3   16.5   17.2   19.0
     W @ x^T   layers (ms)    15*  13.5   21.9   20.7   34.5   41.9
               LM head (ms)  2.8*   2.8    4.2    4.0    7.3   13.1
+    oneDNN    layers (ms)    26     23     18     17     23     27     (weights packed once)
+              LM head (ms)  5.0    4.6    3.9    3.6    3.9      -
     (* one row padded to two)
 
-The same product computed as (W @ x^T)^T — a GEMM with the large matrix as the left operand — streams
-W at ~30 GB/s. For a single row the matrix-vector path (gemv) is itself slow, so the row is duplicated
-and the product taken as a two-column GEMM. From ~16 rows on (prefill, training) `F.linear` is as fast
-or faster and is used unchanged.
+Two kernels, chosen by the number of rows:
+* M <= 2: (W @ x^T)^T — a GEMM with the large matrix as the left operand streams W at ~30 GB/s. For a
+  single row the matrix-vector path (gemv) is itself slow, so the row is duplicated (a 2-column GEMM).
+* 3 <= M <= PACKED_MAX_ROWS: oneDNN's inner product on a copy of W reordered once into its blocked
+  layout (`torch.ops.mkldnn._reorder_linear_weight`, what torch.compile's CPU freezing uses). Its cost
+  hardly grows with M: a whole SmolLM2 forward of 16 tokens costs ~1.7× one token instead of ~2.6×.
+  That flat curve is what makes verifying trees (Medusa, Lookahead, deeper drafts) cheap on a CPU.
+  The price is memory: the packed copy doubles the weights' footprint (`use_fast_linear(pack=False)`
+  keeps one copy and uses W @ x^T up to MAX_ROWS rows). Packed lazily, on the first call that needs
+  it, and again whenever the weight changes in place (tracked by its version counter).
+* Larger M (long prefills, training) and accelerators: `F.linear`, unchanged.
 
-Numerics: every output is the same dot product; only the order of the floating-point sums inside MKL
-may differ from `F.linear`'s, so values can differ in the last bits — as torch's own 1-row and many-row
-paths already differ from each other. Exact speculative decoding compares the target's argmax (or its
-distribution) at each node with what one-token decoding would give, so the same model must be used for
-both; `bench` runs every method on one model object, and the exactness tests run with this layer on.
+Numerics: every output is the same dot product; only the order of the floating-point sums inside the
+kernels differs from `F.linear`'s, so values can differ in the last bits — as torch's own 1-row and
+many-row paths already differ from each other. Exact speculative decoding compares the target's argmax
+(or its distribution) at each node with what one-token decoding would give, so the same model must be
+used for both; `bench` runs every method on one model object, and the exactness tests run with this on.
 
     model = use_fast_linear(model)   # every nn.Linear -> FastLinear (same Parameters: tying kept)
     restore_linear(model)            # back to stock nn.Linear
@@ -36,21 +45,63 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils import parametrize
 
-__all__ = ["MAX_ROWS", "small_linear", "FastLinear", "use_fast_linear", "restore_linear", "uses_fast_linear"]
+__all__ = [
+    "MAX_ROWS",
+    "PACKED_MIN_ROWS",
+    "PACKED_MAX_ROWS",
+    "ONEDNN",
+    "small_linear",
+    "pack_weight",
+    "FastLinear",
+    "use_fast_linear",
+    "restore_linear",
+    "uses_fast_linear",
+    "linear_kind",
+    "match_linear",
+]
 
-MAX_ROWS = 16  # up to this many rows the W @ x^T form wins on the CPUs measured; beyond, F.linear
+MAX_ROWS = 16  # without a packed weight: up to this many rows W @ x^T wins on the CPUs measured
+PACKED_MIN_ROWS = 3  # with one: 1-2 rows still take W @ x^T (oneDNN is slower there) ...
+PACKED_MAX_ROWS = 64  # ... 3..64 rows take oneDNN; beyond, F.linear
 
 
-def small_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+def _onednn_available() -> bool:
+    """oneDNN's packed inner product exists in this torch build and runs (x86 CPU builds)."""
+    try:
+        w = torch.ops.mkldnn._reorder_linear_weight(torch.ones(4, 8), PACKED_MIN_ROWS)
+        out = torch.ops.mkldnn._linear_pointwise(torch.ones(3, 8), w, None, "none", [None], "")
+        return bool(torch.backends.mkldnn.is_available() and torch.allclose(out, torch.full((3, 4), 8.0)))
+    except (AttributeError, RuntimeError):
+        return False
+
+
+ONEDNN = _onednn_available()
+
+
+def pack_weight(weight: torch.Tensor) -> torch.Tensor:
+    """weight (N, K) fp32 -> oneDNN's blocked copy for `small_linear(..., packed=)` (same values)."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 4)  # layout tuned for ~4-row inputs
+
+
+def small_linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, packed: torch.Tensor | None = None
+) -> torch.Tensor:
     """x (..., K) @ weight (N, K)^T (+ bias) -> (..., N), the bandwidth-bound way for few rows on CPU.
 
+    packed: `pack_weight(weight)`, if the caller keeps one (3..PACKED_MAX_ROWS rows then use oneDNN).
     Same result as `F.linear(x, weight, bias)` up to floating-point summation order; falls back to it on
     accelerators, for many rows, and whenever autograd needs a graph (training keeps torch's kernels).
     """
     rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
     training = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
-    if x.device.type != "cpu" or rows == 0 or rows > MAX_ROWS or training:
+    if x.device.type != "cpu" or rows == 0 or training:
+        return F.linear(x, weight, bias)
+    if packed is not None and PACKED_MIN_ROWS <= rows <= PACKED_MAX_ROWS:
+        out = torch.ops.mkldnn._linear_pointwise(x.reshape(rows, x.shape[-1]), packed, bias, "none", [None], "")
+        return out.reshape(*x.shape[:-1], weight.shape[0])  # (..., N)
+    if rows > MAX_ROWS:
         return F.linear(x, weight, bias)
     x2 = x.reshape(rows, x.shape[-1])  # (M, K)
     if rows == 1:
@@ -62,10 +113,37 @@ def small_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
 
 
 class FastLinear(nn.Linear):
-    """`nn.Linear` whose forward is `small_linear` (identical parameters, state-dict keys and isinstance)."""
+    """`nn.Linear` whose forward is `small_linear` (identical parameters, state-dict keys and isinstance).
+
+    `pack` (set by `use_fast_linear`): keep a oneDNN-packed copy of the weight for 3..PACKED_MAX_ROWS
+    rows. The copy is a plain attribute (never saved, never copied) keyed by the weight's storage and
+    version, so loading or editing weights in place repacks; parametrized weights are never packed.
+    """
+
+    pack: bool = True
+
+    def _packed(self) -> torch.Tensor | None:
+        w = self.weight
+        if not (self.pack and ONEDNN and w.dtype == torch.float32 and w.device.type == "cpu"):
+            return None
+        if parametrize.is_parametrized(self, "weight"):  # recomputed on every access: nothing to keep
+            return None
+        key = (w.data_ptr(), w._version, tuple(w.shape))
+        if self.__dict__.get("_pack_key") != key:
+            self.__dict__["_pack"], self.__dict__["_pack_key"] = pack_weight(w), key
+        return self.__dict__["_pack"]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return small_linear(x, self.weight, self.bias)
+        rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+        wants_pack = PACKED_MIN_ROWS <= rows <= PACKED_MAX_ROWS and x.device.type == "cpu"
+        packed = self._packed() if wants_pack and not torch.is_grad_enabled() else None
+        return small_linear(x, self.weight, self.bias, packed=packed)
+
+    def __getstate__(self):  # copy.deepcopy / pickle: the packed copy is a cache, rebuilt on demand
+        state = dict(super().__getstate__())
+        state.pop("_pack", None)
+        state.pop("_pack_key", None)
+        return state
 
 
 def _relink(cls: type[nn.Linear], linear: nn.Linear) -> nn.Linear:
@@ -87,9 +165,20 @@ def _swap(model: nn.Module, old: type[nn.Linear], new: type[nn.Linear]) -> nn.Mo
     return model
 
 
-def use_fast_linear(model: nn.Module) -> nn.Module:
-    """Replace every plain `nn.Linear` in `model` by a `FastLinear` sharing its parameters (in place)."""
-    return _swap(model, nn.Linear, FastLinear)
+def use_fast_linear(model: nn.Module, pack: bool = True) -> nn.Module:
+    """Replace every plain `nn.Linear` in `model` by a `FastLinear` sharing its parameters (in place).
+
+    pack=False: no oneDNN-packed weight copies (half the memory; 3+ rows cost more, see the module doc).
+    Applies `pack` to FastLinear modules already there too.
+    """
+    _swap(model, nn.Linear, FastLinear)
+    for m in model.modules():
+        if isinstance(m, FastLinear):
+            m.pack = pack
+            if not pack:
+                m.__dict__.pop("_pack", None)
+                m.__dict__.pop("_pack_key", None)
+    return model
 
 
 def restore_linear(model: nn.Module) -> nn.Module:
@@ -100,3 +189,19 @@ def restore_linear(model: nn.Module) -> nn.Module:
 def uses_fast_linear(model: nn.Module) -> bool:
     """True when any linear layer of `model` is a `FastLinear` (what `use_fast_linear` installs)."""
     return any(isinstance(m, FastLinear) for m in model.modules())
+
+
+def match_linear(model: nn.Module, like: nn.Module) -> nn.Module:
+    """Give `model` the linear kernels `like` runs (a draft or assistant decodes the way its target does)."""
+    kind = linear_kind(like)
+    if kind != "stock":
+        use_fast_linear(model, pack=kind == "fast+onednn")
+    return model
+
+
+def linear_kind(model: nn.Module) -> str:
+    """What the model runs: "stock", "fast" (W @ x^T only) or "fast+onednn" (packed weights for 3+ rows)."""
+    fast = [m for m in model.modules() if isinstance(m, FastLinear)]
+    if not fast:
+        return "stock"
+    return "fast+onednn" if ONEDNN and any(m.pack for m in fast) else "fast"

@@ -172,12 +172,15 @@ def load_model(
     dtype: torch.dtype = torch.float32,
     attn_implementation: str | None = None,
     fast_linear: bool = True,
+    pack_weights: bool = True,
 ) -> LoadedModel:
     """Load a causal LM and its tokenizer: a shipped name, a local HF directory, or a .gguf file.
 
     fp32 on CPU by default; any device/dtype on request. The model is put in eval mode.
     fast_linear: swap its linear layers for `FastLinear` (few-row products at memory bandwidth on CPU,
     ~2x faster decoding here; no effect on accelerators). False keeps torch's stock `nn.Linear`.
+    pack_weights: with fast_linear, keep oneDNN-packed weight copies so that 3-64-token forwards (trees)
+    cost little more than one token (doubles the weights' CPU memory; see `specdec_lab.fast_linear`).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -188,7 +191,7 @@ def load_model(
         kwargs["attn_implementation"] = attn_implementation
     model = AutoModelForCausalLM.from_pretrained(folder, **kwargs).to(device).eval()
     if fast_linear:
-        use_fast_linear(model)
+        use_fast_linear(model, pack=pack_weights)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     return LoadedModel(model=model, tokenizer=tokenizer, name=str(name_or_path), source=str(path))
 

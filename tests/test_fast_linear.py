@@ -9,7 +9,12 @@ from torch import nn
 
 from specdec_lab.fast_linear import (
     MAX_ROWS,
+    ONEDNN,
+    PACKED_MAX_ROWS,
     FastLinear,
+    linear_kind,
+    match_linear,
+    pack_weight,
     restore_linear,
     small_linear,
     use_fast_linear,
@@ -27,6 +32,82 @@ def test_small_linear_equals_f_linear(rows, bias):
     b = torch.randn(300, generator=gen) if bias else None
     x = torch.randn(rows, 48, generator=gen)
     torch.testing.assert_close(small_linear(x, w, b), F.linear(x, w, b), rtol=1e-5, atol=1e-5)
+
+
+needs_onednn = pytest.mark.skipif(not ONEDNN, reason="this torch build has no oneDNN packed linear")
+
+
+@needs_onednn
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 7, 16, PACKED_MAX_ROWS, PACKED_MAX_ROWS + 1])
+@pytest.mark.parametrize("bias", [False, True])
+def test_packed_small_linear_equals_f_linear(rows, bias):
+    gen = torch.Generator().manual_seed(rows)
+    w = torch.randn(300, 48, generator=gen)
+    b = torch.randn(300, generator=gen) if bias else None
+    x = torch.randn(2, rows, 48, generator=gen)[1]  # a strided view: no contiguity assumed
+    out = small_linear(x, w, b, packed=pack_weight(w))
+    torch.testing.assert_close(out, F.linear(x, w, b), rtol=1e-5, atol=1e-5)
+    assert small_linear(x[None], w, b, packed=pack_weight(w)).shape == (1, rows, 300)
+
+
+@needs_onednn
+def test_packed_copy_follows_in_place_weight_changes():
+    layer = use_fast_linear(nn.Sequential(nn.Linear(48, 30)))[0]
+    x = torch.randn(5, 48)
+    with torch.inference_mode():
+        layer(x)
+        first = layer.__dict__["_pack"]
+        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias))
+        assert layer.__dict__["_pack"] is first  # reused while the weight is unchanged
+        layer.load_state_dict({"weight": torch.randn(30, 48), "bias": torch.zeros(30)})  # copy_ in place
+        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias))
+        assert layer.__dict__["_pack"] is not first
+
+
+@needs_onednn
+def test_packed_copy_is_never_saved_copied_or_made_when_off():
+    import copy
+    import pickle
+
+    model = tiny_model(fast_linear=True)
+    keys = set(model.state_dict())
+    with torch.inference_mode():
+        model(torch.arange(5)[None])  # 5 rows: every layer packs its weight
+    assert sum("_pack" in m.__dict__ for m in model.modules()) > 0 and set(model.state_dict()) == keys
+    clone = copy.deepcopy(model)
+    assert not any("_pack" in m.__dict__ for m in clone.modules())
+    assert not any("_pack" in m.__dict__ for m in pickle.loads(pickle.dumps(model)).modules())
+    assert linear_kind(model) == "fast+onednn"
+    use_fast_linear(model, pack=False)  # switching packing off drops the copies
+    assert linear_kind(model) == "fast" and not any("_pack" in m.__dict__ for m in model.modules())
+    with torch.inference_mode():
+        model(torch.arange(5)[None])
+    assert not any("_pack" in m.__dict__ for m in model.modules())
+
+
+def test_linear_kind_and_match_linear():
+    stock, fast = tiny_model(), tiny_model(fast_linear=True)
+    assert linear_kind(stock) == "stock"
+    assert linear_kind(fast) == ("fast+onednn" if ONEDNN else "fast")
+    other = match_linear(tiny_model(seed=1), fast)
+    assert linear_kind(other) == linear_kind(fast)
+    assert linear_kind(match_linear(tiny_model(seed=1), stock)) == "stock"
+    assert linear_kind(match_linear(tiny_model(seed=1), use_fast_linear(tiny_model(), pack=False))) == "fast"
+
+
+def test_parametrized_weights_are_not_packed():
+    from torch.nn.utils import parametrize
+
+    class Double(nn.Module):
+        def forward(self, w):
+            return 2 * w
+
+    layer = use_fast_linear(nn.Sequential(nn.Linear(48, 30)))[0]
+    parametrize.register_parametrization(layer, "weight", Double())
+    x = torch.randn(5, 48)
+    with torch.inference_mode():
+        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias))
+    assert "_pack" not in layer.__dict__
 
 
 @pytest.mark.parametrize("shape", [(48,), (1, 1, 48), (2, 3, 48), (0, 48)])

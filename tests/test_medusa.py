@@ -145,6 +145,17 @@ def test_save_load_round_trip_our_format(model, tmp_path, shared):
     assert config["metadata"] == {"note": "x"} and config["shared_lm_head"] == shared
 
 
+def test_published_layout_with_stacked_blocks_round_trips_and_warns(model, tmp_path):
+    """Several blocks per head: exact round trip here, and a warning about FasterDecoding's tied blocks."""
+    heads = _randomised(MedusaHeads.for_model(model, num_heads=2, num_layers=3))
+    with pytest.warns(UserWarning, match="tied block"):
+        out = save_medusa_layout(heads, tmp_path / "pub", dtype=torch.float32)
+    back = load_heads(out, model)
+    assert back.config.num_layers == 3
+    h = torch.randn(3, 64)
+    torch.testing.assert_close(back(h), heads(h), atol=1e-6, rtol=1e-6)
+
+
 @pytest.mark.parametrize("shared", [True, False])
 def test_save_load_round_trip_published_layout(model, tmp_path, shared):
     heads = _randomised(MedusaHeads.for_model(model, num_heads=2, shared_lm_head=shared))

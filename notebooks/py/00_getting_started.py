@@ -50,7 +50,7 @@
 quick: bool = False  # CI: fewer repeats/tokens
 model_name: str = "smollm2-135m"  # or a local HF dir / .gguf
 max_new_tokens: int = 64  # tokens generated in each decoding demo
-sizes: list[int] = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32]  # tokens per verify forward, for the cost curve
+sizes: list[int] = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64]  # tokens per verify forward, for the cost curve
 repeats: int = 5  # timed repeats per size (the median is kept)
 prompt_id: int = 46  # question_id in data/prompts.jsonl for prompt lookup (46: a rag prompt that copies a lot)
 threads: int = 0  # torch CPU threads (0: the torch default, one per core)
@@ -222,8 +222,9 @@ print(f"sizes that are *faster* than a smaller size (non-monotonic): {dips or 'n
 # * **Right:** the solid line t(n)/t(1) is the **break-even**: a step that verifies *n* tokens must emit
 #   more than t(n)/t(1) tokens on average to beat plain decoding. The dashed diagonal is what *n*
 #   sequential forwards would cost — and the most a step can emit. Speculation lives in the gap.
-# * Past roughly 8–16 tokens the curve bends upward: the matmuls start to be compute-bound and each
-#   extra node costs real time. On a CPU, **trees and drafts must stay small**; a GPU's curve stays flat
+# * Past some size the curve bends upward: the matmuls start to be compute-bound and each extra node
+#   costs real time (here from ~16–32 tokens with FastLinear's packed weights, from ~4–8 with torch's
+#   stock kernels; table below). On a CPU, **trees and drafts must stay small**; a GPU's curve stays flat
 #   much longer, which is why GPU papers verify trees of 60+ nodes.
 # * Small sizes are often not monotonic (2–3 tokens can hit slower matmul paths than 4 or 8): one more
 #   reason to measure rather than assume.
@@ -234,21 +235,28 @@ print(f"sizes that are *faster* than a smaller size (non-monotonic): {dips or 'n
 # over n tokens multiplies n activation rows by every weight matrix; for a few rows that should cost one
 # pass over the weights, but torch's stock `F.linear` (x Wᵀ through MKL) takes several times longer than
 # that on CPUs for 1–16 rows — and 2–3 rows are slower than 4. `FastLinear` computes the same product as
-# (W xᵀ)ᵀ, padding a single row to two. Same parameters, same results up to float summation order. Here are
-# both curves on this machine (`restore_linear` puts torch's `nn.Linear` back, `use_fast_linear` undoes it):
-# the speedup of *every* method depends on this curve, so a benchmark must say which kernel it ran.
+# (W xᵀ)ᵀ for 1–2 rows (padding a single row to two), and for 3–64 rows calls oneDNN's inner product on a
+# copy of W packed once into oneDNN's blocked layout — whose cost hardly grows with the number of rows.
+# Same parameters, same results up to float summation order; the packed copies double the weights' memory.
+# Here are the three curves on this machine (`restore_linear` puts torch's `nn.Linear` back;
+# `use_fast_linear(model, pack=False)` keeps FastLinear without packed copies): the speedup of *every*
+# method depends on this curve, so a benchmark must say which kernel it ran (`linear` in its config).
 
 # %%
 from specdec_lab.fast_linear import restore_linear, use_fast_linear
 
 restore_linear(lm.model)
 stock = measure_cost_curve(lm.model, sizes=sizes, repeats=repeats)
-use_fast_linear(lm.model)
+use_fast_linear(lm.model, pack=False)
+unpacked = measure_cost_curve(lm.model, sizes=sizes, repeats=repeats)
+use_fast_linear(lm.model)  # back to the default: FastLinear with oneDNN-packed weights
 pd.DataFrame(
     {
         "stock nn.Linear t(n) ms": [s * 1e3 for s in stock.seconds],
+        "W xᵀ only t(n) ms": [s * 1e3 for s in unpacked.seconds],
         "FastLinear t(n) ms": [s * 1e3 for s in curve.seconds],
         "stock t(n)/t(1)": stock.relative(),
+        "W xᵀ only t(n)/t(1)": unpacked.relative(),
         "FastLinear t(n)/t(1)": curve.relative(),
     },
     index=pd.Index(curve.sizes, name="n tokens verified"),

@@ -51,9 +51,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
     p.add_argument("--out", default="results/bench.json", help="results JSON (written after every prompt)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
     p.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
-    p.add_argument("--linear", default="fast", choices=["fast", "stock"],
-                   help="fast: FastLinear (few-row products at memory bandwidth on CPU; every method, baselines "
-                   "included, runs on the same model); stock: torch's nn.Linear")  # fmt: skip
+    p.add_argument("--linear", default="fast+onednn", choices=["fast+onednn", "fast", "stock"],
+                   help="fast+onednn: FastLinear with oneDNN-packed weights for 3+ rows (few-row products at memory "
+                   "bandwidth on CPU; every method, baselines included, runs on the same model); fast: FastLinear "
+                   "without packed copies (half the memory); stock: torch's nn.Linear")  # fmt: skip
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--warmup-tokens", type=_positive_int, default=d.warmup_tokens)
     p.add_argument("--fresh", action="store_true", help="overwrite --out instead of resuming from it")
@@ -90,7 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         if torch.device(config.device).type == "cuda" and not torch.cuda.is_available():
             return fail(f"--device {config.device}: CUDA is not available on this machine")
         lm = load_model(
-            config.model, device=config.device, dtype=DTYPES[config.dtype], fast_linear=config.linear == "fast"
+            config.model,
+            device=config.device,
+            dtype=DTYPES[config.dtype],
+            fast_linear=config.linear != "stock",
+            pack_weights=config.linear == "fast+onednn",
         )
         results = run_benchmark(lm, prompts, config=config, progress=not no_progress)
     except (BenchInputError, ResumeError, FileNotFoundError, ModelNotFoundError) as err:

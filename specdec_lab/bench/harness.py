@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from ..cost import sync
-from ..fast_linear import uses_fast_linear
+from ..fast_linear import linear_kind
 from ..models import LoadedModel
 from .methods import BenchInputError, Runner, RunOutput, build_runner, parse_methods
 from .report import summarize
@@ -76,7 +76,7 @@ class BenchConfig:
     prompts: str | None = None  # prompts file; None for prompts given programmatically
     device: str | None = None  # filled from the model when None
     dtype: str | None = None  # filled from the model when None
-    linear: str | None = None  # "fast" (FastLinear, `load_model`'s default) or "stock" nn.Linear; from the model
+    linear: str | None = None  # `fast_linear.linear_kind` of the model: "fast+onednn" (default), "fast", "stock"
 
 
 RESUME_IGNORES = ("limit", "per_category", "out", "fresh")
@@ -362,7 +362,7 @@ def run_benchmark(
         model=config.model or (lm.name if isinstance(lm, LoadedModel) else type(model).__name__),
         device=str(device),
         dtype=str(model.dtype).removeprefix("torch."),
-        linear="fast" if uses_fast_linear(model) else "stock",
+        linear=linear_kind(model),
         prompts_sha256=_prompts_digest(all_prompts),
     )
     machine = machine_info(device)

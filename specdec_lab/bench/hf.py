@@ -94,13 +94,12 @@ def hf_assisted(
     from transformers import AutoModelForCausalLM
 
     from ..draft_model import export_hf, get_draft
-    from ..fast_linear import use_fast_linear, uses_fast_linear
+    from ..fast_linear import match_linear
 
     folder = export_hf(get_draft(draft, model))
     device = next(model.parameters()).device
     assistant = AutoModelForCausalLM.from_pretrained(folder, dtype=model.dtype).to(device).eval()
-    if uses_fast_linear(model):  # the assistant runs the same linear kernels as the target (and our draft)
-        use_fast_linear(assistant)
+    match_linear(assistant, model)  # the assistant runs the same linear kernels as the target (and our draft)
     assistant.generation_config.num_assistant_tokens = num_assistant_tokens
     assistant.generation_config.num_assistant_tokens_schedule = num_assistant_tokens_schedule
     assistant.generation_config.assistant_confidence_threshold = assistant_confidence_threshold

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 
@@ -102,12 +103,23 @@ def checkpoint_bytes(path: str | os.PathLike) -> int:
 def save_medusa_layout(
     heads: MedusaHeads, path: str | os.PathLike, dtype: torch.dtype = torch.float16, base_model: str | None = None
 ) -> Path:
-    """Write `heads` as FasterDecoding's config.json + medusa_lm_head.safetensors (W2 materialised)."""
+    """Write `heads` as FasterDecoding's config.json + medusa_lm_head.safetensors (W2 materialised).
+
+    With num_layers > 1 the file holds every block of every head (independent blocks, as ours are), but
+    FasterDecoding's own MedusaModel ties repeated blocks (module doc): loading the file there keeps only
+    the last block of each head. A warning says so; readers with independent blocks load it exactly.
+    """
     from safetensors.torch import save_file
 
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     c = heads.config
+    if c.num_layers > 1:
+        warnings.warn(
+            f"these heads have {c.num_layers} independent residual blocks each; FasterDecoding's MedusaModel "
+            f"builds `[ResBlock] * medusa_num_layers` (one tied block) and would keep only the last block",
+            stacklevel=2,
+        )
     state = {}
     for k in range(c.num_heads):
         for layer in range(c.num_layers):

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from .fast_linear import linear_kind
 from .theory import expected_tokens_per_step
 
 __all__ = [
@@ -130,8 +131,7 @@ _CURVES: dict[tuple, CostCurve] = {}
 
 
 def _curve_key(model) -> tuple:
-    from .fast_linear import linear_kind  # the linear kernels change the curve's shape, not just scale
-
+    # the linear kernels change the curve's shape, not just its scale
     return (id(model), str(next(model.parameters()).device), model.dtype, linear_kind(model))
 
 

@@ -85,6 +85,16 @@ def pack_weight(weight: torch.Tensor) -> torch.Tensor:
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), 4)  # layout tuned for ~4-row inputs
 
 
+def _rows(x: torch.Tensor) -> int:
+    """Activation rows in x (..., K): the M of the product."""
+    return x.numel() // x.shape[-1] if x.shape[-1] else 0
+
+
+def _packed_path(x: torch.Tensor, rows: int) -> bool:
+    """True when a product with this many rows of x takes the packed-weight (oneDNN) kernel."""
+    return x.device.type == "cpu" and PACKED_MIN_ROWS <= rows <= PACKED_MAX_ROWS
+
+
 def small_linear(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, packed: torch.Tensor | None = None
 ) -> torch.Tensor:
@@ -94,11 +104,11 @@ def small_linear(
     Same result as `F.linear(x, weight, bias)` up to floating-point summation order; falls back to it on
     accelerators, for many rows, and whenever autograd needs a graph (training keeps torch's kernels).
     """
-    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    rows = _rows(x)
     training = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)
     if x.device.type != "cpu" or rows == 0 or training:
         return F.linear(x, weight, bias)
-    if packed is not None and PACKED_MIN_ROWS <= rows <= PACKED_MAX_ROWS:
+    if packed is not None and _packed_path(x, rows):
         out = torch.ops.mkldnn._linear_pointwise(x.reshape(rows, x.shape[-1]), packed, bias, "none", [None], "")
         return out.reshape(*x.shape[:-1], weight.shape[0])  # (..., N)
     if rows > MAX_ROWS:
@@ -110,6 +120,9 @@ def small_linear(
     if bias is not None:
         out = out + bias
     return out.contiguous().reshape(*x.shape[:-1], weight.shape[0])
+
+
+_PACK_CACHE = ("_pack", "_pack_key")  # FastLinear's cache attributes: the packed copy and what it was made from
 
 
 class FastLinear(nn.Linear):
@@ -134,16 +147,16 @@ class FastLinear(nn.Linear):
         return self.__dict__["_pack"]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
-        wants_pack = PACKED_MIN_ROWS <= rows <= PACKED_MAX_ROWS and x.device.type == "cpu"
-        packed = self._packed() if wants_pack and not torch.is_grad_enabled() else None
-        return small_linear(x, self.weight, self.bias, packed=packed)
+        wants_pack = _packed_path(x, _rows(x)) and not torch.is_grad_enabled()  # packed lazily, when needed
+        return small_linear(x, self.weight, self.bias, packed=self._packed() if wants_pack else None)
+
+    def drop_packed(self) -> None:
+        """Forget the packed copy (it is rebuilt on the next call that needs it, if `pack` is on)."""
+        for key in _PACK_CACHE:
+            self.__dict__.pop(key, None)
 
     def __getstate__(self):  # copy.deepcopy / pickle: the packed copy is a cache, rebuilt on demand
-        state = dict(super().__getstate__())
-        state.pop("_pack", None)
-        state.pop("_pack_key", None)
-        return state
+        return {k: v for k, v in super().__getstate__().items() if k not in _PACK_CACHE}
 
 
 def _relink(cls: type[nn.Linear], linear: nn.Linear) -> nn.Linear:
@@ -176,8 +189,7 @@ def use_fast_linear(model: nn.Module, pack: bool = True) -> nn.Module:
         if isinstance(m, FastLinear):
             m.pack = pack
             if not pack:
-                m.__dict__.pop("_pack", None)
-                m.__dict__.pop("_pack_key", None)
+                m.drop_packed()
     return model
 
 

@@ -15,19 +15,19 @@ DATA = ROOT / "data"
 EXTRA = DATA / "train_prompts_extra.jsonl"
 
 
-def _load_prompt_bank():
-    # Load the module file directly: `import specdec_lab.prompt_bank` would run the package __init__, which imports
-    # torch (seconds of start-up) although the prompt bank itself needs nothing but the standard library.
-    name = "_prompt_bank_under_test"
+def _load_module(stem: str):
+    # Load the module file directly: `import specdec_lab.<stem>` would run the package __init__, which imports
+    # torch (seconds of start-up) although the prompt builders need nothing but the standard library.
+    name = f"_{stem}_under_test"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "specdec_lab" / "prompt_bank.py")
+        spec = importlib.util.spec_from_file_location(name, ROOT / "specdec_lab" / f"{stem}.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
 
 
-pb = _load_prompt_bank()
+pb = _load_module("prompt_bank")
 
 
 def _texts(rows: list[dict]) -> list[str]:
@@ -109,18 +109,8 @@ def test_committed_file_equals_cli_output(tmp_path, capsys):
 
 
 # ---- doc_prompts: requests over real prose from the installed documentation -------------------------
-def _load_doc_prompts():
-    name = "_doc_prompts_under_test"  # loaded from its file, like the bank: no torch
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "specdec_lab" / "doc_prompts.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 def test_doc_prompts_are_prose_deterministic_and_exclude_benchmarks():
-    dp = _load_doc_prompts()
+    dp = _load_module("doc_prompts")
     TEMPLATES, _benchmark_texts, _is_prose = dp.TEMPLATES, dp._benchmark_texts, dp._is_prose
     build_doc_prompts, passages = dp.build_doc_prompts, dp.passages
     excluded = _benchmark_texts()
@@ -136,6 +126,6 @@ def test_doc_prompts_are_prose_deterministic_and_exclude_benchmarks():
 
 
 def test_doc_prompts_refuse_more_than_installed():
-    dp = _load_doc_prompts()
+    dp = _load_module("doc_prompts")
     with pytest.raises(ValueError, match="prose passages"):
         dp.build_doc_prompts(len(dp.passages()) + 1)

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from .attention import attention_kind
 from .fast_linear import linear_kind
 from .theory import expected_tokens_per_step
 
@@ -69,15 +70,17 @@ class CostCurve:
         """t(n) / t(1) for each measured size."""
         return [s / self.seconds[0] for s in self.seconds]
 
-    def best_chain_length(self, alpha: float, k_max: int, draft_step: float = 0.0) -> int:
+    def best_chain_length(self, alpha: float, k_max: int, draft_step: float = 0.0, t=None) -> int:
         """argmax over k in [0, k_max] of E[tokens | k, α] / (k·t_draft + t(k+1)) (ties -> shorter).
 
         draft_step: seconds of one draft step (0 for free drafts such as prompt lookup; a draft model's
         measured step time otherwise, so c = t_draft / t(1) enters as in `theory.measured_speedup`).
+        t: the verify cost t(n) to use (default: this curve; `DraftLength` passes its online-corrected one).
         """
-        best_k, best_rate = 0, 1.0 / self(1)
+        t = t or self
+        best_k, best_rate = 0, 1.0 / t(1)
         for k in range(1, k_max + 1):
-            rate = expected_tokens_per_step(alpha, k) / (k * draft_step + self(k + 1))
+            rate = expected_tokens_per_step(alpha, k) / (k * draft_step + t(k + 1))
             if rate > best_rate * (1 + 1e-9):
                 best_k, best_rate = k, rate
         return best_k
@@ -131,8 +134,8 @@ _CURVES: dict[tuple, CostCurve] = {}
 
 
 def _curve_key(model) -> tuple:
-    # the linear kernels change the curve's shape, not just its scale
-    return (id(model), str(next(model.parameters()).device), model.dtype, linear_kind(model))
+    # the linear and attention kernels change the curve's shape, not just its scale
+    return (id(model), str(next(model.parameters()).device), model.dtype, linear_kind(model), attention_kind(model))
 
 
 def set_cost_curve(model, curve: CostCurve) -> None:
@@ -201,6 +204,12 @@ class DraftLength:
     mode = "cost"       -> k* = argmax_k E[tokens | k, α̂] / t(k+1) with α̂ from `AcceptanceTracker` and
                            t from the measured `CostCurve`; may return 0 (don't speculate)
 
+    The measured curve is taken at a short context (64 tokens) on an idle machine; the loop's own verify
+    timings (`observe_verify`) correct it as decoding goes: t̂(n) = t(n) · r(n), r(n) a moving average of
+    observed / measured seconds for size n, or of the nearest observed size for sizes not verified yet
+    (longer contexts raise the cost of multi-token verifies more than that of one token: attention over the
+    cache grows with both). Without the correction a long prompt made cost mode pick k = 3 where k = 1 pays.
+
     Cost mode explores: after `probe_every` consecutive k = 0 choices it proposes one token anyway. The
     estimates that made it stop (α̂, a draft model's step time) are only refreshed by drafting, so without
     a probe one unlucky measurement — a step timed while the machine was busy — would switch a proposer
@@ -228,6 +237,24 @@ class DraftLength:
         self.draft_step = 0.0  # seconds per draft step; a draft-model proposer keeps it measured
         self.probe_every = probe_every  # 0: never probe
         self.idle_run = 0  # consecutive cost-mode choices of k = 0
+        self.correction: dict[int, float] = {}  # n -> moving average of observed / measured t(n)
+        self.correction_decay = 0.8
+
+    def observe_verify(self, n: int, seconds: float | None) -> None:
+        """One verify forward of n tokens took `seconds` (the loop's timing): refine t̂(n)."""
+        if self.curve is None or not seconds or seconds <= 0:
+            return
+        ratio = min(max(seconds / self.curve(n), 0.25), 4.0)  # a hiccup (page fault, other load) is clipped
+        old = self.correction.get(n)
+        self.correction[n] = ratio if old is None else self.correction_decay * old + (1 - self.correction_decay) * ratio
+
+    def verify_cost(self, n: int) -> float:
+        """t̂(n): the measured curve times the correction observed for n (or for the nearest observed size)."""
+        assert self.curve is not None
+        if not self.correction:
+            return self.curve(n)
+        near = n if n in self.correction else min(self.correction, key=lambda m: (abs(m - n), -m))  # ties: larger
+        return self.curve(n) * self.correction[near]
 
     def start(self, model) -> None:
         if self.mode == "cost" and self.curve is None:
@@ -240,7 +267,7 @@ class DraftLength:
         if self.mode == "heuristic":
             return min(self.k_heuristic, cap)
         assert self.curve is not None, "DraftLength.start(model) measures the cost curve first"
-        k = self.curve.best_chain_length(self.tracker.alpha(key), cap, self.draft_step)
+        k = self.curve.best_chain_length(self.tracker.alpha(key), cap, self.draft_step, t=self.verify_cost)
         if k == 0 and cap > 0:
             self.idle_run += 1
             if self.probe_every and self.idle_run >= self.probe_every:

@@ -286,6 +286,7 @@ def generate(
 
         # 3. accept  4. keep only the accepted path's K/V
         acc = rule(tree, out.logits, sampling=sampling, generator=generator)
+        state.verify_seconds = time.perf_counter() - t1  # the host has read the logits: the device is done
         cache.keep(acc.path)
         forwards += 1
 

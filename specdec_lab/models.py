@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from .attention import use_gqa_attention
 from .fast_linear import use_fast_linear
 
 __all__ = ["LoadedModel", "ModelNotFoundError", "find_model_file", "load_model", "tiny_model", "cache_dir"]
@@ -177,6 +178,8 @@ def load_model(
     """Load a causal LM and its tokenizer: a shipped name, a local HF directory, or a .gguf file.
 
     fp32 on CPU by default; any device/dtype on request. The model is put in eval mode.
+    attn_implementation: transformers' name; None = `sdpa` with grouped-query attention done inside the
+    kernel also under a mask (`specdec_lab.attention`: no K/V copies in verification forwards).
     fast_linear: swap its linear layers for `FastLinear` (few-row products at memory bandwidth on CPU,
     ~2x faster decoding here; no effect on accelerators). False keeps torch's stock `nn.Linear`.
     pack_weights: with fast_linear, keep oneDNN-packed weight copies so that 3-64-token forwards (trees)
@@ -190,6 +193,8 @@ def load_model(
     if attn_implementation:
         kwargs["attn_implementation"] = attn_implementation
     model = AutoModelForCausalLM.from_pretrained(folder, **kwargs).to(device).eval()
+    if not attn_implementation:
+        use_gqa_attention(model)
     if fast_linear:
         use_fast_linear(model, pack=pack_weights)
     tokenizer = AutoTokenizer.from_pretrained(folder)

@@ -127,7 +127,7 @@ def test_fused_frozen_head_loss_equals_autograd_through_the_logits():
     torch.testing.assert_close(fused, ref)
     torch.testing.assert_close(fused_heads, ref_heads)
     torch.testing.assert_close(grad, ref_grad)
-    ce = FrozenHeadCE.apply(z.detach().reshape(15, 16), w, labels.reshape(15), 4)  # 4 chunks
+    ce = FrozenHeadCE.apply(z.detach().reshape(15, 16), w, labels.reshape(15), None, 0.0, 4)  # 4 chunks
     torch.testing.assert_close(ce.view(5, 3).sum(0) / (labels != IGNORE_INDEX).sum(0), ref_heads)
 
 
@@ -179,8 +179,10 @@ def test_save_load_round_trip_published_layout(model, tmp_path, shared):
     torch.testing.assert_close(forced(h), heads(h), atol=1e-6, rtol=1e-6)
 
 
-@pytest.mark.parametrize("bf16", [False, True])  # True: the fused bf16 loss through the frozen W2
-def test_a_few_medusa1_steps_lower_the_loss_and_raise_accuracy(model, examples, tmp_path, bf16):
+@pytest.mark.parametrize(
+    "bf16,soft", [(False, 0.0), (True, 0.0), (True, 0.5)]
+)  # bf16: the fused loss through the frozen W2; soft: half of each target is the model's own distribution
+def test_a_few_medusa1_steps_lower_the_loss_and_raise_accuracy(model, examples, tmp_path, bf16, soft):
     train_ex, held_ex = split_heldout(examples, every=5)
     cache = cache_hidden_states(model, examples, tmp_path / "h.safetensors", progress=False)
     rows = build_rows(cache.subset([e.question_id for e in train_ex]), num_heads=3)
@@ -189,9 +191,10 @@ def test_a_few_medusa1_steps_lower_the_loss_and_raise_accuracy(model, examples, 
     heads = MedusaHeads.for_model(model, num_heads=3)
     before = head_accuracy(heads, rows)
     assert before.base_top1 > 0.97  # greedy self-distilled text: the LM head agrees with its labels
-    cfg = Medusa1Config(steps=60, batch_size=64, lr=1e-2, warmup_steps=5, log_every=10, bf16=bf16)
+    cfg = Medusa1Config(steps=60, batch_size=64, lr=1e-2, warmup_steps=5, log_every=10, bf16=bf16, soft=soft)
     log = train_medusa1(heads, rows, cfg, eval_rows=held, progress=False)
-    assert log.loss[-1] < 0.8 * log.loss[0]
+    # soft targets: the loss is a cross-entropy against a spread-out distribution, floored at its entropy
+    assert log.loss[-1] < (0.9 if soft else 0.8) * log.loss[0]
     after = head_accuracy(heads, rows)  # a random model's text: learnable on the training rows only
     assert all(a < b for a, b in zip(after.loss, before.loss, strict=True))
     assert after.top1[0] > before.top1[0] + 0.02
@@ -283,3 +286,68 @@ def test_figures_and_the_live_plot_callback():
     dash.run()
     assert calls == [(30, pytest.approx(1e-3), 0.8)] and list(dash.figure.data[0].y) == [1.0, 0.5]
     assert "0.600" in dash.output.value and not dash.button.disabled
+
+
+def test_soft_targets_need_the_fused_shared_head_path(model, examples, tmp_path):
+    cache = cache_hidden_states(model, examples, tmp_path / "h.safetensors", progress=False)
+    rows = build_rows(cache, num_heads=2)
+    with pytest.raises(ValueError, match="soft targets"):
+        train_medusa1(MedusaHeads.for_model(model, num_heads=2), rows, Medusa1Config(steps=1, bf16=False, soft=0.5))
+    with pytest.raises(ValueError, match="soft must be in"):
+        train_medusa1(MedusaHeads.for_model(model, num_heads=2), rows, Medusa1Config(steps=1, soft=1.5))
+
+
+def test_soft_targets_gradient_equals_autograd_through_the_mixture():
+    """FrozenHeadCE with a teacher: CE against (1-b) onehot + b softmax(teacher W^T), its gradient by autograd."""
+    torch.manual_seed(0)
+    z = torch.randn(15, 16, requires_grad=True)
+    teacher, w = torch.randn(15, 16), torch.randn(40, 16)
+    labels = torch.randint(0, 40, (15,))
+    labels[3] = IGNORE_INDEX
+    beta = 0.3
+    fused = FrozenHeadCE.apply(z, w, labels, teacher, beta, 4)
+    fused.sum().backward()
+    z2 = z.detach().clone().requires_grad_(True)
+    valid = labels != IGNORE_INDEX
+    target = (1 - beta) * torch.nn.functional.one_hot(labels.clamp(min=0), 40) + beta * torch.softmax(teacher @ w.T, -1)
+    ref = -(target * torch.log_softmax(z2 @ w.T, -1)).sum(-1) * valid
+    ref.sum().backward()
+    torch.testing.assert_close(fused, ref, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(z.grad, z2.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_rows_point_at_the_teacher_position_t_plus_k():
+    from specdec_lab.distill import HiddenCache
+
+    h = torch.arange(12, dtype=torch.float16)[:, None].repeat(1, 4)  # row value = global position
+    cache = HiddenCache(
+        hidden=h,
+        ids=torch.arange(12),
+        offsets=torch.tensor([0, 5, 12]),
+        prompt_lengths=torch.tensor([2, 3]),
+        question_ids=torch.tensor([1, 2]),
+    )
+    rows = build_rows(cache, 2)
+    teach = rows.teacher_hidden(torch.arange(len(rows)), 2)[..., 0]  # (N, K) global position of h_{t+k}
+    for i in range(len(rows)):
+        t = int(rows.hidden[i, 0])
+        for k in (1, 2):
+            if rows.labels[i, k] != IGNORE_INDEX:
+                assert int(teach[i, k - 1]) == t + k
+                assert int(cache.ids[t + k + 1]) == int(rows.labels[i, k])  # h_{t+k} predicts x_{t+k+1}
+            else:
+                assert int(teach[i, k - 1]) == 0
+
+
+def test_train_cli_smoke_with_soft_targets_and_a_data_fraction(tmp_path):
+    from specdec_lab.train.medusa import main
+
+    out = tmp_path / "heads"
+    rc = main(["--model", "tiny", "--distill-dir", str(tmp_path / "distill"), "--out", str(out),
+               "--cache", str(tmp_path / "hidden.safetensors"), "--heads", "2", "--layers", "1",
+               "--steps", "5", "--eval-every", "0", "--soft", "0.5", "--train-fraction", "0.5", "--quiet"])  # fmt: skip
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert rc == 0 and manifest["training"]["soft"] == 0.5
+    data = manifest["data"]
+    assert data["train_fraction"] == 0.5
+    assert data["train_examples"] == (data["examples"] - data["heldout_examples"]) // 2

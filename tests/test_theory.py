@@ -99,6 +99,26 @@ def test_cost_mode_probes_after_a_run_of_zeros():
     assert [length.choose(available=0) for _ in range(4)] == [0] * 4  # nothing to propose: no probe
 
 
+def test_cost_mode_corrects_the_curve_with_observed_verify_times():
+    """The curve was measured at a short context; verifies observed at a long one cost more for n > 1. The
+    correction is applied per size (nearest observed size for the others) and moves the choice of k."""
+    curve = CostCurve(sizes=[1, 2, 4], seconds=[0.030, 0.031, 0.040])
+    length = DraftLength("cost", k_max=3, probe_every=0)
+    length.curve = curve
+    length.tracker.successes[None], length.tracker.failures[None] = 70.0, 30.0  # α̂ ≈ 0.7
+    assert length.choose(available=3) == 3  # at the measured curve a 4-token verify pays
+    assert length.verify_cost(4) == curve(4)
+    for _ in range(30):
+        length.observe_verify(2, 0.036)  # long context: 2 tokens cost 16% more than measured ...
+        length.observe_verify(4, 0.056)  # ... 4 tokens 40% more
+    assert length.verify_cost(2) == pytest.approx(0.036, rel=1e-3)
+    assert length.verify_cost(3) == pytest.approx(curve(3) * 0.056 / 0.040, rel=1e-3)  # nearest: 4 (ties up)
+    assert length.verify_cost(1) == pytest.approx(0.030 * 0.036 / 0.031, rel=1e-3)  # nearest: 2
+    assert length.choose(available=3) == 1
+    length.observe_verify(2, 0.0)  # no timing: ignored
+    assert length.verify_cost(2) == pytest.approx(0.036, rel=1e-3)
+
+
 @pytest.mark.parametrize("alpha,k", [(0.3, 3), (0.75, 5), (0.9, 8), (0.0, 4), (1.0, 4)])
 def test_monte_carlo_tokens_per_step(alpha, k):
     tokens = simulate_tokens_per_step(alpha, k, steps=50_000, seed=1)

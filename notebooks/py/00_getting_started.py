@@ -243,6 +243,7 @@ print(f"sizes that are *faster* than a smaller size (non-monotonic): {dips or 'n
 # method depends on this curve, so a benchmark must say which kernel it ran (`linear` in its config).
 
 # %%
+from specdec_lab.attention import use_gqa_attention
 from specdec_lab.fast_linear import restore_linear, use_fast_linear
 
 restore_linear(lm.model)
@@ -261,7 +262,36 @@ pd.DataFrame(
     },
     index=pd.Index(curve.sizes, name="n tokens verified"),
 ).round(2)
+
+# %% [markdown]
+# ### The other kernel that matters: attention over the cache
 #
+# SmolLM2 uses grouped-query attention: 9 query heads share 3 key/value heads. transformers' `sdpa`
+# attention hands the 3 K/V heads to torch's kernel directly only when there is *no* attention mask —
+# that is, for one-token steps. Every forward of 2+ tokens over a cache (every verification) has a mask,
+# and then it first expands K/V to 9 heads (`repeat_kv`): a copy of the whole cache, per layer, per
+# forward, whose cost grows with the context. On CPU torch's kernel takes GQA and a mask together and
+# gives the same numbers bit for bit, so `load_model` selects `specdec_lab.attention.gqa_sdpa_attention`
+# (registered through transformers' public `AttentionInterface`; nothing is patched). Both measured here
+# at a longer context, where the copies cost most:
+
+# %%
+long_context = 256
+lm.model.set_attn_implementation("sdpa")
+sdpa_long = measure_cost_curve(lm.model, sizes=sizes, context=long_context, repeats=repeats)
+use_gqa_attention(lm.model)  # back to the default
+gqa_long = measure_cost_curve(lm.model, sizes=sizes, context=long_context, repeats=repeats)
+pd.DataFrame(
+    {
+        f"sdpa t(n) ms @ {long_context}": [s * 1e3 for s in sdpa_long.seconds],
+        f"sdpa_gqa t(n) ms @ {long_context}": [s * 1e3 for s in gqa_long.seconds],
+        "sdpa t(n)/t(1)": sdpa_long.relative(),
+        "sdpa_gqa t(n)/t(1)": gqa_long.relative(),
+    },
+    index=pd.Index(sizes, name="n tokens verified"),
+).round(2)
+
+# %% [markdown]
 # **Break-even acceptance rate.** If each drafted token is accepted with probability α (independently),
 # a chain of *k* drafts emits E = (1 − α^{k+1}) / (1 − α) tokens per step (bonus included; Leviathan et
 # al. 2023). With a free proposer (prompt lookup costs microseconds), drafting *k* pays when
@@ -287,6 +317,8 @@ pd.DataFrame(rows).set_index("draft length k")
 # `CostCurve.best_chain_length(α, k_max)` picks the *k* that maximizes expected tokens per second,
 # E(α, k) / t(k+1). That is how prompt lookup's default `draft_length="cost"` chooses its draft length
 # each step, with α estimated online from its recent acceptances; *k* = 0 means "don't speculate".
+# The curve above was measured at a 64-token context; as a generation grows, the loop's own verify timings
+# correct it per size (`DraftLength.observe_verify`), so the choice follows the context actually decoded.
 
 # %%
 best = {a: curve.best_chain_length(a, k_max=16) for a in (0.2, 0.4, 0.6, 0.8, 0.9, 0.95)}

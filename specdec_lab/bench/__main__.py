@@ -12,6 +12,7 @@ import sys
 
 import torch
 
+from ..attention import ATTENTION
 from ..models import ModelNotFoundError, load_model
 from .harness import BenchConfig, ResumeError, load_prompts, run_benchmark
 from .methods import BenchInputError, known_methods, parse_methods
@@ -55,6 +56,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
                    help="fast+onednn: FastLinear with oneDNN-packed weights for 3+ rows (few-row products at memory "
                    "bandwidth on CPU; every method, baselines included, runs on the same model); fast: FastLinear "
                    "without packed copies (half the memory); stock: torch's nn.Linear")  # fmt: skip
+    p.add_argument("--attention", default=ATTENTION, choices=[ATTENTION, "sdpa"],
+                   help=f"{ATTENTION}: SDPA with grouped-query attention inside the kernel also under a mask (no K/V "
+                   "copies; specdec_lab.attention); sdpa: transformers' own")  # fmt: skip
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--warmup-tokens", type=_positive_int, default=d.warmup_tokens)
     p.add_argument("--fresh", action="store_true", help="overwrite --out instead of resuming from it")
@@ -74,6 +78,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
         device=a.device,
         dtype=a.dtype,
         linear=a.linear,
+        attention=a.attention,
     )
     return config, a.no_progress
 
@@ -96,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             dtype=DTYPES[config.dtype],
             fast_linear=config.linear != "stock",
             pack_weights=config.linear == "fast+onednn",
+            attn_implementation=None if config.attention == ATTENTION else config.attention,
         )
         results = run_benchmark(lm, prompts, config=config, progress=not no_progress)
     except (BenchInputError, ResumeError, FileNotFoundError, ModelNotFoundError) as err:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from ..attention import attention_kind
 from ..cost import sync
 from ..fast_linear import linear_kind
 from ..models import LoadedModel
@@ -77,6 +78,7 @@ class BenchConfig:
     device: str | None = None  # filled from the model when None
     dtype: str | None = None  # filled from the model when None
     linear: str | None = None  # `fast_linear.linear_kind` of the model: "fast+onednn" (default), "fast", "stock"
+    attention: str | None = None  # the model's attention implementation: "sdpa_gqa" (default) or "sdpa"
 
 
 RESUME_IGNORES = ("limit", "per_category", "out", "fresh")
@@ -363,6 +365,7 @@ def run_benchmark(
         device=str(device),
         dtype=str(model.dtype).removeprefix("torch."),
         linear=linear_kind(model),
+        attention=attention_kind(model),
         prompts_sha256=_prompts_digest(all_prompts),
     )
     machine = machine_info(device)

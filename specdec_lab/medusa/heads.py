@@ -188,30 +188,44 @@ def medusa_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tenso
 class FrozenHeadCE(torch.autograd.Function):
     """Per-row cross-entropy of features z (M, H) through a frozen projection W (V, H): fused, chunked.
 
-    Since W is frozen, the only gradient is dCE/dz = (softmax(z W^T) - onehot(y)) W, which needs nothing
-    but the chunk's logits: we compute it right in the forward, chunk by chunk, and keep only that (M, H)
-    result. The (M, V) logits never exist at once and never enter autograd (no saved logits, no separate
-    log-softmax backward, no zero-filled (M, V) gradient) — on CPU that memory traffic costs as much as
-    the matmuls. Rows labelled IGNORE_INDEX get CE 0 and no gradient. Matmuls run in W's dtype (bf16 for
-    speed), the softmax in fp32. Same idea as Liger's fused linear cross-entropy.
+    Since W is frozen, the only gradient is dCE/dz = (softmax(z W^T) - t) W, with t the target
+    distribution, which needs nothing but the chunk's logits: we compute it right in the forward, chunk by
+    chunk, and keep only that (M, H) result. The (M, V) logits never exist at once and never enter autograd
+    (no saved logits, no separate log-softmax backward, no zero-filled (M, V) gradient) — on CPU that
+    memory traffic costs as much as the matmuls. Rows labelled IGNORE_INDEX get CE 0 and no gradient.
+    Matmuls run in W's dtype (bf16 for speed), the softmax in fp32. Same idea as Liger's fused linear
+    cross-entropy.
+
+    Soft targets (self-distillation of the whole distribution, not just its argmax): with `teacher`
+    (M, H) hidden states, t = (1 - beta) onehot(y) + beta softmax(teacher W^T) and the loss is the
+    cross-entropy against that mixture, lse(z W^T) - sum_v t_v (z W^T)_v.
     """
 
     @staticmethod
-    def forward(ctx, z: torch.Tensor, w: torch.Tensor, labels: torch.Tensor, chunk: int = 512):
+    def forward(ctx, z, w, labels, teacher=None, beta: float = 0.0, chunk: int = 512):
         ce = torch.zeros(z.shape[0], dtype=torch.float32, device=z.device)  # (M,)
         grad = torch.zeros(z.shape, dtype=torch.float32, device=z.device)  # (M, H)
+        soft = teacher is not None and beta > 0
         for a in range(0, z.shape[0], chunk):
             y = labels[a : a + chunk]
             valid = y != IGNORE_INDEX
             y = y.clamp(min=0)
+            rows = torch.arange(len(y), device=y.device)
             logits = (z[a : a + chunk].to(w.dtype) @ w.T).float()  # (C, V)
             picked = logits.gather(1, y[:, None])[:, 0]  # (C,) logit of the label
+            if soft:
+                pt = torch.softmax((teacher[a : a + chunk].to(w.dtype) @ w.T).float(), dim=-1)  # (C, V)
+                picked = (1 - beta) * picked + beta * (pt * logits).sum(-1)  # (C,) sum_v t_v logit_v
             top = logits.amax(dim=-1, keepdim=True)  # (C, 1)
             p = logits.sub_(top).exp_()  # (C, V) exp(logit - max), in place: one pass, no copies
             total = p.sum(dim=-1, keepdim=True)  # (C, 1)
-            ce[a : a + chunk] = torch.where(valid, (top + total.log())[:, 0] - picked, 0.0)  # lse - logit_y
+            ce[a : a + chunk] = torch.where(valid, (top + total.log())[:, 0] - picked, 0.0)  # lse - <t, logit>
             p.div_(total)  # softmax
-            p[torch.arange(len(y), device=y.device), y] -= 1.0  # softmax - onehot
+            if soft:
+                p.sub_(pt, alpha=beta)
+                p[rows, y] -= 1.0 - beta  # softmax - t
+            else:
+                p[rows, y] -= 1.0  # softmax - onehot
             p.mul_(valid[:, None])
             grad[a : a + chunk] = (p.to(w.dtype) @ w).float()  # (C, H)
         ctx.save_for_backward(grad)
@@ -220,11 +234,23 @@ class FrozenHeadCE(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_ce: torch.Tensor):
         (grad,) = ctx.saved_tensors
-        return (grad * grad_ce[:, None]).to(grad_ce.dtype), None, None, None
+        return (grad * grad_ce[:, None]).to(grad_ce.dtype), None, None, None, None, None
 
 
-def frozen_head_loss(z: torch.Tensor, w: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor):
-    """`medusa_loss` for heads whose W2 is frozen: z (N, K, H) features -> (L, per-head CE (K,))."""
+def frozen_head_loss(
+    z: torch.Tensor,
+    w: torch.Tensor,
+    labels: torch.Tensor,
+    weights: torch.Tensor,
+    teacher: torch.Tensor | None = None,
+    beta: float = 0.0,
+):
+    """`medusa_loss` for heads whose W2 is frozen: z (N, K, H) features -> (L, per-head CE (K,)).
+
+    teacher (N, K, H): the target's hidden state h_{t+k} whose LM-head distribution is head k's soft
+    target (mixed in with weight beta; see FrozenHeadCE).
+    """
     n, k, h = z.shape
-    ce = FrozenHeadCE.apply(z.reshape(n * k, h), w, labels.reshape(n * k)).view(n, k)
+    t = None if teacher is None else teacher.reshape(n * k, h)
+    ce = FrozenHeadCE.apply(z.reshape(n * k, h), w, labels.reshape(n * k), t, beta).view(n, k)
     return weighted_head_loss(ce, labels, weights)

@@ -44,21 +44,37 @@ class MedusaRows:
 
     hidden: torch.Tensor  # (N, H) fp16
     labels: torch.Tensor  # (N, K+1) int64, IGNORE_INDEX where a head has no target
+    # soft targets: head k's teacher at row i is the LM head's distribution at h_{t+k} = source[teacher[i, k-1]]
+    source: torch.Tensor | None = None  # (P, H) every cached position's hidden state
+    teacher: torch.Tensor | None = None  # (N, K) int64 index into source, -1 where head k has no target
 
     def __len__(self) -> int:
         return self.hidden.shape[0]
 
+    def teacher_hidden(self, idx: torch.Tensor, num_heads: int) -> torch.Tensor:
+        """(B, K, H) h_{t+k} for rows idx (zeros where a head has no target)."""
+        if self.source is None or self.teacher is None:
+            raise ValueError("these rows carry no teacher positions: build them with build_rows(cache, K)")
+        t = self.teacher[idx, :num_heads]  # (B, K)
+        return self.source[t.clamp(min=0)] * (t >= 0)[..., None].to(self.source.dtype)  # (B, K, H)
+
 
 def build_rows(cache: HiddenCache, num_heads: int) -> MedusaRows:
-    """Every position of every cached example at which at least one head 1..K has a response token."""
-    hidden, labels = [], []
+    """Every position of every cached example at which at least one head 1..K has a response token.
+
+    Each row also records where h_{t+k} sits in the cache (k = 1..K), for soft (distribution) targets.
+    """
+    hidden, labels, teacher = [], [], []
+    ks = torch.arange(1, num_heads + 1)  # (K,)
     for e in range(len(cache)):
         h, ids, prompt_length = cache.example(e)
         lab = medusa_labels(ids, prompt_length, num_heads)  # (T, K+1)
         keep = (lab[:, 1:] != IGNORE_INDEX).any(1)
+        at = int(cache.offsets[e]) + torch.arange(len(ids))[:, None] + ks  # (T, K) global index of t + k
         hidden.append(h[keep])
         labels.append(lab[keep])
-    return MedusaRows(torch.cat(hidden), torch.cat(labels))
+        teacher.append(torch.where(lab[:, 1:] != IGNORE_INDEX, at, -1)[keep])
+    return MedusaRows(torch.cat(hidden), torch.cat(labels), source=cache.hidden, teacher=torch.cat(teacher))
 
 
 @dataclass
@@ -69,6 +85,7 @@ class Medusa1Config:
     warmup_steps: int = 20
     weight_decay: float = 0.0
     decay: float = 0.8  # lambda_k = decay^k
+    soft: float = 0.0  # weight of the target's own distribution at t+k in head k's target (0: hard labels)
     bf16: bool = True  # run the vocabulary projection in bfloat16
     log_every: int = 10  # record the (smoothed) losses every n steps
     eval_every: int = 0  # evaluate on held-out rows every n steps (0: only at the end)
@@ -135,6 +152,10 @@ def train_medusa1(
     k = heads.num_heads
     if rows.labels.shape[1] < k + 1:
         raise ValueError(f"rows carry labels for {rows.labels.shape[1] - 1} heads, the model has {k}")
+    if cfg.soft and not (heads.config.shared_lm_head and cfg.bf16):
+        raise ValueError("soft targets (soft > 0) are implemented for the shared-LM-head variant with bf16=True only")
+    if not 0.0 <= cfg.soft <= 1.0:
+        raise ValueError(f"soft must be in [0, 1], got {cfg.soft}")
     device = heads.w1.device
     weights = loss_weights(k, cfg.decay).to(device)
     params = [p for p in heads.parameters() if p.requires_grad]
@@ -156,7 +177,8 @@ def train_medusa1(
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
         if w_lowp is not None:  # shared W2: fused, chunked CE through the frozen bf16 projection
-            loss, per_head = frozen_head_loss(heads.features(h), w_lowp, labels, weights)
+            teacher = rows.teacher_hidden(idx, k).to(device) if cfg.soft else None  # (B, K, H)
+            loss, per_head = frozen_head_loss(heads.features(h), w_lowp, labels, weights, teacher, cfg.soft)
         else:
             loss, per_head = medusa_loss(_logits(heads, h, cfg.bf16), labels, weights)
         opt.zero_grad(set_to_none=True)

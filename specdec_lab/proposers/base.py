@@ -37,6 +37,8 @@ class DecodeState:
     sampling:      temperature / top-k / top-p of this run (greedy by default)
     generator:     the run's torch.Generator, for proposers that sample
     model:         the target model (proposers that need it, e.g. Medusa heads or layer-skip, read it)
+    verify_seconds: wall time of the last verify forward and its acceptance (None before the first); cost-
+                   aware proposers learn the verify cost at the current context from it
     """
 
     tokens: list[int]
@@ -47,6 +49,7 @@ class DecodeState:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     sampling: Sampling = GREEDY  # how the target samples; a sampling draft uses the same warping for q
     generator: torch.Generator | None = None  # the run's RNG (seeded by generate(seed=...))
+    verify_seconds: float | None = None
 
     @property
     def root(self) -> int:

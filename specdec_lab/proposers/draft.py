@@ -134,6 +134,7 @@ class DraftProposer(Proposer):
 
     def update(self, state, tree, acceptance, output) -> None:
         k = len(tree) - 1
+        self.length.observe_verify(len(tree), state.verify_seconds)
         if k == 0:
             return
         a = acceptance.accepted_draft

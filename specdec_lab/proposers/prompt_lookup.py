@@ -94,6 +94,7 @@ class PromptLookupProposer(Proposer):
 
     def update(self, state, tree, acceptance, output) -> None:
         k = len(tree) - 1
+        self.length.observe_verify(len(tree), state.verify_seconds)
         if k > 0:
             self.length.observe(self._last["ngram"], k, acceptance.accepted_draft)
 

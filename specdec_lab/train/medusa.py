@@ -50,8 +50,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--warmup-steps", type=int, default=20)
     p.add_argument("--decay", type=float, default=0.8, help="loss weights lambda_k = decay^k")
+    p.add_argument(
+        "--soft", type=float, default=0.0, help="weight of the target's distribution in the targets (0: argmax labels)"
+    )
     p.add_argument("--fp32", action="store_true", help="vocabulary projection in fp32 instead of bf16")
     p.add_argument("--eval-every", type=int, default=400, help="held-out accuracy every N steps")
+    p.add_argument(
+        "--train-fraction", type=float, default=1.0,
+        help="train on this fraction of the training prompts (data-scaling runs)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.add_argument("--out", default="data/medusa/smollm2-135m", help="output directory for the heads")
@@ -91,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     # 1. self-distillation data (resumable shards, one folder per prompt set)
     examples, data_stats = load_data(args, lm, sources, progress=progress)
     train_ex, held_ex = distill.split_heldout(examples, args.holdout_every)
+    if not 0.0 < args.train_fraction <= 1.0:
+        raise SystemExit(f"--train-fraction must be in (0, 1], got {args.train_fraction}")
+    f = args.train_fraction  # keep an evenly spread subset (every prompt set in proportion)
+    train_ex = [x for i, x in enumerate(train_ex) if int((i + 1) * f) > int(i * f)] or train_ex[:1]
 
     # 2. hidden states, cached (recomputed only when the model or the data changed)
     t0 = time.perf_counter()
@@ -117,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         lr=args.lr,
         warmup_steps=args.warmup_steps,
         decay=args.decay,
+        soft=args.soft,
         bf16=not args.fp32,
         eval_every=args.eval_every,
         seed=args.seed,
@@ -142,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             "distill_dir": args.distill_dir,
             **data_stats,
             "train_examples": len(train_ex),
+            "train_fraction": args.train_fraction,
             "heldout_examples": len(held_ex),
             "heldout_rule": f"question_id % {args.holdout_every} == 0",
             "train_rows": len(train_rows),

@@ -10,7 +10,7 @@ what is missing:
                                 train_log.json (loss curves); --export-published writes FasterDecoding's layout
 
 The shipped heads were made with the defaults (the three prompt sets, four residual blocks per head,
-2000 steps of 256 rows, two threads on an otherwise idle 2-core CPU: 19.5 min):
+soft targets at weight 0.5, 2000 steps of 256 rows, two threads on an otherwise idle 2-core CPU: 31.4 min):
     python -m specdec_lab.train medusa
 `--model tiny` runs every stage on a tiny random Llama with random token prompts (smoke tests).
 """
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-steps", type=int, default=20)
     p.add_argument("--decay", type=float, default=0.8, help="loss weights lambda_k = decay^k")
     p.add_argument(
-        "--soft", type=float, default=0.0, help="weight of the target's distribution in the targets (0: argmax labels)"
+        "--soft", type=float, default=0.5, help="weight of the target's distribution in the targets (0: argmax labels)"
     )
     p.add_argument("--fp32", action="store_true", help="vocabulary projection in fp32 instead of bf16")
     p.add_argument("--eval-every", type=int, default=400, help="held-out accuracy every N steps")

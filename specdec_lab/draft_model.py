@@ -34,9 +34,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from .attention import match_attention
-from .fast_linear import match_linear
-from .models import cache_dir
+from .models import cache_dir, match_kernels
 
 __all__ = [
     "DRAFT_DIR",
@@ -130,8 +128,7 @@ def _shell(target, n_layers: int) -> nn.Module:
         model = AutoModelForCausalLM.from_config(config)
     model.set_input_embeddings(target.get_input_embeddings())  # shared module: no copy, no training
     model.set_output_embeddings(target.get_output_embeddings())
-    match_linear(model, target)  # decode the draft the way the target decodes (few-row products, ...
-    match_attention(model, target)  # ... and its attention kernel)
+    match_kernels(model, target)  # decode the draft the way the target decodes
     return model.to(device=next(target.parameters()).device, dtype=target.dtype).eval()
 
 

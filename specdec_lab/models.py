@@ -28,10 +28,18 @@ from typing import Any
 
 import torch
 
-from .attention import use_gqa_attention
-from .fast_linear import use_fast_linear
+from .attention import match_attention, use_gqa_attention
+from .fast_linear import match_linear, use_fast_linear
 
-__all__ = ["LoadedModel", "ModelNotFoundError", "find_model_file", "load_model", "tiny_model", "cache_dir"]
+__all__ = [
+    "LoadedModel",
+    "ModelNotFoundError",
+    "find_model_file",
+    "load_model",
+    "tiny_model",
+    "match_kernels",
+    "cache_dir",
+]
 
 
 @dataclass(frozen=True)
@@ -199,6 +207,12 @@ def load_model(
         use_fast_linear(model, pack=pack_weights)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     return LoadedModel(model=model, tokenizer=tokenizer, name=str(name_or_path), source=str(path))
+
+
+def match_kernels(model, like):
+    """Give `model` (a draft, an assistant) the linear and attention kernels `like` (its target) runs, so a
+    draft step is timed and computed the way the target's steps are. Returns `model`."""
+    return match_attention(match_linear(model, like), like)
 
 
 def tiny_model(

@@ -58,6 +58,16 @@ def test_only_sdpa_models_switch_and_drafts_follow_their_target():
     assert attention_kind(match_attention(plain, gqa)) == ATTENTION
 
 
+def test_match_kernels_gives_a_draft_both_kernels_of_its_target():
+    from specdec_lab.fast_linear import linear_kind, use_fast_linear
+    from specdec_lab.models import match_kernels
+
+    _, gqa = _pair()
+    target = use_fast_linear(gqa)
+    draft = match_kernels(tiny_model(seed=1), target)
+    assert attention_kind(draft) == ATTENTION and linear_kind(draft) == linear_kind(target) != "stock"
+
+
 @pytest.mark.parametrize("method,params", [("prompt_lookup", {}), ("layer_skip", {"n_layers": 1, "draft_length": 3})])
 def test_methods_stay_exact_with_gqa_attention(method, params):
     _, gqa = _pair()

@@ -330,7 +330,8 @@ def test_rows_point_at_the_teacher_position_t_plus_k():
     rows = build_rows(cache, 2)
     teach = rows.teacher_hidden(torch.arange(len(rows)), 2)[..., 0]  # (N, K) global position of h_{t+k}
     for i in range(len(rows)):
-        t = int(rows.hidden[i, 0])
+        t = int(rows.position[i])
+        assert int(rows.hidden(torch.tensor([i]))[0, 0]) == t  # row value = its global position
         for k in (1, 2):
             if rows.labels[i, k] != IGNORE_INDEX:
                 assert int(teach[i, k - 1]) == t + k

@@ -93,15 +93,13 @@ def hf_assisted(
     Defaults are transformers' own for an assistant (20 tokens, constant schedule, confidence 0.4)."""
     from transformers import AutoModelForCausalLM
 
-    from ..attention import match_attention
     from ..draft_model import export_hf, get_draft
-    from ..fast_linear import match_linear
+    from ..models import match_kernels
 
     folder = export_hf(get_draft(draft, model))
     device = next(model.parameters()).device
     assistant = AutoModelForCausalLM.from_pretrained(folder, dtype=model.dtype).to(device).eval()
-    match_linear(assistant, model)  # the assistant runs the same kernels as the target (and our draft)
-    match_attention(assistant, model)
+    match_kernels(assistant, model)  # the assistant runs the same kernels as the target (and our draft)
     assistant.generation_config.num_assistant_tokens = num_assistant_tokens
     assistant.generation_config.num_assistant_tokens_schedule = num_assistant_tokens_schedule
     assistant.generation_config.assistant_confidence_threshold = assistant_confidence_threshold

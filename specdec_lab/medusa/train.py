@@ -40,41 +40,38 @@ __all__ = [
 
 @dataclass
 class MedusaRows:
-    """Training rows: hidden states and the labels of the base head (column 0) and heads 1..K."""
+    """Training rows: positions in the hidden-state cache and the labels of the base head (column 0) and heads
+    1..K. Row i is h_t = source[position[i]]; head k's soft target is read at h_{t+k} = source[position[i] + k]
+    (same example: its label x_{t+k+1} exists). Rows index the cache instead of copying h_t out of it."""
 
-    hidden: torch.Tensor  # (N, H) fp16
+    source: torch.Tensor  # (P, H) fp16, every cached position's hidden state
+    position: torch.Tensor  # (N,) int64 index of each row's h_t in source
     labels: torch.Tensor  # (N, K+1) int64, IGNORE_INDEX where a head has no target
-    # soft targets: head k's teacher at row i is the LM head's distribution at h_{t+k} = source[teacher[i, k-1]]
-    source: torch.Tensor | None = None  # (P, H) every cached position's hidden state
-    teacher: torch.Tensor | None = None  # (N, K) int64 index into source, -1 where head k has no target
 
     def __len__(self) -> int:
-        return self.hidden.shape[0]
+        return self.position.shape[0]
+
+    def hidden(self, idx: torch.Tensor) -> torch.Tensor:
+        """(B, H) h_t for rows idx."""
+        return self.source[self.position[idx]]
 
     def teacher_hidden(self, idx: torch.Tensor, num_heads: int) -> torch.Tensor:
         """(B, K, H) h_{t+k} for rows idx (zeros where a head has no target)."""
-        if self.source is None or self.teacher is None:
-            raise ValueError("these rows carry no teacher positions: build them with build_rows(cache, K)")
-        t = self.teacher[idx, :num_heads]  # (B, K)
-        return self.source[t.clamp(min=0)] * (t >= 0)[..., None].to(self.source.dtype)  # (B, K, H)
+        valid = self.labels[idx, 1 : num_heads + 1] != IGNORE_INDEX  # (B, K)
+        at = self.position[idx, None] + torch.arange(1, num_heads + 1)  # (B, K)
+        return self.source[torch.where(valid, at, 0)] * valid[..., None].to(self.source.dtype)  # (B, K, H)
 
 
 def build_rows(cache: HiddenCache, num_heads: int) -> MedusaRows:
-    """Every position of every cached example at which at least one head 1..K has a response token.
-
-    Each row also records where h_{t+k} sits in the cache (k = 1..K), for soft (distribution) targets.
-    """
-    hidden, labels, teacher = [], [], []
-    ks = torch.arange(1, num_heads + 1)  # (K,)
+    """Every position of every cached example at which at least one head 1..K has a response token."""
+    position, labels = [], []
     for e in range(len(cache)):
-        h, ids, prompt_length = cache.example(e)
+        _, ids, prompt_length = cache.example(e)
         lab = medusa_labels(ids, prompt_length, num_heads)  # (T, K+1)
         keep = (lab[:, 1:] != IGNORE_INDEX).any(1)
-        at = int(cache.offsets[e]) + torch.arange(len(ids))[:, None] + ks  # (T, K) global index of t + k
-        hidden.append(h[keep])
+        position.append(int(cache.offsets[e]) + torch.arange(len(ids))[keep])
         labels.append(lab[keep])
-        teacher.append(torch.where(lab[:, 1:] != IGNORE_INDEX, at, -1)[keep])
-    return MedusaRows(torch.cat(hidden), torch.cat(labels), source=cache.hidden, teacher=torch.cat(teacher))
+    return MedusaRows(cache.hidden, torch.cat(position), torch.cat(labels))
 
 
 @dataclass
@@ -172,7 +169,7 @@ def train_medusa1(
             order, pos = torch.randperm(len(rows), generator=gen), 0
         idx = order[pos : pos + cfg.batch_size]
         pos += cfg.batch_size
-        h = rows.hidden[idx].to(device, torch.float32)  # (B, H)
+        h = rows.hidden(idx).to(device, torch.float32)  # (B, H)
         labels = rows.labels[idx, 1 : k + 1].to(device)  # (B, K)
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
@@ -249,7 +246,7 @@ def head_accuracy(
     w_lowp = _lowp_weight(heads, bf16)
     for a in range(0, n, batch_size):
         idx = pick[a : a + batch_size]
-        h = rows.hidden[idx].to(device, torch.float32)  # (B, H)
+        h = rows.hidden(idx).to(device, torch.float32)  # (B, H)
         labels = rows.labels[idx, : k + 1].to(device)  # (B, K+1)
         logits = _logits(heads, h, bf16, w_lowp).float()  # (B, K, V)
         lab = labels[:, 1:]

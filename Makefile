@@ -38,7 +38,7 @@ all: setup lab
 
 help:
 	@echo "make                  set up .venv (once) and launch JupyterLab on notebooks/"
-	@echo "make test             ruff + pytest (unit and real-model tests) + notebooks-check"
+	@echo "make test             ruff (check + format --check) + pytest (unit and real-model tests) + notebooks-check"
 	@echo "make notebooks-check  papermill every notebook in quick mode, then nbval the committed ones"
 	@echo "make reproduce        run every notebook with default parameters (regenerates figures/)"
 	@echo "make bench            benchmark the decoding methods -> results/bench.json"
@@ -80,7 +80,7 @@ lab: $(STAMP)
 
 # ---------------------------------------------------------------------------------------------------
 test: $(STAMP)
-	@$(call timed,ruff,$(BIN)/ruff check specdec_lab tests)
+	@$(call timed,ruff,$(BIN)/ruff check specdec_lab tests data notebooks && $(BIN)/ruff format --check specdec_lab tests data)
 	@$(call timed,pytest,$(BIN)/pytest -q -n 2 --dist loadfile tests)
 	@$(call timed,notebooks-check,$(MAKE) --no-print-directory notebooks-check)
 
@@ -128,10 +128,11 @@ bench: $(STAMP)
 # ---------------------------------------------------------------------------------------------------
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check specdec_lab tests data
 
 format: $(STAMP)
-	$(BIN)/ruff check --select I --fix specdec_lab tests
-	$(BIN)/ruff format specdec_lab tests
+	$(BIN)/ruff check --select I --fix specdec_lab tests data
+	$(BIN)/ruff format specdec_lab tests data
 
 # Pair notebooks/NAME.ipynb <-> notebooks/py/NAME.py (py:percent; see jupytext.toml).
 sync-notebooks: $(STAMP)

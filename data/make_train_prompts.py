@@ -23,10 +23,10 @@ anywhere::
 
     python data/make_train_prompts.py
 
-It overwrites ``train_prompts.jsonl`` next to this script.
+It overwrites ``train_prompts.jsonl`` next to this script (the sibling builders ``prompt_bank.py`` and
+``doc_prompts.py`` make the larger sets: data/README.md).
 """
 
-import json
 import random
 from pathlib import Path
 
@@ -46,24 +46,91 @@ COUNTS = {
 }
 
 FIRST_NAMES = [
-    "Amira", "Ben", "Carla", "Dev", "Elena", "Felix", "Grace", "Hiro", "Isla",
-    "Jonah", "Keiko", "Leo", "Maya", "Nikolai", "Olivia", "Pablo", "Rosa",
-    "Samuel", "Tara", "Victor", "Wen", "Yusuf", "Zoe", "Lucas", "Nadia",
+    "Amira",
+    "Ben",
+    "Carla",
+    "Dev",
+    "Elena",
+    "Felix",
+    "Grace",
+    "Hiro",
+    "Isla",
+    "Jonah",
+    "Keiko",
+    "Leo",
+    "Maya",
+    "Nikolai",
+    "Olivia",
+    "Pablo",
+    "Rosa",
+    "Samuel",
+    "Tara",
+    "Victor",
+    "Wen",
+    "Yusuf",
+    "Zoe",
+    "Lucas",
+    "Nadia",
 ]
 LAST_NAMES = [
-    "Alvarez", "Brennan", "Chen", "Dubois", "Eriksen", "Fischer", "Gupta",
-    "Haddad", "Ivanova", "Jensen", "Kowalski", "Lindqvist", "Moreau", "Nakamura",
-    "Osei", "Petrov", "Quinn", "Rossi", "Santos", "Tanaka", "Varga", "Walsh",
+    "Alvarez",
+    "Brennan",
+    "Chen",
+    "Dubois",
+    "Eriksen",
+    "Fischer",
+    "Gupta",
+    "Haddad",
+    "Ivanova",
+    "Jensen",
+    "Kowalski",
+    "Lindqvist",
+    "Moreau",
+    "Nakamura",
+    "Osei",
+    "Petrov",
+    "Quinn",
+    "Rossi",
+    "Santos",
+    "Tanaka",
+    "Varga",
+    "Walsh",
 ]
 TOWNS = [
-    "Ashford Bay", "Birchwood", "Cedar Falls", "Dunmore", "Elmstead",
-    "Fernhill", "Glenrock", "Hollow Creek", "Ironbridge", "Juniper Valley",
-    "Kingsmere", "Lakeview", "Millbrook", "Northgate", "Oakridge", "Pinecrest",
-    "Redfield", "Stonehaven", "Thornbury", "Westmoor",
+    "Ashford Bay",
+    "Birchwood",
+    "Cedar Falls",
+    "Dunmore",
+    "Elmstead",
+    "Fernhill",
+    "Glenrock",
+    "Hollow Creek",
+    "Ironbridge",
+    "Juniper Valley",
+    "Kingsmere",
+    "Lakeview",
+    "Millbrook",
+    "Northgate",
+    "Oakridge",
+    "Pinecrest",
+    "Redfield",
+    "Stonehaven",
+    "Thornbury",
+    "Westmoor",
 ]
 MONTHS = [
-    "January", "February", "March", "April", "May", "June", "July", "August",
-    "September", "October", "November", "December",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
 ]
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
@@ -251,8 +318,19 @@ def m_tickets(rng):
 
 
 MATH_TEMPLATES = [
-    m_orchard, m_linear, m_fuel, m_savings, m_percent, m_recipe, m_consecutive,
-    m_triangle, m_simplify, m_tank, m_circle, m_mean, m_tickets,
+    m_orchard,
+    m_linear,
+    m_fuel,
+    m_savings,
+    m_percent,
+    m_recipe,
+    m_consecutive,
+    m_triangle,
+    m_simplify,
+    m_tank,
+    m_circle,
+    m_mean,
+    m_tickets,
 ]
 
 
@@ -302,46 +380,108 @@ SUM_INSTRUCTIONS = [
 ]
 
 NEWS_EVENTS = [
-    ("a free outdoor movie night in {place}", "families brought blankets and picnic dinners, and a local bakery sold popcorn and lemonade",
-     "the event was a simple way to bring neighbors together", "show a different film every month during the summer"),
-    ("a spring cleanup of the riverbank", "volunteers collected more than {bags} bags of litter, including old tires and a shopping cart",
-     "the river looked cleaner than it had in years", "plant trees along the path next autumn"),
-    ("its first street food festival", "more than {stalls} food stalls served dishes from around the world, and a band played on a small stage",
-     "local restaurants reported one of their busiest weekends of the year", "close more streets to traffic so the festival can grow"),
-    ("a charity fun run", "runners of all ages completed a five-kilometer course, and some of them ran in costumes",
-     "the run raised money for the local children's hospital", "add a shorter route for young children"),
-    ("a repair café", "volunteers fixed broken toasters, lamps, bicycles, and clothing for free while visitors watched and learned",
-     "many items that would have been thrown away were given a second life", "hold the event every two months"),
+    (
+        "a free outdoor movie night in {place}",
+        "families brought blankets and picnic dinners, and a local bakery sold popcorn and lemonade",
+        "the event was a simple way to bring neighbors together",
+        "show a different film every month during the summer",
+    ),
+    (
+        "a spring cleanup of the riverbank",
+        "volunteers collected more than {bags} bags of litter, including old tires and a shopping cart",
+        "the river looked cleaner than it had in years",
+        "plant trees along the path next autumn",
+    ),
+    (
+        "its first street food festival",
+        "more than {stalls} food stalls served dishes from around the world, and a band played on a small stage",
+        "local restaurants reported one of their busiest weekends of the year",
+        "close more streets to traffic so the festival can grow",
+    ),
+    (
+        "a charity fun run",
+        "runners of all ages completed a five-kilometer course, and some of them ran in costumes",
+        "the run raised money for the local children's hospital",
+        "add a shorter route for young children",
+    ),
+    (
+        "a repair café",
+        "volunteers fixed broken toasters, lamps, bicycles, and clothing for free while visitors watched and learned",
+        "many items that would have been thrown away were given a second life",
+        "hold the event every two months",
+    ),
 ]
 
 REVIEW_ITEMS = [
-    ("pair of hiking boots", "them", "They were comfortable straight out of the box and kept my feet dry during a long walk in the rain.",
-     "the laces are too short and came undone several times"),
-    ("electric kettle", "it", "It boils water very quickly and switches off automatically, which I really like.",
-     "it is louder than I expected and the handle gets a little warm"),
-    ("backpack", "it", "It has plenty of pockets, a padded section for a laptop, and the zips feel strong.",
-     "the side pockets are too small to hold a normal water bottle"),
-    ("desk chair", "it", "It was easy to put together in about twenty minutes, and my back feels much better after long days at work.",
-     "the armrests wobble slightly and cannot be adjusted"),
-    ("set of kitchen knives", "it", "They are very sharp, well balanced, and the wooden block looks great on the counter.",
-     "they must be washed by hand because they are not safe for the dishwasher"),
-    ("portable speaker", "it", "The sound is clear and surprisingly loud for its size, and the battery lasts all day.",
-     "connecting it to a second phone is confusing and the instructions do not help"),
+    (
+        "pair of hiking boots",
+        "them",
+        "They were comfortable straight out of the box and kept my feet dry during a long walk in the rain.",
+        "the laces are too short and came undone several times",
+    ),
+    (
+        "electric kettle",
+        "it",
+        "It boils water very quickly and switches off automatically, which I really like.",
+        "it is louder than I expected and the handle gets a little warm",
+    ),
+    (
+        "backpack",
+        "it",
+        "It has plenty of pockets, a padded section for a laptop, and the zips feel strong.",
+        "the side pockets are too small to hold a normal water bottle",
+    ),
+    (
+        "desk chair",
+        "it",
+        "It was easy to put together in about twenty minutes, and my back feels much better after long days at work.",
+        "the armrests wobble slightly and cannot be adjusted",
+    ),
+    (
+        "set of kitchen knives",
+        "it",
+        "They are very sharp, well balanced, and the wooden block looks great on the counter.",
+        "they must be washed by hand because they are not safe for the dishwasher",
+    ),
+    (
+        "portable speaker",
+        "it",
+        "The sound is clear and surprisingly loud for its size, and the battery lasts all day.",
+        "connecting it to a second phone is confusing and the instructions do not help",
+    ),
 ]
 
 ANNOUNCE_ITEMS = [
-    ("a delivery service for groceries", "customers can order through a simple website and receive their groceries within two hours",
-     "The service will start in the city center and expand to nearby neighborhoods later in the year."),
-    ("a tool-sharing program", "members can borrow drills, ladders, and garden tools for up to one week for a small yearly fee",
-     "Tools can be reserved online and picked up at the town hall on weekday afternoons."),
-    ("a free coding club for teenagers", "students aged 13 to 17 will learn to build simple games and websites with help from volunteer mentors",
-     "Sessions will take place every Wednesday after school, and laptops will be provided."),
-    ("an evening bus route", "buses will run every thirty minutes between the train station and the hospital until midnight",
-     "The route is meant to help night-shift workers and visitors get home safely."),
-    ("a community language exchange", "residents can meet every week to practice a new language with native speakers over coffee",
-     "Beginners are welcome, and no registration is needed."),
-    ("an online permit system", "residents can now apply for parking and building permits online instead of visiting an office in person",
-     "Officials say most applications will be answered within five working days."),
+    (
+        "a delivery service for groceries",
+        "customers can order through a simple website and receive their groceries within two hours",
+        "The service will start in the city center and expand to nearby neighborhoods later in the year.",
+    ),
+    (
+        "a tool-sharing program",
+        "members can borrow drills, ladders, and garden tools for up to one week for a small yearly fee",
+        "Tools can be reserved online and picked up at the town hall on weekday afternoons.",
+    ),
+    (
+        "a free coding club for teenagers",
+        "students aged 13 to 17 will learn to build simple games and websites with help from volunteer mentors",
+        "Sessions will take place every Wednesday after school, and laptops will be provided.",
+    ),
+    (
+        "an evening bus route",
+        "buses will run every thirty minutes between the train station and the hospital until midnight",
+        "The route is meant to help night-shift workers and visitors get home safely.",
+    ),
+    (
+        "a community language exchange",
+        "residents can meet every week to practice a new language with native speakers over coffee",
+        "Beginners are welcome, and no registration is needed.",
+    ),
+    (
+        "an online permit system",
+        "residents can now apply for parking and building permits online instead of visiting an office in person",
+        "Officials say most applications will be answered within five working days.",
+    ),
 ]
 
 
@@ -438,7 +578,7 @@ TRANSLATION_SENTENCES = [
 TRANSLATION_LANGS = ["French", "Spanish", "German"]
 TRANSLATION_INSTRUCTIONS = [
     "Translate into {lang}: {s}",
-    "How do you say this in {lang}? \"{s}\"",
+    'How do you say this in {lang}? "{s}"',
     "Translate the following sentence from English to {lang}:\n\n{s}",
     "Please translate this into {lang}:\n\n{s}",
 ]
@@ -505,34 +645,70 @@ RAG_INSTRUCTIONS = [
 ]
 
 COMPANY_KINDS = [
-    ("software", "a two-person project that made a calendar app for students", "the planning app TaskTide", "helps small teams share to-do lists and deadlines"),
-    ("furniture", "a small workshop that repaired old chairs", "the Fold desk", "folds flat against the wall when it is not in use"),
-    ("food", "a stall at a weekend farmers' market", "its oat-and-honey granola", "is now sold in more than 400 supermarkets"),
-    ("bicycle", "a repair shop in a garage", "the Commuter 3 e-bike", "can travel about 80 kilometers on a single charge"),
-    ("toy", "a hobby making wooden puzzles for the founder's children", "the Tinker Blocks building set", "lets children build moving machines without any tools"),
-    ("clothing", "an online shop selling hand-knitted hats", "a waterproof jacket made from recycled bottles", "has won two design awards"),
+    (
+        "software",
+        "a two-person project that made a calendar app for students",
+        "the planning app TaskTide",
+        "helps small teams share to-do lists and deadlines",
+    ),
+    (
+        "furniture",
+        "a small workshop that repaired old chairs",
+        "the Fold desk",
+        "folds flat against the wall when it is not in use",
+    ),
+    (
+        "food",
+        "a stall at a weekend farmers' market",
+        "its oat-and-honey granola",
+        "is now sold in more than 400 supermarkets",
+    ),
+    (
+        "bicycle",
+        "a repair shop in a garage",
+        "the Commuter 3 e-bike",
+        "can travel about 80 kilometers on a single charge",
+    ),
+    (
+        "toy",
+        "a hobby making wooden puzzles for the founder's children",
+        "the Tinker Blocks building set",
+        "lets children build moving machines without any tools",
+    ),
+    (
+        "clothing",
+        "an online shop selling hand-knitted hats",
+        "a waterproof jacket made from recycled bottles",
+        "has won two design awards",
+    ),
 ]
 
 
 def r_company(rng):
     industry, origin, product, desc = rng.choice(COMPANY_KINDS)
-    name = rng.choice(["Brightleaf", "Northpine", "Bluefern", "Copperlane", "Silverbirch", "Redwing", "Greystone", "Sunhollow"])
+    name = rng.choice(
+        ["Brightleaf", "Northpine", "Bluefern", "Copperlane", "Silverbirch", "Redwing", "Greystone", "Sunhollow"]
+    )
     founder = _person(rng)
     year = rng.randint(1995, 2015)
     year2 = year + rng.randint(4, 8)
     city, city2 = rng.sample(TOWNS, 2)
     staff = rng.randrange(40, 600, 10)
-    p = (f"{name} is a {industry} company founded in {year} by {founder} in {city}. "
-         f"It started as {origin} and now employs about {staff} people. "
-         f"Its best-known product is {product}, which {desc}. "
-         f"In {year2}, the company opened a second office in {city2}. "
-         f"{founder.split()[0]} still leads the company today and says its goal is to make useful products that last for many years.")
-    q = rng.choice([
-        f"Who founded {name}, and in what year?",
-        f"Where did {name} open its second office, and when?",
-        f"What is {name}'s best-known product?",
-        f"How did {name} start, and how many people does it employ now?",
-    ])
+    p = (
+        f"{name} is a {industry} company founded in {year} by {founder} in {city}. "
+        f"It started as {origin} and now employs about {staff} people. "
+        f"Its best-known product is {product}, which {desc}. "
+        f"In {year2}, the company opened a second office in {city2}. "
+        f"{founder.split()[0]} still leads the company today and says its goal is to make useful products that last for many years."
+    )
+    q = rng.choice(
+        [
+            f"Who founded {name}, and in what year?",
+            f"Where did {name} open its second office, and when?",
+            f"What is {name}'s best-known product?",
+            f"How did {name} start, and how many people does it employ now?",
+        ]
+    )
     return p, q
 
 
@@ -540,30 +716,60 @@ EVENT_KINDS = [
     # (name, activity, extra sentence, doors open, first activity)
     ("Book Fair", "author talk", "Children's books are sold at half price on the first day.", "9 a.m.", "10 a.m."),
     ("Jazz Night", "set", "Food and drinks are available from local vendors.", "6 p.m.", "7 p.m."),
-    ("Science Festival", "demonstration", "Most activities are designed for children aged 6 to 14.", "10 a.m.", "10:30 a.m."),
-    ("Winter Market", "craft workshop", "More than fifty local makers will sell gifts and decorations.", "11 a.m.", "noon"),
-    ("Film Festival", "screening", "Each screening is followed by a short talk with the director.", "5 p.m.", "5:30 p.m."),
-    ("Garden Show", "gardening talk", "Visitors can buy seeds and young plants from local growers.", "9 a.m.", "9:30 a.m."),
+    (
+        "Science Festival",
+        "demonstration",
+        "Most activities are designed for children aged 6 to 14.",
+        "10 a.m.",
+        "10:30 a.m.",
+    ),
+    (
+        "Winter Market",
+        "craft workshop",
+        "More than fifty local makers will sell gifts and decorations.",
+        "11 a.m.",
+        "noon",
+    ),
+    (
+        "Film Festival",
+        "screening",
+        "Each screening is followed by a short talk with the director.",
+        "5 p.m.",
+        "5:30 p.m.",
+    ),
+    (
+        "Garden Show",
+        "gardening talk",
+        "Visitors can buy seeds and young plants from local growers.",
+        "9 a.m.",
+        "9:30 a.m.",
+    ),
 ]
 
 
 def r_event(rng):
     kind, activity, extra, doors, first = rng.choice(EVENT_KINDS)
     town = rng.choice(TOWNS)
-    venue = rng.choice(["the Exhibition Hall", "the Old Market Building", "Central Park Pavilion", "the Town Arts Center"])
+    venue = rng.choice(
+        ["the Exhibition Hall", "the Old Market Building", "Central Park Pavilion", "the Town Arts Center"]
+    )
     month, day = rng.choice(MONTHS), rng.randint(1, 28)
     adv = rng.choice([8, 10, 12, 15])
     door_price = adv + rng.choice([3, 5])
-    p = (f"The {town} {kind} will take place on {month} {day} at {venue}. "
-         f"Doors open at {doors}, and at {first} the first {activity} begins. "
-         f"Tickets cost ${adv} if bought in advance or ${door_price} at the door, and children under 12 enter for free. "
-         f"{extra} Parking near the venue is limited, so visitors are encouraged to arrive by bus or bicycle.")
-    q = rng.choice([
-        f"When do the doors open, and when does the first {activity} begin?",
-        "How much does a ticket cost at the door?",
-        "How are visitors encouraged to travel to the event, and why?",
-        f"Where and when will the {kind} take place?",
-    ])
+    p = (
+        f"The {town} {kind} will take place on {month} {day} at {venue}. "
+        f"Doors open at {doors}, and at {first} the first {activity} begins. "
+        f"Tickets cost ${adv} if bought in advance or ${door_price} at the door, and children under 12 enter for free. "
+        f"{extra} Parking near the venue is limited, so visitors are encouraged to arrive by bus or bicycle."
+    )
+    q = rng.choice(
+        [
+            f"When do the doors open, and when does the first {activity} begin?",
+            "How much does a ticket cost at the door?",
+            "How are visitors encouraged to travel to the event, and why?",
+            f"Where and when will the {kind} take place?",
+        ]
+    )
     return p, q
 
 
@@ -573,16 +779,20 @@ def r_gym(rng):
     p2 = p1 + rng.choice([15, 20, 25])
     notice = rng.choice([14, 30])
     guest = rng.choice([5, 8, 10])
-    p = (f"Members of {name} can choose between two plans. The Basic plan costs ${p1} per month and includes access to the weight room and cardio machines from 6 a.m. to 10 p.m. "
-         f"The Plus plan costs ${p2} per month and adds unlimited group classes, use of the swimming pool, and one free session with a personal trainer each month. "
-         f"Members can bring a guest for ${guest} per visit. Memberships can be cancelled with {notice} days' notice by email or at the front desk. "
-         f"New members pay no joining fee if they sign up before the end of the month.")
-    q = rng.choice([
-        "What does the Plus plan include, and how much does it cost?",
-        "How can a member cancel their membership?",
-        "How much does it cost to bring a guest?",
-        "What is the difference between the Basic plan and the Plus plan?",
-    ])
+    p = (
+        f"Members of {name} can choose between two plans. The Basic plan costs ${p1} per month and includes access to the weight room and cardio machines from 6 a.m. to 10 p.m. "
+        f"The Plus plan costs ${p2} per month and adds unlimited group classes, use of the swimming pool, and one free session with a personal trainer each month. "
+        f"Members can bring a guest for ${guest} per visit. Memberships can be cancelled with {notice} days' notice by email or at the front desk. "
+        f"New members pay no joining fee if they sign up before the end of the month."
+    )
+    q = rng.choice(
+        [
+            "What does the Plus plan include, and how much does it cost?",
+            "How can a member cancel their membership?",
+            "How much does it cost to bring a guest?",
+            "What is the difference between the Basic plan and the Plus plan?",
+        ]
+    )
     return p, q
 
 
@@ -597,20 +807,26 @@ RESTAURANT_KINDS = [
 
 def r_restaurant(rng):
     cuisine, dish, dessert = rng.choice(RESTAURANT_KINDS)
-    name = rng.choice(["Casa Verde", "The Blue Door", "Little Lantern", "Olive & Thyme", "The Corner Table", "Saffron House"])
+    name = rng.choice(
+        ["Casa Verde", "The Blue Door", "Little Lantern", "Olive & Thyme", "The Corner Table", "Saffron House"]
+    )
     street = rng.choice(["Harbor Street", "Mill Lane", "King Street", "Elm Avenue", "Station Road"])
     days = rng.choice(["Tuesday to Sunday", "Wednesday to Monday", "Monday to Saturday"])
     close = rng.choice(["10 p.m.", "11 p.m."])
     group = rng.choice([6, 8])
-    p = (f"{name} is a family-run {cuisine} restaurant on {street}. It is open from noon to {close}, {days}. "
-         f"The most popular dish on the menu is {dish}, and many guests finish their meal with {dessert}. "
-         f"Reservations are required for groups of more than {group} people and can be made by phone. "
-         f"The restaurant offers vegetarian options on every page of the menu, and a children's menu is available until 7 p.m.")
-    q = rng.choice([
-        f"On which days and at what times is {name} open?",
-        "When do guests need to make a reservation, and how can they make one?",
-        "What is the most popular dish at the restaurant?",
-    ])
+    p = (
+        f"{name} is a family-run {cuisine} restaurant on {street}. It is open from noon to {close}, {days}. "
+        f"The most popular dish on the menu is {dish}, and many guests finish their meal with {dessert}. "
+        f"Reservations are required for groups of more than {group} people and can be made by phone. "
+        f"The restaurant offers vegetarian options on every page of the menu, and a children's menu is available until 7 p.m."
+    )
+    q = rng.choice(
+        [
+            f"On which days and at what times is {name} open?",
+            "When do guests need to make a reservation, and how can they make one?",
+            "What is the most popular dish at the restaurant?",
+        ]
+    )
     return p, q
 
 
@@ -620,26 +836,50 @@ def r_hotel(rng):
     checkout = rng.choice(["10 a.m.", "11 a.m."])
     late = rng.choice([20, 25, 30])
     parking = rng.choice([12, 15, 18])
-    p = (f"Check-in at the {name} begins at {checkin}, and guests must check out by {checkout} on the day they leave. "
-         f"Guests who need a late check-out can request one at reception for a fee of ${late}, depending on availability. "
-         f"Breakfast is served from 7 to 10 a.m. in the garden restaurant and is included for guests who booked directly with the hotel. "
-         f"Parking is available in the underground garage for ${parking} per night. "
-         f"Free Wi-Fi is available in all rooms, and the fitness room on the top floor is open 24 hours a day.")
-    q = rng.choice([
-        "Is breakfast included, and when is it served?",
-        "What should a guest do if they need to leave later than the normal check-out time?",
-        "How much does parking cost, and where is it?",
-        "What are the check-in and check-out times?",
-    ])
+    p = (
+        f"Check-in at the {name} begins at {checkin}, and guests must check out by {checkout} on the day they leave. "
+        f"Guests who need a late check-out can request one at reception for a fee of ${late}, depending on availability. "
+        f"Breakfast is served from 7 to 10 a.m. in the garden restaurant and is included for guests who booked directly with the hotel. "
+        f"Parking is available in the underground garage for ${parking} per night. "
+        f"Free Wi-Fi is available in all rooms, and the fitness room on the top floor is open 24 hours a day."
+    )
+    q = rng.choice(
+        [
+            "Is breakfast included, and when is it served?",
+            "What should a guest do if they need to leave later than the normal check-out time?",
+            "How much does parking cost, and where is it?",
+            "What are the check-in and check-out times?",
+        ]
+    )
     return p, q
 
 
 CITY_PROGRAMS = [
-    ("plant 5,000 new street trees", "planted 3,200 trees, mostly in neighborhoods with little shade", "finish the remaining trees by next spring"),
-    ("reduce waiting times at the city's health clinics", "cut the average wait for an appointment from 12 days to 5 days", "open two more clinics in the eastern districts"),
-    ("fix broken streetlights more quickly", "repaired more than 900 lights, usually within 48 hours of a report", "replace all old bulbs with LED lights"),
-    ("teach basic computer skills to older residents", "held free classes for over 600 people aged 60 and above", "add classes on online banking and video calls"),
-    ("make school lunches healthier", "added fresh fruit and vegetables to every lunch and reduced sugary drinks", "work with local farms to supply more of the food"),
+    (
+        "plant 5,000 new street trees",
+        "planted 3,200 trees, mostly in neighborhoods with little shade",
+        "finish the remaining trees by next spring",
+    ),
+    (
+        "reduce waiting times at the city's health clinics",
+        "cut the average wait for an appointment from 12 days to 5 days",
+        "open two more clinics in the eastern districts",
+    ),
+    (
+        "fix broken streetlights more quickly",
+        "repaired more than 900 lights, usually within 48 hours of a report",
+        "replace all old bulbs with LED lights",
+    ),
+    (
+        "teach basic computer skills to older residents",
+        "held free classes for over 600 people aged 60 and above",
+        "add classes on online banking and video calls",
+    ),
+    (
+        "make school lunches healthier",
+        "added fresh fruit and vegetables to every lunch and reduced sugary drinks",
+        "work with local farms to supply more of the food",
+    ),
 ]
 
 
@@ -649,17 +889,21 @@ def r_program(rng):
     year = rng.randint(2015, 2022)
     cost = rng.choice(["$1.2 million", "$850,000", "$2.4 million", "$600,000"])
     funder = rng.choice(["a national government grant", "the city's own budget", "a partnership with local businesses"])
-    p = (f"In {year}, the city of {town} launched a program to {goal}. "
-         f"During its first year, the program {result}. "
-         f"The program cost {cost} and was paid for by {funder}. "
-         f"City officials said they were pleased with the results and plan to {nxt}. "
-         f"Residents can share their feedback on the program through the city's website.")
-    q = rng.choice([
-        "What did the program achieve in its first year?",
-        "How much did the program cost, and who paid for it?",
-        "What do city officials plan to do next?",
-        "When was the program launched, and what was its goal?",
-    ])
+    p = (
+        f"In {year}, the city of {town} launched a program to {goal}. "
+        f"During its first year, the program {result}. "
+        f"The program cost {cost} and was paid for by {funder}. "
+        f"City officials said they were pleased with the results and plan to {nxt}. "
+        f"Residents can share their feedback on the program through the city's website."
+    )
+    q = rng.choice(
+        [
+            "What did the program achieve in its first year?",
+            "How much did the program cost, and who paid for it?",
+            "What do city officials plan to do next?",
+            "When was the program launched, and what was its goal?",
+        ]
+    )
     return p, q
 
 
@@ -669,17 +913,27 @@ def r_fair(rng):
     g1, g2 = rng.choice([(5, 8), (6, 8), (6, 9)])
     month, day = rng.choice(["February", "March", "April"]), rng.randint(1, 28)
     size = rng.choice([2, 3])
-    prize = rng.choice(["a new microscope for the winning team's classroom", "a trip to the national science museum", "a $200 gift card for science supplies"])
-    p = (f"Students in grades {g1} to {g2} may enter the {school} Science Fair. "
-         f"Projects must be registered with a science teacher by {month} {day}. Students can work alone or in teams of up to {size}. "
-         f"Each project is judged on three things: the question being tested, the quality of the experiment, and how clearly the results are explained on the poster. "
-         f"First prize is {prize}. Projects that use open flames or dangerous chemicals are not allowed.")
-    q = rng.choice([
-        "How are the projects judged?",
-        "Who can enter the science fair, and how many students can be on a team?",
-        "What is the first prize, and which projects are not allowed?",
-        "By what date must projects be registered?",
-    ])
+    prize = rng.choice(
+        [
+            "a new microscope for the winning team's classroom",
+            "a trip to the national science museum",
+            "a $200 gift card for science supplies",
+        ]
+    )
+    p = (
+        f"Students in grades {g1} to {g2} may enter the {school} Science Fair. "
+        f"Projects must be registered with a science teacher by {month} {day}. Students can work alone or in teams of up to {size}. "
+        f"Each project is judged on three things: the question being tested, the quality of the experiment, and how clearly the results are explained on the poster. "
+        f"First prize is {prize}. Projects that use open flames or dangerous chemicals are not allowed."
+    )
+    q = rng.choice(
+        [
+            "How are the projects judged?",
+            "Who can enter the science fair, and how many students can be on a team?",
+            "What is the first prize, and which projects are not allowed?",
+            "By what date must projects be registered?",
+        ]
+    )
     return p, q
 
 
@@ -807,10 +1061,10 @@ def build():
 
 
 def main():
+    from specdec_lab.io import write_jsonl  # atomic, like every data file; the prompts themselves need no torch
+
     rows = build()
-    with open(OUT_PATH, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    write_jsonl(OUT_PATH, rows)
     print(f"wrote {len(rows)} prompts to {OUT_PATH}")
 
 

@@ -12,6 +12,10 @@ Rules here:
 * `accept_greedy` — exact for greedy decoding: output equals autoregressive argmax decoding.
 * `accept_speculative` — exact speculative sampling on a chain (Leviathan et al. 2023, Chen et al. 2023):
   the emitted tokens are distributed exactly as sampling from the (warped) target p would make them.
+
+Every rule accepts candidate nodes only (`Tree.candidate`): nodes verified for their logits alone are
+never on a path. Which rules fit which method is the method's to say (`AcceptRules`): a chain rule given
+a branching tree would be wrong, so `generate` refuses the pairing before decoding starts.
 """
 
 from __future__ import annotations
@@ -25,7 +29,15 @@ from .sampling import GREEDY, Sampling, warp_probs
 from .tree import Tree
 
 __all__ = [
-    "Acceptance", "accept_greedy", "accept_speculative", "chain_nodes", "ACCEPT_RULES", "get_accept_rule"
+    "Acceptance",
+    "accept_greedy",
+    "accept_speculative",
+    "chain_nodes",
+    "ACCEPT_RULES",
+    "get_accept_rule",
+    "AcceptRules",
+    "CHAIN_RULES",
+    "GREEDY_ONLY",
 ]
 
 
@@ -157,3 +169,52 @@ def get_accept_rule(rule: str | AcceptRule) -> AcceptRule:
     if rule not in ACCEPT_RULES:
         raise ValueError(f"unknown acceptance rule {rule!r}; known: {', '.join(sorted(ACCEPT_RULES))}")
     return ACCEPT_RULES[rule]
+
+
+# ---- which rules a method may use -------------------------------------------------------------------
+@dataclass(frozen=True)
+class AcceptRules:
+    """The acceptance rules one method can use, by name, and its default in each sampling mode.
+
+    A rule is only exact for the trees it was written for: `speculative` handles a chain, so a proposer
+    of branching trees must not get it. The method (registry entry, or a proposer's `accept_rules`) says
+    which rules fit its trees, and `generate` refuses any other up front instead of failing mid-decoding.
+
+    greedy:   the default at temperature 0
+    sampled:  the default when sampling; None = the method cannot sample (no exact rule for its trees)
+    optional: further rules it may be asked for by name (e.g. a lossy typical acceptance)
+    """
+
+    greedy: str = "greedy"
+    sampled: str | None = "speculative"
+    optional: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every rule this method can use, defaults first."""
+        return tuple(dict.fromkeys(r for r in (self.greedy, self.sampled, *self.optional) if r is not None))
+
+    def pick(self, accept: str | AcceptRule | None, sampling: Sampling, method: str) -> AcceptRule:
+        """The rule `generate(accept=...)` runs for `method`: the mode's default when accept is None.
+
+        A callable is taken as is (experiments: its caller vouches that it fits the method's trees).
+        """
+        if callable(accept):
+            return accept
+        if accept is None:
+            accept = self.greedy if sampling.greedy else self.sampled
+            if accept is None:
+                raise ValueError(
+                    f"method {method!r} cannot sample: it has no sampling acceptance rule for its trees "
+                    f"(its rules: {', '.join(self.names)}); decode with temperature=0, or pass accept=<rule>"
+                )
+        rule = get_accept_rule(accept)  # an unknown name fails here, naming every known rule
+        if accept not in self.names:
+            raise ValueError(
+                f"method {method!r} cannot use acceptance rule {accept!r}; its rules: {', '.join(self.names)}"
+            )
+        return rule
+
+
+CHAIN_RULES = AcceptRules()  # chains: greedy, and exact speculative sampling
+GREEDY_ONLY = AcceptRules(sampled=None)  # branching trees, until a multi-candidate sampling rule exists

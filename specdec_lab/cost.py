@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import statistics
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import torch
 
 from .attention import attention_kind
+from .device import sync
 from .fast_linear import linear_kind
-from .theory import expected_tokens_per_step
+from .theory import optimal_k
 
 __all__ = [
     "CostCurve",
@@ -33,17 +35,7 @@ __all__ = [
     "set_cost_curve",
     "AcceptanceTracker",
     "DraftLength",
-    "sync",
 ]
-
-
-def sync(device: torch.device | str | None) -> None:
-    """Wait for queued device work so a clock reading means something."""
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
 
 
 @dataclass
@@ -77,13 +69,7 @@ class CostCurve:
         measured step time otherwise, so c = t_draft / t(1) enters as in `theory.measured_speedup`).
         t: the verify cost t(n) to use (default: this curve; `DraftLength` passes its online-corrected one).
         """
-        t = t or self
-        best_k, best_rate = 0, 1.0 / t(1)
-        for k in range(1, k_max + 1):
-            rate = expected_tokens_per_step(alpha, k) / (k * draft_step + t(k + 1))
-            if rate > best_rate * (1 + 1e-9):
-                best_k, best_rate = k, rate
-        return best_k
+        return optimal_k(alpha, draft_step, k_max, verify_cost=t or self)  # in seconds: same argmax
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -130,27 +116,30 @@ def measure_cost_curve(
     )
 
 
-_CURVES: dict[tuple, CostCurve] = {}
+# model -> {setup key: curve}. Weakly keyed by the model object itself: a freed model's entries go with it,
+# so a new model that happens to get the freed one's id() can never be handed the old model's curve.
+_CURVES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _curve_key(model) -> tuple:
-    # the linear and attention kernels change the curve's shape, not just its scale
-    return (id(model), str(next(model.parameters()).device), model.dtype, linear_kind(model), attention_kind(model))
+def _setup_key(model) -> tuple:
+    # the same model moved to another device or dtype, or given other linear or attention kernels, has
+    # another curve (the kernels change its shape, not just its scale)
+    return (str(next(model.parameters()).device), model.dtype, linear_kind(model), attention_kind(model))
 
 
 def set_cost_curve(model, curve: CostCurve) -> None:
     """Use an already measured curve for `model` (e.g. one a notebook just plotted) instead of re-measuring."""
-    _CURVES[_curve_key(model)] = curve
+    _CURVES.setdefault(model, {})[_setup_key(model)] = curve
 
 
 def cost_curve_for(model, max_tokens: int = 16) -> CostCurve:
-    """The model's cost curve, measured once per process (keyed by model identity, device and dtype)."""
-    key = _curve_key(model)
-    curve = _CURVES.get(key)
-    if curve is None:  # a curve that stops short of max_tokens is extrapolated (CostCurve.__call__)
+    """The model's cost curve, measured once per process per model object, device, dtype and kernels."""
+    curves = _CURVES.setdefault(model, {})
+    key = _setup_key(model)
+    if key not in curves:  # a curve that stops short of max_tokens is extrapolated (CostCurve.__call__)
         sizes = sorted({n for n in DEFAULT_SIZES if n <= max_tokens} | {max_tokens})
-        curve = _CURVES[key] = measure_cost_curve(model, sizes=sizes)
-    return curve
+        curves[key] = measure_cost_curve(model, sizes=sizes)
+    return curves[key]
 
 
 class AcceptanceTracker:
@@ -201,8 +190,10 @@ class DraftLength:
     mode = int k        -> always k (capped by what the proposer has)
     mode = "heuristic"  -> transformers' rule: start at `initial`; +2 after a fully accepted draft, −1
                            (not below 1) otherwise
-    mode = "cost"       -> k* = argmax_k E[tokens | k, α̂] / t(k+1) with α̂ from `AcceptanceTracker` and
-                           t from the measured `CostCurve`; may return 0 (don't speculate)
+    mode = "cost"       -> k* = argmax_k E[tokens | k, α̂] / (k·t_draft + t̂(k+1)) with α̂ from
+                           `AcceptanceTracker`, t_draft the proposer's measured draft step (0 for free
+                           drafts) and t̂ the measured `CostCurve`, corrected (below); k = 0 scores 1 / t̂(1)
+                           and wins where no draft pays: it backs off to plain decoding, and probes
 
     The measured curve is taken at a short context (64 tokens) on an idle machine; the loop's own verify
     timings (`observe_verify`) correct it as decoding goes: t̂(n) = t(n) · r(n), r(n) a moving average of
@@ -210,10 +201,17 @@ class DraftLength:
     (longer contexts raise the cost of multi-token verifies more than that of one token: attention over the
     cache grows with both). Without the correction a long prompt made cost mode pick k = 3 where k = 1 pays.
 
-    Cost mode explores: after `probe_every` consecutive k = 0 choices it proposes one token anyway. The
-    estimates that made it stop (α̂, a draft model's step time) are only refreshed by drafting, so without
-    a probe one unlucky measurement — a step timed while the machine was busy — would switch a proposer
-    off for the rest of the process. A probe costs at most one draft step plus a 2-token verify.
+    Backing off and probing. The estimates that made cost mode stop (α̂, a draft model's step time) are
+    refreshed only by drafting, so while backed off it probes: the `probe_interval`-th consecutive k = 0
+    choice proposes one token instead. The interval starts at `probe_every`, doubles after each failed
+    probe (its token rejected) up to `probe_max`, and is reset by an accepted probe or by the rule choosing
+    k ≥ 1 again. Why it grows: a probe costs a draft step (a model draft also catches up on the skipped
+    tokens, in one forward) and a 2-token verify instead of 1, and text that defeats a draft tends to go on
+    defeating it (a whole answer of prose), so a fixed interval N costs ~1/N of the steps for as long as
+    the text lasts; doubling gets to probe_max after a few failures, where the overhead is ~1/probe_max.
+    The price, noticing late that the text turned predictable, is bounded by probe_max steps, and the
+    first probes come soon, so one unlucky measurement (a step timed while the machine was busy) cannot
+    switch a proposer off for long.
     """
 
     def __init__(
@@ -223,6 +221,7 @@ class DraftLength:
         initial: int = 4,
         tracker: AcceptanceTracker | None = None,
         probe_every: int = 16,
+        probe_max: int = 128,
     ):
         if isinstance(mode, str) and mode not in ("cost", "heuristic"):
             raise ValueError(f"draft_length must be an int, 'cost' or 'heuristic', got {mode!r}")
@@ -230,13 +229,17 @@ class DraftLength:
             raise ValueError(f"draft_length must be >= 0, got {mode}")
         if k_max < 1:
             raise ValueError(f"max_draft must be >= 1, got {k_max}")
+        if probe_every < 0 or (probe_every and probe_max < probe_every):
+            raise ValueError(f"need 0 <= probe_every <= probe_max, got {probe_every}, {probe_max}")
         self.mode, self.k_max = mode, k_max
         self.k_heuristic = initial
         self.tracker = tracker or AcceptanceTracker()
         self.curve: CostCurve | None = None
         self.draft_step = 0.0  # seconds per draft step; a draft-model proposer keeps it measured
-        self.probe_every = probe_every  # 0: never probe
-        self.idle_run = 0  # consecutive cost-mode choices of k = 0
+        self.probe_every, self.probe_max = probe_every, probe_max  # probe_every = 0: never probe
+        self.probe_interval = probe_every  # the wait now: doubles after a failed probe (class docstring)
+        self.idle_run = 0  # consecutive cost-mode choices of k = 0 (a probe ends the run)
+        self.probing = False  # the last choice was a probe; its outcome (`observe`) sets the next wait
         self.correction: dict[int, float] = {}  # n -> moving average of observed / measured t(n)
         self.correction_decay = 0.8
 
@@ -267,16 +270,23 @@ class DraftLength:
         if self.mode == "heuristic":
             return min(self.k_heuristic, cap)
         assert self.curve is not None, "DraftLength.start(model) measures the cost curve first"
+        self.probing = False
         k = self.curve.best_chain_length(self.tracker.alpha(key), cap, self.draft_step, t=self.verify_cost)
-        if k == 0 and cap > 0:
+        if k > 0:
+            self.probe_interval = self.probe_every  # drafting pays again: a later back-off probes early
+        elif cap > 0:
             self.idle_run += 1
-            if self.probe_every and self.idle_run >= self.probe_every:
-                k = 1  # explore: refresh α̂ and the step time (see the class docstring)
+            if self.probe_every and self.idle_run >= self.probe_interval:
+                k, self.probing = 1, True  # probe: refresh α̂ and the step time (class docstring)
         if k > 0:
             self.idle_run = 0
         return k
 
     def observe(self, key, proposed: int, accepted: int) -> None:
         self.tracker.observe(key, proposed, accepted)
+        if self.probing and proposed > 0:  # the probe's outcome sets the wait before the next one
+            self.probing = False
+            failed = accepted < proposed
+            self.probe_interval = min(2 * self.probe_interval, self.probe_max) if failed else self.probe_every
         if proposed > 0 and self.mode == "heuristic":
             self.k_heuristic = self.k_heuristic + 2 if accepted == proposed else max(1, self.k_heuristic - 1)

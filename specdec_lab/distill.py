@@ -4,7 +4,7 @@ Heads and draft models are trained to predict what *the target* would say, not w
 speedup depends on agreeing with the target, so the training text is the target's own output (Medusa §3.3,
 "self-distillation"; also DistillSpec). Greedy responses make the labels the target's argmax tokens.
 
-On disk (`out_dir`, small enough to commit: ~0.4 MB for 300 prompts x 128 tokens):
+On disk (`out_dir`, small enough to commit; sizes of the committed sets: data/distill/README.md):
     meta.json              what produced the shards (model, settings, fingerprint of the prompt ids)
     shard-00000.json ...   one per batch, written atomically (temp file + rename): a rerun skips shards that
                            exist, so an interrupted run resumes where it stopped
@@ -16,7 +16,8 @@ Medusa-1 heads sit on a frozen backbone, so h_t never changes: computing it once
 epoch from "30 layers + heads" into "heads only".
 
     >>> lm = load_model("smollm2-135m")
-    >>> data = generate_distillation_data(lm, load_prompts("data/train_prompts.jsonl"), "data/distill/x")
+    >>> prompts = specdec_lab.io.load_prompts("data/train_prompts.jsonl")
+    >>> data = generate_distillation_data(lm, prompts, "data/distill/x")
     >>> cache = cache_hidden_states(lm, data, "data/cache/x-hidden.safetensors")
 """
 
@@ -25,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
@@ -34,12 +34,12 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from .io import Prompt, as_prompts, atomic_path, eos_ids, model_record, write_json
 from .models import LoadedModel, chat_ids
 
 __all__ = [
     "DistillExample",
     "HiddenCache",
-    "load_prompts",
     "split_heldout",
     "generate_distillation_data",
     "load_distillation_data",
@@ -64,59 +64,26 @@ class DistillExample:
 
 
 # ---- prompts ----------------------------------------------------------------------------------------
-def load_prompts(path: str | os.PathLike) -> list[dict]:
-    """Spec-Bench `question.jsonl` records: {"question_id", "category", "turns": [user message, ...]}."""
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def split_heldout(items: Sequence, every: int = 10) -> tuple[list, list]:
-    """(train, held_out) of prompt records or DistillExamples: held out when question_id % every == 0."""
-    held = [(x["question_id"] if isinstance(x, dict) else x.question_id) % every == 0 for x in items]
+    """(train, held_out) of Prompts or DistillExamples: held out when question_id % every == 0."""
+    held = [x.question_id % every == 0 for x in items]
     return [x for x, h in zip(items, held, strict=True) if not h], [x for x, h in zip(items, held, strict=True) if h]
 
 
-def _as_records(prompts: Sequence) -> list[dict]:
-    """Accept Spec-Bench dicts, plain strings or token-id lists; number the latter from 1."""
-    out = []
-    for i, p in enumerate(prompts):
-        if isinstance(p, dict):
-            out.append(p)
-        elif isinstance(p, str):
-            out.append({"question_id": i + 1, "category": "", "turns": [p]})
-        else:
-            out.append({"question_id": i + 1, "category": "", "ids": [int(t) for t in p]})
-    return out
-
-
-def _prompt_ids(record: dict, tokenizer) -> list[int]:
-    return record["ids"] if "ids" in record else chat_ids(tokenizer, record["turns"][0])
+def _prompt_ids(prompt: Prompt, tokenizer) -> list[int]:
+    return prompt.ids if prompt.ids is not None else chat_ids(tokenizer, prompt.text)
 
 
 def _fingerprint(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _write_json_atomic(path: Path, obj) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(obj, f, separators=(",", ":"))
-    os.chmod(tmp, 0o644)  # mkstemp makes 0600 files; these are data meant to be shared
-    os.replace(tmp, path)  # atomic on POSIX: readers see the old file or the whole new one
-
-
 # ---- generation ---------------------------------------------------------------------------------------
 def _unpack(lm) -> tuple[torch.nn.Module, object, str]:
+    """(model, tokenizer, name); the name is the manifests' (never a path of this machine)."""
     if isinstance(lm, LoadedModel):
-        return lm.model, lm.tokenizer, lm.name
+        return lm.model, lm.tokenizer, model_record(lm)["name"]
     return lm, None, type(lm).__name__
-
-
-def _eos_ids(model, tokenizer) -> list[int]:
-    eos = getattr(model.generation_config, "eos_token_id", None)
-    if eos is None and tokenizer is not None:
-        eos = tokenizer.eos_token_id
-    return [] if eos is None else [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
 
 
 @torch.inference_mode()
@@ -158,7 +125,7 @@ def generate_distillation_data(
 
     lm:      a LoadedModel (text prompts are wrapped in its chat template) or a bare HF model (then the
              prompts must be token-id lists; tiny test models have no tokenizer)
-    prompts: Spec-Bench records (first turn = the user message), strings, or token-id lists
+    prompts: `Prompt` records (`io.load_prompts`; the text is the user message), strings, or token-id lists
     Prompts are batched in order of length (less left padding); each batch is one shard file, and shards
     already on disk are skipped (a resumed directory keeps the batch size it was made with). Changing the
     model, settings or prompts under an existing `out_dir` is
@@ -166,7 +133,7 @@ def generate_distillation_data(
     Returns the examples in prompt order.
     """
     model, tokenizer, name = _unpack(lm)
-    records = _as_records(prompts)
+    records = as_prompts(prompts)
     ids = [_prompt_ids(r, tokenizer) for r in records]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -186,10 +153,10 @@ def generate_distillation_data(
         if old["fingerprint"] != meta["fingerprint"]:
             raise ValueError(f"{out} holds distillation shards made with other settings ({old}); use another directory")
     else:
-        _write_json_atomic(meta_path, meta)
+        write_json(meta_path, meta, indent=None)
 
     tokenizer_pad = getattr(tokenizer, "pad_token_id", None)
-    eos = _eos_ids(model, tokenizer)
+    eos = eos_ids(model, tokenizer)
     pad = tokenizer_pad if tokenizer_pad is not None else (eos[0] if eos else 0)
     order = sorted(range(len(records)), key=lambda i: (len(ids[i]), i))  # by length: less padding
     batches = [order[b : b + batch_size] for b in range(0, len(order), batch_size)]
@@ -201,11 +168,11 @@ def generate_distillation_data(
         responses = _generate_batch(model, [ids[i] for i in batches[b]], max_new_tokens, pad, eos)
         seconds = time.perf_counter() - t0
         examples = [
-            DistillExample(records[i]["question_id"], records[i].get("category", ""), ids[i], resp, stop)
+            DistillExample(records[i].question_id, records[i].category, ids[i], resp, stop)
             for i, (resp, stop) in zip(batches[b], responses, strict=True)
         ]
         shard = {"seconds": round(seconds, 3), "examples": [asdict(e) for e in examples]}
-        _write_json_atomic(out / f"shard-{b:05d}.json", shard)
+        write_json(out / f"shard-{b:05d}.json", shard, indent=None)
         bar.update(len(examples))
     bar.close()
     return load_distillation_data(out)
@@ -246,7 +213,7 @@ def distill_sources(
     """Several (prompts, shard directory) pairs, generated (resumably) and concatenated: the data a trainer uses.
 
     One directory per prompt file keeps each directory's fingerprint valid when a prompt set is added later
-    (the 300 hand-written training prompts, then the 1600 of `specdec_lab.prompt_bank`): nothing already
+    (the 300 hand-written training prompts, then the 1600 of `data/prompt_bank.py`): nothing already
     generated is regenerated. Returns (examples sorted by question_id, stats summed over the directories).
     Question ids must be unique across sources (held-out splits and hidden-state caches key on them).
     """
@@ -332,8 +299,8 @@ def cache_hidden_states(
     One forward per example (no padding, so rows are exactly what decoding sees). With `path`, the result
     is saved atomically and reused on the next call when the model and token ids match; when only the
     example set changed (a prompt set added), the examples already there are reused and only new ones
-    run. fp16 halves the file (57 MB for the 300 SmolLM2 examples, 49k tokens x 576); h_t's values are
-    O(1-10), well inside fp16's range.
+    run. fp16 halves the file (tokens x hidden size x 2 bytes); h_t's values are O(1-10), well inside fp16's
+    range.
     """
     from safetensors.torch import save_file
 
@@ -371,13 +338,8 @@ def cache_hidden_states(
         question_ids=torch.tensor([e.question_id for e in examples], dtype=torch.long),
     )
     if path is not None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
         tensors = {f.name: getattr(cache, f.name).contiguous() for f in fields(cache)}
         seconds = f"{time.perf_counter() - t0:.1f}"  # compute time, kept for manifests
-        save_file(tensors, tmp, metadata={"fingerprint": key, "model": model_key, "seconds": seconds})
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            save_file(tensors, tmp, metadata={"fingerprint": key, "model": model_key, "seconds": seconds})
     return cache

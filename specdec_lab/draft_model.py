@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import tempfile
+import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
+from .io import atomic_path, write_json
 from .models import cache_dir, match_kernels
 
 __all__ = [
@@ -239,10 +241,9 @@ def save_draft(draft: Draft, folder: str | os.PathLike, manifest: dict) -> Path:
     from safetensors.torch import save_file
 
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    save_file(_payload(draft), folder / WEIGHTS, metadata={"format": "pt"})
-    manifest = {**manifest, "spec": asdict(draft.spec)}
-    (folder / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    with atomic_path(folder / WEIGHTS) as tmp:
+        save_file(_payload(draft), tmp, metadata={"format": "pt"})
+    write_json(folder / MANIFEST, {**manifest, "spec": asdict(draft.spec)})  # last: marks a complete draft
     return folder
 
 
@@ -281,7 +282,9 @@ def load_draft(folder: str | os.PathLike, target) -> Draft:
     return draft
 
 
-_LOADED: dict[tuple, Draft] = {}
+# target -> {draft argument: Draft}. Weakly keyed by the target object: a freed target's drafts go with it,
+# so a new target that happens to get the freed one's id() can never be handed a draft built on the old one.
+_LOADED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def get_draft(draft: str | os.PathLike | Draft, target) -> Draft:
@@ -294,18 +297,18 @@ def get_draft(draft: str | os.PathLike | Draft, target) -> Draft:
     """
     if isinstance(draft, Draft):
         return draft
-    key = (str(draft), id(target))
-    if key not in _LOADED:
-        text = str(draft)
+    loaded = _LOADED.setdefault(target, {})
+    text = str(draft)
+    if text not in loaded:
         if text.startswith("layer_skip"):
             _, _, n = text.partition(":")
-            _LOADED[key] = layer_skip_draft(target, int(n) if n else 4)
+            loaded[text] = layer_skip_draft(target, int(n) if n else 4)
         else:
             folder = DRAFT_DIR / DEFAULT_DRAFT if text == "default" else Path(text).expanduser()
             if not folder.is_dir() and (DRAFT_DIR / text).is_dir():
                 folder = DRAFT_DIR / text
-            _LOADED[key] = load_draft(folder, target)
-    return _LOADED[key]
+            loaded[text] = load_draft(folder, target)
+    return loaded[text]
 
 
 def export_hf(draft: Draft, folder: str | os.PathLike | None = None, tokenizer=None) -> Path:

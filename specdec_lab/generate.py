@@ -1,11 +1,13 @@
 """The one decoding loop. Every method — autoregressive, prompt lookup, draft model, Medusa, Lookahead —
-is this loop with a different proposer (and, for sampling, a different acceptance rule).
+is this loop with a different proposer, and the acceptance rules that fit its trees.
 
+    rule = the method's rule for the sampling mode     # checked up front (`AcceptRules.pick`)
     prefill(prompt[:-1])                                  # the root (last token) is not yet in the cache
     while budget left:
         1. tree = proposer.propose(state)                 # token tree rooted at the last accepted token
-        2. out  = verify_tree(target, cache, tree)        # one forward over every node (tree attention)
-        3. acc  = accept(tree, out.logits)                # accepted path + bonus token
+        2. out  = verify_tree(target, cache, tree)        # one forward over every node (tree attention),
+                                                          # + the hidden states of proposer.feature_layers
+        3. acc  = rule(tree, out.logits)                  # accepted path (candidates only) + bonus token
         4. cache.keep(acc.path)                           # only the path's K/V stay
         5. emit tree.tokens[path[1:]] + [bonus]           # stop at EOS (even mid-path) / max_new_tokens
         6. proposer.update(state, tree, acc, out)         # the proposer syncs its own state
@@ -18,74 +20,33 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 
 import torch
 
-from .accept import Acceptance, get_accept_rule
-from .cost import sync
+from .accept import Acceptance
+from .device import sync
+from .io import eos_ids
 from .kv_cache import KVCache
 from .models import LoadedModel, chat_ids
-from .proposers import (
-    AutoregressiveProposer,
-    DecodeState,
-    DraftConfig,
-    DraftProposer,
-    LayerSkipConfig,
-    LayerSkipProposer,
-    PromptLookupConfig,
-    PromptLookupProposer,
-    Proposer,
-)
+from .proposers import METHODS, DecodeState, Proposer, get_method, make_proposer, register_method
 from .sampling import Sampling
 from .tree import Tree
-from .verify import prefill, verify_tree
+from .verify import check_feature_layers, prefill, verify_tree
 
+# METHODS, register_method and make_proposer live in proposers/registry.py; they are re-exported here
+# because `generate(method=...)` is where users meet them.
 __all__ = ["generate", "GenerationResult", "StepTrace", "METHODS", "register_method", "make_proposer"]
-
-
-# ---- method registry --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Method:
-    proposer: Callable[..., Proposer]  # called with the config (or nothing)
-    config: type | None = None  # dataclass of the method's parameters
-
-
-METHODS: dict[str, Method] = {
-    "autoregressive": Method(AutoregressiveProposer),
-    "prompt_lookup": Method(PromptLookupProposer, PromptLookupConfig),
-    "draft": Method(DraftProposer, DraftConfig),
-    "layer_skip": Method(LayerSkipProposer, LayerSkipConfig),
-}
-
-
-def register_method(name: str, proposer: Callable[..., Proposer], config: type | None = None) -> None:
-    """Make `generate(..., method=name, **params)` build `proposer(config(**params))`."""
-    METHODS[name] = Method(proposer, config)
-
-
-def make_proposer(method: str, **params) -> Proposer:
-    """Build a method's proposer from keyword parameters, rejecting unknown names and values clearly."""
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; known methods: {', '.join(sorted(METHODS))}")
-    spec = METHODS[method]
-    if spec.config is None:
-        if params:
-            raise ValueError(f"method {method!r} takes no parameters, got: {', '.join(sorted(params))}")
-        return spec.proposer()
-    allowed = {f.name for f in fields(spec.config)} if is_dataclass(spec.config) else set(params)
-    unknown = sorted(set(params) - allowed)
-    if unknown:
-        raise ValueError(
-            f"method {method!r} has no parameter(s) {', '.join(unknown)}; it takes: {', '.join(sorted(allowed))}"
-        )
-    return spec.proposer(spec.config(**params))
 
 
 # ---- results ----------------------------------------------------------------------------------------
 @dataclass
 class StepTrace:
-    """One loop iteration: the tree proposed, the path accepted, what was emitted, and timings (s)."""
+    """One loop iteration: the tree proposed, the path accepted, what was emitted, and timings (s).
+
+    tree_candidate: which nodes could be accepted (None = all). Nodes that are verified but never
+    accepted (Lookahead's Jacobi window) count as `extra`, not as `proposed`.
+    """
 
     tree_tokens: list[int]
     tree_parents: list[int]
@@ -95,14 +56,23 @@ class StepTrace:
     t_verify: float
     t_accept: float
     info: dict = field(default_factory=dict)
+    tree_candidate: list[bool] | None = None
 
     @property
     def tree(self) -> Tree:
-        return Tree(torch.tensor(self.tree_tokens), torch.tensor(self.tree_parents))
+        return Tree(torch.tensor(self.tree_tokens), torch.tensor(self.tree_parents), candidate=self.tree_candidate)
 
     @property
     def proposed(self) -> int:
-        return len(self.tree_tokens) - 1
+        """Candidate nodes besides the root: the tokens offered for acceptance."""
+        if self.tree_candidate is None:
+            return len(self.tree_tokens) - 1
+        return sum(self.tree_candidate[1:])
+
+    @property
+    def extra(self) -> int:
+        """Non-candidate nodes: verified in the same forward (for their logits) but never accepted."""
+        return len(self.tree_tokens) - 1 - self.proposed
 
     @property
     def accepted(self) -> int:
@@ -143,16 +113,6 @@ class GenerationResult:
 
 
 # ---- input checks ---------------------------------------------------------------------------------
-def _eos_set(model, tokenizer, eos_token_id) -> set[int]:
-    if eos_token_id is None:
-        eos_token_id = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-        if eos_token_id is None and tokenizer is not None:
-            eos_token_id = tokenizer.eos_token_id
-    if eos_token_id is None:
-        return set()
-    return {int(e) for e in (eos_token_id if isinstance(eos_token_id, (list, tuple, set)) else [eos_token_id])}
-
-
 def _prompt_ids(prompt, tokenizer, chat: bool, vocab_size: int) -> list[int]:
     if isinstance(prompt, str):
         if not prompt.strip():
@@ -207,9 +167,11 @@ def generate(
     model:     an HF causal LM, or a `LoadedModel` (which also supplies the tokenizer)
     prompt:    text (tokenized as is, or wrapped in the chat template with chat=True) or token ids
     method:    a name in METHODS; `params` go to its config (e.g. max_draft=8, draft_length="heuristic")
-    accept:    acceptance rule name or callable; default "greedy" at temperature 0, else "speculative"
+    accept:    acceptance rule name (one the method has: `AcceptRules`) or callable; None = the method's
+               default for the sampling mode (greedy at temperature 0, else its exact sampling rule)
     temperature, top_k, top_p: sampling (applied identically to target p and draft q); seed for the RNG
-    proposer:  an already built Proposer instead of method/params (for experiments)
+    proposer:  an already built Proposer instead of method/params (for experiments); its `accept_rules`
+               say which rules it can use
     trace:     keep a StepTrace per step (trees, paths, timings) for notebooks
     """
     if isinstance(model, LoadedModel):
@@ -218,12 +180,17 @@ def generate(
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
     sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p)
-    rule = get_accept_rule(accept if accept is not None else ("greedy" if sampling.greedy else "speculative"))
     if proposer is None:
+        spec = get_method(method)
         proposer = make_proposer(method, **params)
+        rules, method_name = spec.rules_of(proposer), method
     elif params:
         raise ValueError(f"pass parameters to the proposer you built, not to generate: {', '.join(params)}")
-    method_name = getattr(proposer, "name", method)
+    else:
+        rules, method_name = proposer.accept_rules, proposer.name
+    # Checked before any forward: a rule that does not fit the method's trees would fail mid-decoding.
+    rule = rules.pick(accept, sampling, method_name)
+    layers = check_feature_layers(model, proposer.feature_layers)
 
     vocab = model.config.get_text_config(decoder=True).vocab_size
     ids = _prompt_ids(prompt, tokenizer, chat, vocab)
@@ -233,7 +200,7 @@ def generate(
             f"prompt has {len(ids)} tokens but the model's context window is {window}: "
             "shorten the prompt (no room is left to generate)"
         )
-    eos = _eos_set(model, tokenizer, eos_token_id)
+    eos = set(eos_ids(model, tokenizer, eos_token_id))
     device = next(model.parameters()).device
     generator = torch.Generator(device=device)
     generator.manual_seed(seed if seed is not None else int(torch.randint(0, 2**62, ()).item()))
@@ -241,7 +208,7 @@ def generate(
     sync(device)
     t_start = time.perf_counter()
     cache = KVCache.for_model(model, capacity=min(window, len(ids) + max_new_tokens + 64))
-    prompt_hidden = prefill(model, cache, torch.tensor(ids[:-1], dtype=torch.long))
+    prompt_out = prefill(model, cache, torch.tensor(ids[:-1], dtype=torch.long), layers)
     state = DecodeState(
         tokens=list(ids),
         prompt_length=len(ids),
@@ -252,7 +219,7 @@ def generate(
         sampling=sampling,
         generator=generator,
     )
-    proposer.start(state, prompt_hidden)
+    proposer.start(state, prompt_out)
     sync(device)
     prefill_seconds = time.perf_counter() - t_start
 
@@ -279,7 +246,7 @@ def generate(
         t1 = time.perf_counter()
 
         # 2. verify: one target forward over every node
-        out = verify_tree(model, cache, tree)
+        out = verify_tree(model, cache, tree, layers)
         if trace:
             sync(device)
         t2 = time.perf_counter()
@@ -317,6 +284,7 @@ def generate(
                     t_verify=t2 - t1,
                     t_accept=t3 - t2,
                     info=proposer.info(),
+                    tree_candidate=None if tree.candidate is None else tree.candidate.tolist(),
                 )
             )
         if stop_reason == "eos":

@@ -29,7 +29,8 @@ from typing import Any
 import torch
 
 from .attention import match_attention, use_gqa_attention
-from .fast_linear import match_linear, use_fast_linear
+from .fast_linear import match_linear, tune_linear, use_fast_linear
+from .machine import machine
 
 __all__ = [
     "LoadedModel",
@@ -182,16 +183,20 @@ def load_model(
     attn_implementation: str | None = None,
     fast_linear: bool = True,
     pack_weights: bool = True,
+    tune_kernels: bool = True,
 ) -> LoadedModel:
     """Load a causal LM and its tokenizer: a shipped name, a local HF directory, or a .gguf file.
 
     fp32 on CPU by default; any device/dtype on request. The model is put in eval mode.
     attn_implementation: transformers' name; None = `sdpa` with grouped-query attention done inside the
     kernel also under a mask (`specdec_lab.attention`: no K/V copies in verification forwards).
-    fast_linear: swap its linear layers for `FastLinear` (few-row products at memory bandwidth on CPU,
-    ~2x faster decoding here; no effect on accelerators). False keeps torch's stock `nn.Linear`.
-    pack_weights: with fast_linear, keep oneDNN-packed weight copies so that 3-64-token forwards (trees)
+    fast_linear: swap its linear layers for `FastLinear` (few-row products at memory bandwidth on CPU; no
+    effect on accelerators). False keeps torch's stock `nn.Linear`.
+    pack_weights: with fast_linear, allow oneDNN-packed weight copies so that 3-64-token forwards (trees)
     cost little more than one token (doubles the weights' CPU memory; see `specdec_lab.fast_linear`).
+    tune_kernels: with fast_linear, pick each layer's kernel per row count from a measurement on this
+    machine (`fast_linear.tune_linear`: cached per machine, so only the first load pays for it; torch's
+    stock kernel where it is the fastest). False keeps FastLinear's default plan.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -205,6 +210,8 @@ def load_model(
         use_gqa_attention(model)
     if fast_linear:
         use_fast_linear(model, pack=pack_weights)
+        if tune_kernels and torch.device(device).type == "cpu":
+            tune_linear(model)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     return LoadedModel(model=model, tokenizer=tokenizer, name=str(name_or_path), source=str(path))
 
@@ -259,13 +266,23 @@ def tiny_model(
 
 def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Locate (and cache) the shipped models.")
-    parser.add_argument("--check", action="store_true", help="find the model file and build the fp32 cache")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="find the model file, build the fp32 cache, and measure this machine's linear kernels (cached)",
+    )
+    parser.add_argument("--retune", action="store_true", help="measure the linear kernels again (quiet machine)")
     parser.add_argument("--model", default="smollm2-135m")
     args = parser.parse_args(argv)
     kind, path = _resolve(args.model)
     print(f"{args.model}: {kind} at {path}")
     if args.check and kind == "gguf":
         print(f"fp32 cache: {_dequantized_copy(path)}")
+    if args.check or args.retune:
+        print(machine().describe())
+        lm = load_model(args.model, tune_kernels=False)
+        for shape, plan in tune_linear(lm.model, refresh=args.retune).items():
+            print(f"linear kernels {shape:>12}: {plan}")
     return 0
 
 

@@ -85,21 +85,22 @@ def expected_speedup(alpha: float, k: int, c: float) -> float:
     return expected_tokens_per_step(alpha, k) / (k * c + 1.0)
 
 
-def optimal_k(
-    alpha: float, c: float, k_max: int = 32, verify_cost: Callable[[int], float] | None = None
-) -> int:
+def optimal_k(alpha: float, c: float, k_max: int = 32, verify_cost: Callable[[int], float] | None = None) -> int:
     """argmax_k of the speedup over k in [0, k_max] (ties -> shorter; k = 0 means "don't speculate").
 
     verify_cost(n): optional cost of verifying n tokens relative to one target step (default 1 for all n,
     the textbook assumption); with it the objective is E[L + 1] / (k·c + verify_cost(k + 1)).
+    c and verify_cost may be in any one unit instead — seconds, say: the argmax does not depend on it
+    (`CostCurve.best_chain_length` passes a measured draft step and verify curve as they are).
     There is no closed form for the integer optimum, but the objective is unimodal in k, so a scan is exact.
+    Near-ties within a relative 1e-9 (float rounding of measured costs) go to the shorter draft.
     """
     _check(alpha, 0)
     vc = verify_cost or (lambda n: 1.0)
     best_k, best = 0, 1.0 / vc(1)
     for k in range(1, k_max + 1):
         rate = expected_tokens_per_step(alpha, k) / (k * c + vc(k + 1))
-        if rate > best * (1 + 1e-12):
+        if rate > best * (1 + 1e-9):
             best_k, best = k, rate
     return best_k
 

@@ -11,7 +11,9 @@ A tree of N nodes is two integer vectors, `tokens` (N,) and `parents` (N,):
   whole cached prefix, then its own ancestors (itself included) inside the tree.
 
 Not every node has to be a candidate for acceptance: Lookahead decoding appends its Jacobi window as
-nodes that are verified for free but never accepted (`candidate[i] = False`). Draft probabilities `q`
+nodes that are verified for free but never accepted (`candidate[i] = False`). Candidates form a subtree
+at the root (the root is one; a candidate's parent is one), so a rule that walks down from the root
+through candidates only never meets the others. Draft probabilities `q`
 (for exact speculative sampling) ride along in `draft_probs` (N, V) when a proposer samples.
 """
 
@@ -46,6 +48,18 @@ def _check_parents(parents: Sequence[int]) -> None:
             )
 
 
+def _check_candidates(candidate: list[bool], parents: list[int]) -> None:
+    # Candidates form a subtree at the root: a path is accepted from the root down, so a candidate below
+    # a non-candidate could never be reached, and an acceptance rule may rely on never meeting one.
+    if not candidate[0]:
+        raise MalformedTreeError("the root (node 0) must be a candidate: every accepted path starts there")
+    for i, p in enumerate(parents[1:], start=1):
+        if candidate[i] and not candidate[p]:
+            raise MalformedTreeError(
+                f"node {i} is a candidate but its parent {p} is not: candidates must form a subtree at the root"
+            )
+
+
 @dataclass(frozen=True, eq=False)
 class Tree:
     """A token tree in topological order. See the module docstring for the invariants.
@@ -77,6 +91,7 @@ class Tree:
             cand = torch.as_tensor(self.candidate, dtype=torch.bool, device=tokens.device)
             if cand.shape != tokens.shape:
                 raise MalformedTreeError(f"candidate must have shape {tuple(tokens.shape)}, got {tuple(cand.shape)}")
+            _check_candidates(cand.tolist(), parents.tolist())
             object.__setattr__(self, "candidate", cand)
 
     # ---- constructors -------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """ipywidgets dashboards for live experiments. Callbacks are plain methods/functions: pytest drives them
 without a browser (set the widgets' values, call `dashboard.on_run()`, read `dashboard.output.value`).
 
-    dash = PromptLookupDashboard(load_model("smollm2-135m"), prompts=load_prompts())
+    dash = PromptLookupDashboard(load_model("smollm2-135m"), prompts=specdec_lab.io.load_prompts())
     dash          # last expression of a cell: shows the controls
 
 `run_prompt_lookup` is the function behind the button; notebooks call it directly for their default
@@ -11,18 +11,15 @@ without a browser (set the widgets' values, call `dashboard.on_run()`, read `das
 from __future__ import annotations
 
 import html as _html
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from .cost import CostCurve, set_cost_curve
 from .generate import GenerationResult, generate, make_proposer
+from .io import Prompt
 from .models import LoadedModel
 from .viz.tokens import tokens_html
 
-__all__ = ["load_prompts", "run_prompt_lookup", "LookupRun", "PromptLookupDashboard", "DRAFT_LENGTHS"]
-
-PROMPTS_FILE = Path(__file__).resolve().parent.parent / "data" / "prompts.jsonl"
+__all__ = ["run_prompt_lookup", "LookupRun", "PromptLookupDashboard", "DRAFT_LENGTHS"]
 
 # dropdown label -> PromptLookupConfig.draft_length ("fixed" means: the int max_draft)
 DRAFT_LENGTHS = {
@@ -32,19 +29,11 @@ DRAFT_LENGTHS = {
 }
 
 
-def load_prompts(path: str | Path | None = None) -> list[dict]:
-    """The benchmark prompts (`data/prompts.jsonl`, MT-Bench format: question_id, category, turns)."""
-    with open(path or PROMPTS_FILE, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def _parse_ids(text: str) -> list[int]:
     try:
         return [int(t) for t in text.replace(",", " ").split()]
     except ValueError as err:
-        raise ValueError(
-            "this model has no tokenizer: type the prompt as token ids, e.g. '5 7 9 5 7'"
-        ) from err
+        raise ValueError("this model has no tokenizer: type the prompt as token ids, e.g. '5 7 9 5 7'") from err
 
 
 @dataclass
@@ -62,9 +51,7 @@ class LookupRun:
         out = self.result.summary()
         if self.baseline is not None:
             out["autoregressive_seconds"] = round(self.baseline.seconds, 3)
-            out["speedup"] = (
-                round(self.baseline.seconds / self.result.seconds, 2) if self.result.seconds else None
-            )
+            out["speedup"] = round(self.baseline.seconds / self.result.seconds, 2) if self.result.seconds else None
             out["equal_to_autoregressive"] = self.equal
         return out
 
@@ -123,7 +110,7 @@ class PromptLookupDashboard:
         self,
         model,
         tokenizer=None,
-        prompts: list[dict] | None = None,
+        prompts: list[Prompt] | None = None,
         *,
         max_new_tokens: int = 64,
         max_draft: int = 10,
@@ -139,12 +126,10 @@ class PromptLookupDashboard:
         self.last: LookupRun | None = None
         options = [("(type your own prompt)", "")]
         for p in prompts or []:
-            text = p["turns"][0]
+            text = p.text
             preview = " ".join(text.split())[:60]
-            options.append((f"{p['question_id']} · {p['category']} · {preview}", text))
-        self.picker = W.Dropdown(
-            options=options, value="", description="prompt", layout=W.Layout(width="95%")
-        )
+            options.append((f"{p.question_id} · {p.category} · {preview}", text))
+        self.picker = W.Dropdown(options=options, value="", description="prompt", layout=W.Layout(width="95%"))
         self.prompt = W.Textarea(
             value=initial_prompt,
             placeholder="prompt text" if tokenizer is not None else "token ids, e.g. 5 7 9 5 7 9",
@@ -157,9 +142,7 @@ class PromptLookupDashboard:
             description="k rule",
             layout=W.Layout(width="60%"),
         )
-        self.max_new_tokens = W.IntSlider(
-            value=max_new_tokens, min=8, max=256, step=8, description="new tokens"
-        )
+        self.max_new_tokens = W.IntSlider(value=max_new_tokens, min=8, max=256, step=8, description="new tokens")
         self.compare = W.Checkbox(
             value=False,
             description="also decode autoregressively (equality, speed-up)",

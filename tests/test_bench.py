@@ -10,19 +10,18 @@ import torch
 
 from specdec_lab import generate, tiny_model
 from specdec_lab.bench import (
-    HF_RUNNERS,
+    ANCHORS,
     BenchInputError,
-    Prompt,
     ResumeError,
     RunOutput,
     format_table,
-    load_prompts,
     parse_method_spec,
     parse_methods,
     run_benchmark,
     summarize,
 )
 from specdec_lab.bench.__main__ import main
+from specdec_lab.io import Prompt
 
 
 @pytest.fixture(scope="module")
@@ -45,16 +44,14 @@ def prompts(n=3):
 
 
 def counting_runner(calls, fail_at=None):
-    """A fake anchor (registered like any HF_RUNNERS entry): counts calls, can fail on the n-th."""
+    """A fake anchor (registered like any ANCHORS entry): counts calls, can fail on the n-th."""
 
     def factory(model, eos_ids):
         def run(ids, max_new_tokens, seed):
             calls.append(list(ids))
             if fail_at is not None and len(calls) == fail_at:
                 raise KeyboardInterrupt
-            return RunOutput(
-                tokens=[1] * max_new_tokens, forwards=max_new_tokens, stop_reason="max_new_tokens"
-            )
+            return RunOutput(tokens=[1] * max_new_tokens, forwards=max_new_tokens, stop_reason="max_new_tokens")
 
         return run
 
@@ -132,21 +129,6 @@ def test_unknown_method_and_parameter_errors():
         parse_methods("prompt_lookup:max_draft=x")
 
 
-def test_prompt_file_errors(tmp_path):
-    with pytest.raises(FileNotFoundError, match="not found"):
-        load_prompts(tmp_path / "missing.jsonl")
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"question_id": 1, "category": "a", "turns": ["hi"]}\n{"question_id": 2,\n')
-    with pytest.raises(BenchInputError, match=r"bad.jsonl:2: not valid JSON"):
-        load_prompts(bad)
-    bad.write_text('{"question_id": 1, "turns": ["hi"]}\n')
-    with pytest.raises(BenchInputError, match=r":1: missing key\(s\) category"):
-        load_prompts(bad)
-    good = tmp_path / "good.jsonl"
-    good.write_text('{"question_id": 7, "category": "qa", "turns": ["Why?", "And?"]}\n\n')
-    assert load_prompts(good) == [Prompt(question_id=7, category="qa", text="Why?")]
-
-
 def test_cli_rejects_bad_input_before_loading_a_model(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--limit", "0"])
@@ -167,7 +149,7 @@ def test_atomic_write_and_resume_skip_done_prompts(model, tmp_path, monkeypatch)
     out = tmp_path / "r.json"
     calls: list = []
     # 1 warm-up call + prompt 1, then interrupted on prompt 2
-    monkeypatch.setitem(HF_RUNNERS, "counting", counting_runner(calls, fail_at=3))
+    monkeypatch.setitem(ANCHORS, "counting", counting_runner(calls, fail_at=3))
     with pytest.raises(KeyboardInterrupt):
         run_benchmark(model, prompts(3), "counting", max_new_tokens=4, out=str(out), progress=False)
     saved = json.loads(out.read_text())
@@ -175,7 +157,7 @@ def test_atomic_write_and_resume_skip_done_prompts(model, tmp_path, monkeypatch)
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp file left behind
 
     calls.clear()
-    monkeypatch.setitem(HF_RUNNERS, "counting", counting_runner(calls))
+    monkeypatch.setitem(ANCHORS, "counting", counting_runner(calls))
     res = run_benchmark(model, prompts(3), "counting", max_new_tokens=4, out=str(out), progress=False)
     assert calls == [repetitive(1), repetitive(1), repetitive(2)]  # warm-up, then prompts 2 and 3 only
     assert [r["question_id"] for r in res["rows"]] == [1, 2, 3]
@@ -188,20 +170,16 @@ def test_atomic_write_and_resume_skip_done_prompts(model, tmp_path, monkeypatch)
 
 def test_resume_refuses_a_different_config(model, tmp_path, monkeypatch):
     out = tmp_path / "r.json"
-    monkeypatch.setitem(HF_RUNNERS, "counting", counting_runner([]))
+    monkeypatch.setitem(ANCHORS, "counting", counting_runner([]))
     run_benchmark(model, prompts(2), "counting", max_new_tokens=4, out=str(out), progress=False)
     with pytest.raises(ResumeError, match=r"(?s)config\.max_new_tokens: 4 in the file, 5 now.*--fresh"):
         run_benchmark(model, prompts(2), "counting", max_new_tokens=5, out=str(out), progress=False)
     with pytest.raises(ResumeError, match="prompts_sha256"):
         run_benchmark(model, prompts(3), "counting", max_new_tokens=4, out=str(out), progress=False)
     # a different --limit is the same run, extended
-    res = run_benchmark(
-        model, prompts(2), "counting", max_new_tokens=4, limit=1, out=str(out), progress=False
-    )
+    res = run_benchmark(model, prompts(2), "counting", max_new_tokens=4, limit=1, out=str(out), progress=False)
     assert res["prompts_done"] == 2
-    res = run_benchmark(
-        model, prompts(2), "counting", max_new_tokens=5, out=str(out), fresh=True, progress=False
-    )
+    res = run_benchmark(model, prompts(2), "counting", max_new_tokens=5, out=str(out), fresh=True, progress=False)
     assert res["config"]["max_new_tokens"] == 5 and all(r["new_tokens"] == 5 for r in res["rows"])
 
 
@@ -240,7 +218,7 @@ def test_a_differing_method_records_first_diff_and_top2_gap(model, monkeypatch):
 
         return run
 
-    monkeypatch.setitem(HF_RUNNERS, "off_by_one", off_by_one)
+    monkeypatch.setitem(ANCHORS, "off_by_one", off_by_one)
     res = run_benchmark(model, prompts(2), "autoregressive,off_by_one", max_new_tokens=6, progress=False)
     bad = [r for r in res["rows"] if r["method"] == "off_by_one"]
     assert all(r["identical"] is False and r["first_diff"] == 3 and r["top2_gap"] > 0 for r in bad)

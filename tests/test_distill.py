@@ -16,9 +16,9 @@ from specdec_lab.distill import (
     generate_distillation_data,
     load_distillation_data,
     load_hidden_cache,
-    load_prompts,
     split_heldout,
 )
+from specdec_lab.io import load_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
 EOS = 3
@@ -106,10 +106,10 @@ def test_hidden_cache_adds_examples_without_recomputing_the_others(model, tmp_pa
 
 def test_prompt_file_and_heldout_split():
     prompts = load_prompts(ROOT / "data" / "train_prompts.jsonl")
-    assert len(prompts) == 300 and all(len(p["turns"]) >= 1 for p in prompts)
+    assert len(prompts) == 300 and all(p.text for p in prompts)
     train, held = split_heldout(prompts, every=10)
     assert len(held) == 30 and len(train) == 270
-    assert {p["question_id"] for p in held}.isdisjoint(p["question_id"] for p in train)
+    assert {p.question_id for p in held}.isdisjoint(p.question_id for p in train)
     shipped = ROOT / "data" / "distill" / "smollm2-135m"
     if (shipped / "meta.json").is_file():  # the committed self-distillation set, when present
         meta = json.loads((shipped / "meta.json").read_text())

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 import torch
 
@@ -139,6 +142,22 @@ def test_save_load_roundtrip_and_hf_export(tmp_path, target, lora_rank):
     out = target.generate(x, attention_mask=torch.ones_like(x), assistant_model=hf, max_new_tokens=20,
                           do_sample=False)  # fmt: skip
     assert out[0, len(PROMPT) :].tolist() == ar.tokens
+
+
+def test_draft_cache_dies_with_its_target():
+    """Drafts are cached per target object, not per id(): a freed target's drafts go with it, so a new target
+    never gets a draft built on the old one's layers."""
+    from specdec_lab.draft_model import _LOADED, get_draft
+
+    old = S.tiny_model(num_layers=3)
+    first = get_draft("layer_skip:1", old)
+    assert get_draft("layer_skip:1", old) is first
+    entries, gone = len(_LOADED), weakref.ref(old)
+    del old, first
+    gc.collect()
+    assert gone() is None and len(_LOADED) == entries - 1
+    new = S.tiny_model(num_layers=3)
+    assert get_draft("layer_skip:1", new).model.get_decoder().layers[0] is new.get_decoder().layers[0]
 
 
 def test_config_errors():

@@ -21,6 +21,7 @@ from specdec_lab.fast_linear import (
     uses_fast_linear,
 )
 from specdec_lab.generate import generate
+from specdec_lab.machine import machine
 from specdec_lab.models import tiny_model
 
 
@@ -167,3 +168,83 @@ def test_methods_equal_autoregressive_with_fast_linear(seed, method):
     assert generate(fast, ids, max_new_tokens=40).tokens == ref
     params = {"n_layers": 1} if method == "layer_skip" else {}
     assert generate(fast, ids, method=method, max_new_tokens=40, draft_length=3, **params).tokens == ref
+
+
+# ---- kernel plans: measured per machine, chosen per shape and row count ------------------------------
+def test_choose_plan_takes_the_fastest_kernel_beyond_the_noise_margin():
+    from specdec_lab.fast_linear import TUNE_ROWS, choose_plan, default_plan
+
+    n = len(TUNE_ROWS)
+    seconds = {"stock": [1.0] * n, "wx": [1.0] * n, "onednn": [1.0] * n}
+    assert choose_plan(seconds) == default_plan(True)  # ties (and noise below the margin) keep the default
+    seconds["stock"] = [0.5] + [2.0] * (n - 1)  # an AVX2 CPU where MKL's gemv wins at one row
+    seconds["wx"] = [1.0, 1.0, 1.0, 0.99] + [1.0] * (n - 4)  # 1% faster at 4 rows: noise, not a choice
+    plan = choose_plan(seconds)
+    assert plan[1] == "stock" and plan[2] == "wx" and plan[4] == plan[5] == ("onednn" if ONEDNN else "wx")
+    assert len(plan) == PACKED_MAX_ROWS + 1
+    seconds["wx"] = [1.0] * (n - 1) + [0.5]  # fastest at 64 rows only: 48..63 keep the choice made at 48
+    plan = choose_plan(seconds)
+    assert plan[64] == "wx" and plan[63] == plan[48] != "wx"
+    no_pack = choose_plan({**seconds, "onednn": [0.1] * n}, pack=False)
+    assert "onednn" not in no_pack  # without packed copies oneDNN is never chosen, however fast
+
+
+def test_plan_summary_names_runs():
+    from specdec_lab.fast_linear import plan_summary
+
+    plan = ("stock", "stock", "wx", *["onednn"] * 62)
+    assert plan_summary(plan) == "1:stock 2:wx 3-64:onednn"
+
+
+@pytest.mark.parametrize("kernel", ["stock", "wx", "onednn"])
+@pytest.mark.parametrize("rows", [1, 2, 5])
+def test_every_kernel_computes_f_linear(kernel, rows):
+    gen = torch.Generator().manual_seed(rows)
+    w, b, x = torch.randn(300, 48, generator=gen), torch.randn(300, generator=gen), torch.randn(rows, 48, generator=gen)
+    packed = pack_weight(w) if ONEDNN else None
+    torch.testing.assert_close(small_linear(x, w, b, packed=packed, kernel=kernel), F.linear(x, w, b))
+    with pytest.raises(ValueError, match="unknown linear kernel"):
+        small_linear(x, w, b, kernel="gemv")
+
+
+def test_tune_linear_measures_once_per_machine_and_shape(tmp_path, monkeypatch):
+    import json
+
+    import specdec_lab.fast_linear as fl
+
+    monkeypatch.setenv("SPECDEC_LAB_CACHE", str(tmp_path))
+    model = tiny_model(fast_linear=True)
+    ids = torch.arange(7)[None]
+    with torch.inference_mode():
+        ref = model(ids).logits
+    plans = fl.tune_linear(model, reps=1)
+    assert linear_kind(model) == "tuned" and set(plans) == set(fl.linear_plan(model))
+    assert all(
+        m.plan is not None and len(m.plan) == PACKED_MAX_ROWS + 1 for m in model.modules() if isinstance(m, FastLinear)
+    )
+    store = json.loads((tmp_path / "linear_plans.json").read_text())
+    (machine_key,) = store
+    assert machine().isa in machine_key and set(store[machine_key]) == set(plans)
+    with torch.inference_mode():
+        torch.testing.assert_close(model(ids).logits, ref, rtol=1e-4, atol=1e-4)
+
+    def no_measuring(*args, **kwargs):
+        raise AssertionError("measured again although the machine's plans are cached")
+
+    monkeypatch.setattr(fl, "_measure", no_measuring)
+    other = tiny_model(seed=1, fast_linear=True)
+    assert fl.tune_linear(other) == plans  # same shapes, same machine: read from the cache
+    assert linear_kind(match_linear(tiny_model(seed=2), other)) == "tuned"  # a draft follows a tuned target
+    with pytest.raises(AssertionError, match="measured again"):
+        fl.tune_linear(other, refresh=True)
+
+
+def test_a_stock_plan_uses_torchs_kernel(monkeypatch):
+    calls = []
+    real = F.linear
+    monkeypatch.setattr(F, "linear", lambda *a, **k: calls.append(1) or real(*a, **k))
+    layer = use_fast_linear(nn.Sequential(nn.Linear(48, 30)))[0]
+    layer.plan = ("stock",) * (PACKED_MAX_ROWS + 1)
+    with torch.inference_mode():
+        layer(torch.randn(1, 48))
+    assert calls and layer.kernel_for(1) == "stock" and layer.kernel_for(PACKED_MAX_ROWS + 1) == "stock"

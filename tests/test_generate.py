@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from specdec_lab import Tree, generate, tiny_model
+from specdec_lab.accept import GREEDY_ONLY
 from specdec_lab.proposers import Proposer
 
 
@@ -35,6 +36,7 @@ class OracleTreeProposer(Proposer):
     """
 
     name = "oracle_tree"
+    accept_rules = GREEDY_ONLY  # branching trees: no chain sampling rule fits
 
     def __init__(self, reference: list[int], prompt_length: int, depth: int = 4, wrong_branch_first: bool = True):
         self.reference, self.prompt_length, self.depth = reference, prompt_length, depth

@@ -1,4 +1,4 @@
-"""Tests for `specdec_lab.prompt_bank` (the self-distillation prompt bank). Fast, and never imports torch."""
+"""Tests for the prompt builders `data/prompt_bank.py` (template bank) and `data/doc_prompts.py` (real prose)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,10 @@ EXTRA = DATA / "train_prompts_extra.jsonl"
 
 
 def _load_module(stem: str):
-    # Load the module file directly: `import specdec_lab.<stem>` would run the package __init__, which imports
-    # torch (seconds of start-up) although the prompt builders need nothing but the standard library.
+    # The builders are scripts next to the data they make (data/<stem>.py), not modules of a package.
     name = f"_{stem}_under_test"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "specdec_lab" / f"{stem}.py")
+        spec = importlib.util.spec_from_file_location(name, DATA / f"{stem}.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)

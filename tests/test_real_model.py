@@ -28,9 +28,11 @@ def test_autoregressive_and_prompt_lookup_equal_hf_greedy(real_model, prompt):
     ar = generate(real_model, ids, max_new_tokens=48)
     with torch.inference_mode():
         hf = model.generate(
-            torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-            max_new_tokens=48, do_sample=False,
-        )[0, len(ids):].tolist()
+            torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            max_new_tokens=48,
+            do_sample=False,
+        )[0, len(ids) :].tolist()
     assert ar.tokens == hf
     pl = generate(real_model, ids, method="prompt_lookup", max_new_tokens=48, draft_length=4)
     assert pl.tokens == ar.tokens

@@ -20,8 +20,7 @@ import torch
 import specdec_lab as S
 from specdec_lab.accept import accept_greedy, accept_speculative
 from specdec_lab.draft_model import Draft
-from specdec_lab.sampling import Sampling, warp_probs
-from specdec_lab.speculative import (
+from specdec_lab.losslessness import (
     LogitsTable,
     accept_resample_from_p,
     accept_without_ratio,
@@ -29,6 +28,7 @@ from specdec_lab.speculative import (
     exact_joint,
     simulate_emitted,
 )
+from specdec_lab.sampling import Sampling, warp_probs
 from specdec_lab.theory import acceptance_rate
 from specdec_lab.tree import Tree
 

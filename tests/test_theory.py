@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import math
+import weakref
 
 import numpy as np
 import pytest
@@ -84,6 +86,25 @@ def test_cost_curve_choice_matches_theory():
         for draft in (0.0, 0.002, 0.01):
             k = curve.best_chain_length(alpha, 10, draft_step=draft)
             assert k == optimal_k(alpha, draft / curve(1), 10, verify_cost=lambda n: curve(n) / curve(1))
+
+
+def test_cost_curve_cache_dies_with_its_model(monkeypatch):
+    """Curves are cached per model object, not per id(): a freed model's entry goes with it, so a new model
+    (which CPython may well place at the freed one's address) is measured, never handed the old curve."""
+    from specdec_lab import cost
+    from specdec_lab.models import tiny_model
+
+    fresh = CostCurve(sizes=[1, 2], seconds=[0.01, 0.02])
+    monkeypatch.setattr(cost, "measure_cost_curve", lambda model, sizes: fresh)
+    old, stale = tiny_model(), CostCurve(sizes=[1, 2], seconds=[1.0, 2.0])
+    cost.set_cost_curve(old, stale)
+    assert cost.cost_curve_for(old) is stale
+    entries, gone = len(cost._CURVES), weakref.ref(old)
+    del old
+    gc.collect()
+    assert gone() is None and len(cost._CURVES) == entries - 1  # the cache did not keep the model alive
+    for _ in range(3):
+        assert cost.cost_curve_for(tiny_model()) is fresh
 
 
 def test_cost_mode_probes_after_a_run_of_zeros():

@@ -236,13 +236,14 @@ def test_save_figure_png_with_chromium(tmp_path, curve):
 # ---- widgets ------------------------------------------------------------------------------------------
 def test_dashboard_callback_with_a_tiny_model():
     pytest.importorskip("ipywidgets")
-    from specdec_lab.widgets import PromptLookupDashboard, load_prompts
+    from specdec_lab.io import load_prompts
+    from specdec_lab.widgets import PromptLookupDashboard
 
     prompts = load_prompts()
-    assert len(prompts) > 0 and {"question_id", "category", "turns"} <= set(prompts[0])
+    assert len(prompts) > 0 and prompts[0].text
     dash = PromptLookupDashboard(tiny_model(), prompts=prompts[:3], max_new_tokens=16)
-    dash.picker.value = prompts[1]["turns"][0]  # choosing a prompt fills the text box (observer)
-    assert dash.prompt.value == prompts[1]["turns"][0]
+    dash.picker.value = prompts[1].text  # choosing a prompt fills the text box (observer)
+    assert dash.prompt.value == prompts[1].text
 
     dash.prompt.value = " ".join(map(str, repetitive_ids()))  # no tokenizer: ids
     dash.max_draft.value = 4

@@ -72,13 +72,14 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from specdec_lab import Tree, generate, load_model, measure_cost_curve
+from specdec_lab.io import load_prompts
 from specdec_lab.theory import expected_tokens_per_step
 from specdec_lab.verify import tree_attention_mask
 from specdec_lab.viz.cost import chain_speedup_figure, cost_curve_figure
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.tokens import show_tokens, trace_table
 from specdec_lab.viz.trees import node_labels, tree_figure, tree_mask_figure
-from specdec_lab.widgets import PromptLookupDashboard, load_prompts, run_prompt_lookup
+from specdec_lab.widgets import PromptLookupDashboard, run_prompt_lookup
 
 FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
 if threads > 0:
@@ -233,35 +234,50 @@ print(f"sizes that are *faster* than a smaller size (non-monotonic): {dips or 'n
 #
 # The model `load_model` returns uses `specdec_lab.fast_linear.FastLinear` for its linear layers. A forward
 # over n tokens multiplies n activation rows by every weight matrix; for a few rows that should cost one
-# pass over the weights, but torch's stock `F.linear` (x Wᵀ through MKL) takes several times longer than
-# that on CPUs for 1–16 rows — and 2–3 rows are slower than 4. `FastLinear` computes the same product as
-# (W xᵀ)ᵀ for 1–2 rows (padding a single row to two), and for 3–64 rows calls oneDNN's inner product on a
-# copy of W packed once into oneDNN's blocked layout — whose cost hardly grows with the number of rows.
-# Same parameters, same results up to float summation order; the packed copies double the weights' memory.
-# Here are the three curves on this machine (`restore_linear` puts torch's `nn.Linear` back;
-# `use_fast_linear(model, pack=False)` keeps FastLinear without packed copies): the speedup of *every*
-# method depends on this curve, so a benchmark must say which kernel it ran (`linear` in its config).
+# pass over the weights, but torch's stock `F.linear` (x Wᵀ through MKL) often takes several times longer
+# than that on CPUs for 1–16 rows — and 2–3 rows can be slower than 4. Two other kernels compute the same
+# product: (W xᵀ)ᵀ (a single row padded to two), and oneDNN's inner product on a copy of W packed once into
+# its blocked layout, whose cost hardly grows with the number of rows (the packed copies double the
+# weights' memory). Which one is fastest at 1, 2, … 64 rows **depends on the CPU** — on some AVX-512
+# machines (W xᵀ)ᵀ wins at one row, on some AVX2 machines MKL's own gemv does — so `load_model` measures
+# all three on the model's own matrices, per shape and row count, and keeps the fastest
+# (`tune_linear`; the measurement is cached per machine in `~/.cache/specdec_lab/linear_plans.json`).
+# Same parameters, same results up to float summation order. Here are the curves on this machine
+# (`restore_linear` puts torch's `nn.Linear` back; `use_fast_linear(model, pack=False)` keeps (W xᵀ)ᵀ
+# only; `use_fast_linear(model)` is the fixed default plan): the speedup of *every* method depends on this
+# curve, so a benchmark records which kernels it ran (`linear` and `linear_plan` in its config, the CPU's
+# ISA under `machine`).
 
 # %%
 from specdec_lab.attention import use_gqa_attention
-from specdec_lab.fast_linear import restore_linear, use_fast_linear
+from specdec_lab.fast_linear import linear_plan, restore_linear, tune_linear, use_fast_linear
+from specdec_lab.machine import machine
 
+print(machine().describe())
 restore_linear(lm.model)
 stock = measure_cost_curve(lm.model, sizes=sizes, repeats=repeats)
 use_fast_linear(lm.model, pack=False)
 unpacked = measure_cost_curve(lm.model, sizes=sizes, repeats=repeats)
-use_fast_linear(lm.model)  # back to the default: FastLinear with oneDNN-packed weights
+use_fast_linear(lm.model)  # the fixed default plan: W xᵀ for 1-2 rows, oneDNN for 3-64
+default_plan = measure_cost_curve(lm.model, sizes=sizes, repeats=repeats)
+tune_linear(lm.model)  # back to what load_model gives: the kernels measured on this machine (cached)
 pd.DataFrame(
     {
         "stock nn.Linear t(n) ms": [s * 1e3 for s in stock.seconds],
         "W xᵀ only t(n) ms": [s * 1e3 for s in unpacked.seconds],
-        "FastLinear t(n) ms": [s * 1e3 for s in curve.seconds],
+        "default plan t(n) ms": [s * 1e3 for s in default_plan.seconds],
+        "measured plan t(n) ms": [s * 1e3 for s in curve.seconds],
         "stock t(n)/t(1)": stock.relative(),
-        "W xᵀ only t(n)/t(1)": unpacked.relative(),
-        "FastLinear t(n)/t(1)": curve.relative(),
+        "measured t(n)/t(1)": curve.relative(),
     },
     index=pd.Index(curve.sizes, name="n tokens verified"),
 ).round(2)
+
+# %% [markdown]
+# The plan measured here, per weight shape (rows → kernel):
+
+# %%
+pd.Series(linear_plan(lm.model), name="kernel by rows").rename_axis("weight shape (out x in)").to_frame()
 
 # %% [markdown]
 # ### The other kernel that matters: attention over the cache
@@ -344,12 +360,12 @@ chain_speedup_figure(curve, ks=(1, 2, 4, 8, 16))
 
 # %%
 prompts = load_prompts()
-prompt = next(p for p in prompts if p["question_id"] == prompt_id)
-print(f"[{prompt['category']} #{prompt['question_id']}]\n{prompt['turns'][0]}")
+prompt = next(p for p in prompts if p.question_id == prompt_id)
+print(f"[{prompt.category} #{prompt.question_id}]\n{prompt.text}")
 
 # %%
 run = run_prompt_lookup(
-    lm, prompt["turns"][0], max_draft=10, draft_length="cost", max_new_tokens=max_new_tokens,
+    lm, prompt.text, max_draft=10, draft_length="cost", max_new_tokens=max_new_tokens,
     compare=True, cost_curve=curve,
 )
 show_tokens(run.result, lm.tokenizer)
@@ -432,6 +448,6 @@ tree_mask_figure(tree, lm.tokenizer, cache_length=cache_length)
 
 # %%
 dashboard = PromptLookupDashboard(
-    lm, prompts=prompts, max_new_tokens=max_new_tokens, cost_curve=curve, initial_prompt=prompt["turns"][0]
+    lm, prompts=prompts, max_new_tokens=max_new_tokens, cost_curve=curve, initial_prompt=prompt.text
 )
 dashboard

@@ -66,12 +66,11 @@ from IPython.display import HTML, display
 from transformers.utils import logging as hf_logging
 
 from specdec_lab import generate, load_model
-from specdec_lab.bench import load_prompts as bench_prompts_file
 from specdec_lab.bench import run_benchmark
 from specdec_lab.cost import cost_curve_for
 from specdec_lab.draft_model import get_draft
-from specdec_lab.sampling import Sampling, warp_probs
-from specdec_lab.speculative import (
+from specdec_lab.io import load_prompts
+from specdec_lab.losslessness import (
     LogitsTable,
     accept_resample_from_p,
     chi_square,
@@ -79,16 +78,16 @@ from specdec_lab.speculative import (
     run_draft_demo,
     simulate_emitted,
 )
+from specdec_lab.sampling import Sampling, warp_probs
 from specdec_lab.theory import accepted_length_pmf, expected_tokens_per_step, measured_speedup
 from specdec_lab.viz.acceptance import acceptance_by_position, histogram_figure, position_figure
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.tokens import show_tokens, trace_table
-from specdec_lab.widgets import load_prompts
 
 FIGURES = Path("../figures")  # notebooks run from notebooks/
 hf_logging.disable_progress_bar()
 torch.manual_seed(seed)
-prompts = {p["question_id"]: p for p in load_prompts()}
+prompts = {p.question_id: p for p in load_prompts()}
 print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={quick}")
 
 # %% [markdown]
@@ -142,8 +141,8 @@ else:
 # target's bonus token, struck-through red ones were proposed and rejected.
 
 # %%
-prompt = prompts[prompt_id]["turns"][0]
-print(f"[{prompts[prompt_id]['category']}] {prompt[:300]}...")
+prompt = prompts[prompt_id].text
+print(f"[{prompts[prompt_id].category}] {prompt[:300]}...")
 ids = lm.chat_ids(prompt)
 ar = generate(lm, ids, max_new_tokens=max_new_tokens)
 sd = generate(lm, ids, method="draft", draft=draft, draft_length=4, max_new_tokens=max_new_tokens)
@@ -177,7 +176,7 @@ show_tokens(sampled, lm.tokenizer)
 
 # %%
 position_ids = [q for q in sorted(prompts) if q % 7 == 6][:position_prompts]  # one per category
-runs = [generate(lm, lm.chat_ids(prompts[q]["turns"][0]), method="draft", draft=draft, draft_length=k_fixed,
+runs = [generate(lm, lm.chat_ids(prompts[q].text), method="draft", draft=draft, draft_length=k_fixed,
                  max_new_tokens=max_new_tokens) for q in position_ids]  # fmt: skip
 stats = acceptance_by_position(runs, k_fixed)
 alpha_hat = stats["accepted"].sum() / stats["reached"].sum()
@@ -260,7 +259,7 @@ fig
 # A few prompts here; the full table on the 56 benchmark prompts is recorded next to the draft.
 
 # %%
-bench = run_benchmark(lm, bench_prompts_file("../data/prompts.jsonl")[::19][:bench_prompts],
+bench = run_benchmark(lm, load_prompts("../data/prompts.jsonl")[::19][:bench_prompts],
                       methods="autoregressive,draft,hf_assisted", max_new_tokens=bench_tokens, progress=False)  # fmt: skip
 COLUMNS = ["prompts", "new_tokens", "tokens_per_s", "mean_accepted", "speedup", "identical_to_autoregressive"]
 pd.DataFrame(bench["summary"]).T[COLUMNS]
@@ -289,7 +288,7 @@ pd.DataFrame(rows).set_index("k").T
 # The plain cell runs the default; the controls call the same function (`speculative.run_draft_demo`).
 
 # %%
-html, numbers = run_draft_demo(lm, prompts[prompt_id]["turns"][0], draft=draft, max_new_tokens=32)
+html, numbers = run_draft_demo(lm, prompts[prompt_id].text, draft=draft, max_new_tokens=32)
 print(numbers)
 
 # %% tags=["nbval-skip"]
@@ -298,7 +297,7 @@ import ipywidgets as w
 
 def _demo(question_id: int, temperature: float, draft_length: str):
     k = int(draft_length) if draft_length.isdigit() else draft_length
-    page, nums = run_draft_demo(lm, prompts[question_id]["turns"][0], draft=draft, temperature=temperature,
+    page, nums = run_draft_demo(lm, prompts[question_id].text, draft=draft, temperature=temperature,
                                 top_p=top_p if temperature > 0 else None, draft_length=k, max_new_tokens=max_new_tokens)  # fmt: skip
     display(HTML(page))
     print(nums)

@@ -7,38 +7,34 @@
     ...                         max_new_tokens=16, progress=False)
     >>> print(format_table(results))
 
-methods.py parses method specs and builds runners, harness.py runs and times them (resumable, atomic
-writes), report.py aggregates and prints, hf.py holds the anchors (`HF_RUNNERS`), __main__.py is the CLI.
+runner.py defines what is run (`Runner`, `RunOutput`) and the anchors' registry (`ANCHORS`), hf.py
+registers transformers' own generate there, methods.py parses method specs and builds runners (ours from
+the proposer registry, `specdec_lab.proposers.METHODS`), harness.py runs and times them (resumable,
+atomic writes), report.py aggregates and prints, __main__.py is the CLI. Prompts (`Prompt`, `load_prompts`)
+come from `specdec_lab.io`, shared with self-distillation and the dashboards.
 """
 
-from .harness import (
-    BenchConfig,
-    Prompt,
-    ResumeError,
-    load_prompts,
-    machine_info,
-    run_benchmark,
-    write_json_atomic,
-)
-from .hf import HF_RUNNERS
-from .methods import BenchInputError, MethodSpec, RunOutput, known_methods, parse_method_spec, parse_methods
+from .harness import BenchConfig, ResumeError, machine_info, run_benchmark
+from .hf import NOTES  # importing hf registers the anchors
+from .methods import BenchInputError, MethodSpec, known_methods, parse_method_spec, parse_methods
 from .report import format_table, method_stats, summarize
+from .runner import ANCHORS, Runner, RunOutput, register_anchor
 
 __all__ = [
     "BenchConfig",
     "BenchInputError",
     "MethodSpec",
-    "Prompt",
     "ResumeError",
     "RunOutput",
     "known_methods",
-    "load_prompts",
     "machine_info",
     "parse_method_spec",
     "parse_methods",
     "run_benchmark",
-    "write_json_atomic",
-    "HF_RUNNERS",
+    "ANCHORS",
+    "NOTES",
+    "Runner",
+    "register_anchor",
     "format_table",
     "method_stats",
     "summarize",

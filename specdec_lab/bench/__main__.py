@@ -13,8 +13,9 @@ import sys
 import torch
 
 from ..attention import ATTENTION
+from ..io import PromptError, load_prompts
 from ..models import ModelNotFoundError, load_model
-from .harness import BenchConfig, ResumeError, load_prompts, run_benchmark
+from .harness import BenchConfig, ResumeError, run_benchmark
 from .methods import BenchInputError, known_methods, parse_methods
 from .report import format_table
 
@@ -52,10 +53,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
     p.add_argument("--out", default="results/bench.json", help="results JSON (written after every prompt)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
     p.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
-    p.add_argument("--linear", default="fast+onednn", choices=["fast+onednn", "fast", "stock"],
-                   help="fast+onednn: FastLinear with oneDNN-packed weights for 3+ rows (few-row products at memory "
-                   "bandwidth on CPU; every method, baselines included, runs on the same model); fast: FastLinear "
-                   "without packed copies (half the memory); stock: torch's nn.Linear")  # fmt: skip
+    p.add_argument("--linear", default="tuned", choices=["tuned", "fast+onednn", "fast", "stock"],
+                   help="tuned: FastLinear with the kernel per shape and row count measured on this machine (cached; "
+                   "specdec_lab.fast_linear.tune_linear); fast+onednn: FastLinear's default plan (W x^T for 1-2 rows, "
+                   "oneDNN-packed weights for 3-64); fast: W x^T only, no packed copies (half the memory); stock: "
+                   "torch's nn.Linear. Every method, baselines included, runs on the same model")  # fmt: skip
     p.add_argument("--attention", default=ATTENTION, choices=[ATTENTION, "sdpa"],
                    help=f"{ATTENTION}: SDPA with grouped-query attention inside the kernel also under a mask (no K/V "
                    "copies; specdec_lab.attention); sdpa: transformers' own")  # fmt: skip
@@ -100,11 +102,12 @@ def main(argv: list[str] | None = None) -> int:
             device=config.device,
             dtype=DTYPES[config.dtype],
             fast_linear=config.linear != "stock",
-            pack_weights=config.linear == "fast+onednn",
+            pack_weights=config.linear in ("tuned", "fast+onednn"),
+            tune_kernels=config.linear == "tuned",
             attn_implementation=None if config.attention == ATTENTION else config.attention,
         )
         results = run_benchmark(lm, prompts, config=config, progress=not no_progress)
-    except (BenchInputError, ResumeError, FileNotFoundError, ModelNotFoundError) as err:
+    except (BenchInputError, PromptError, ResumeError, FileNotFoundError, ModelNotFoundError) as err:
         return fail(str(err))
     except KeyboardInterrupt:
         msg = f"interrupted: finished prompts are in {config.out}; rerun the same command to resume"

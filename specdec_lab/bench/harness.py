@@ -7,7 +7,7 @@
         compare every output with autoregressive's; where one differs, measure the AR top-2 logit gap there
         append one row per method, write results.json atomically
 
-Methods (ours through `specdec_lab.generate`, transformers' anchors from `HF_RUNNERS`) come from
+Methods (ours through `specdec_lab.generate`, transformers' anchors from `ANCHORS`) come from
 methods.py as `run(ids, max_new_tokens, seed) -> RunOutput` callables; this file only runs and times them.
 
 Every method is timed the same way, from outside (tokenization and text decoding excluded for all), so
@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 import platform
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -32,20 +31,20 @@ from pathlib import Path
 import torch
 
 from ..attention import attention_kind
-from ..cost import sync
-from ..fast_linear import linear_kind
+from ..device import sync
+from ..fast_linear import linear_kind, linear_plan
+from ..io import Prompt, as_prompts, eos_ids, write_json
+from ..machine import machine
 from ..models import LoadedModel
-from .methods import BenchInputError, Runner, RunOutput, build_runner, parse_methods
+from .methods import BenchInputError, build_runner, parse_methods
 from .report import summarize
+from .runner import Runner, RunOutput
 
 __all__ = [
     "BenchConfig",
-    "Prompt",
     "ResumeError",
-    "load_prompts",
     "machine_info",
     "run_benchmark",
-    "write_json_atomic",
 ]
 
 BASELINE = "autoregressive"
@@ -77,21 +76,11 @@ class BenchConfig:
     prompts: str | None = None  # prompts file; None for prompts given programmatically
     device: str | None = None  # filled from the model when None
     dtype: str | None = None  # filled from the model when None
-    linear: str | None = None  # `fast_linear.linear_kind` of the model: "fast+onednn" (default), "fast", "stock"
+    linear: str | None = None  # `fast_linear.linear_kind`: "tuned" (default), "fast+onednn", "fast", "stock"
     attention: str | None = None  # the model's attention implementation: "sdpa_gqa" (default) or "sdpa"
 
 
 RESUME_IGNORES = ("limit", "per_category", "out", "fresh")
-
-
-@dataclass
-class Prompt:
-    """One benchmark prompt: text (the first user turn, chat-templated at run time) or token ids."""
-
-    question_id: int | str
-    category: str
-    text: str | None = None
-    ids: list[int] | None = None
 
 
 # ---- prompts ----------------------------------------------------------------------------------------
@@ -103,56 +92,6 @@ def _first_per_category(prompts: list[Prompt], n: int) -> list[Prompt]:
         if counts.get(p.category, 0) < n:
             counts[p.category] = counts.get(p.category, 0) + 1
             out.append(p)
-    return out
-
-
-def load_prompts(path: str | os.PathLike) -> list[Prompt]:
-    """Read a Spec-Bench / MT-Bench `question.jsonl`: question_id, category, turns (first turn is used)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"prompts file not found: {path} (expected a question.jsonl-style file)")
-    prompts: list[Prompt] = []
-    seen: set = set()
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise BenchInputError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from None
-            if not isinstance(obj, dict):
-                raise BenchInputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-            missing = [k for k in ("question_id", "category", "turns") if k not in obj]
-            if missing:
-                raise BenchInputError(f"{where}: missing key(s) {', '.join(missing)}")
-            turns = obj["turns"]
-            if not (isinstance(turns, list) and turns and isinstance(turns[0], str) and turns[0].strip()):
-                raise BenchInputError(f"{where}: 'turns' must be a non-empty list whose first item is text")
-            qid = obj["question_id"]
-            if qid in seen:
-                raise BenchInputError(f"{where}: duplicate question_id {qid!r} (results are keyed by it)")
-            seen.add(qid)
-            prompts.append(Prompt(question_id=qid, category=str(obj["category"]), text=turns[0]))
-    if not prompts:
-        raise BenchInputError(f"{path}: no prompts in file")
-    return prompts
-
-
-def as_prompts(prompts: Sequence) -> list[Prompt]:
-    """Accept Prompt objects, texts or token-id lists (the latter two numbered 1.. in category "all")."""
-    out = []
-    for i, p in enumerate(prompts, 1):
-        if isinstance(p, Prompt):
-            out.append(p)
-        elif isinstance(p, str):
-            out.append(Prompt(question_id=i, category="all", text=p))
-        else:
-            out.append(Prompt(question_id=i, category="all", ids=[int(t) for t in p]))
-    ids = [p.question_id for p in out]
-    if len(set(ids)) != len(ids):
-        raise BenchInputError("prompts have duplicate question_id values (results are keyed by them)")
     return out
 
 
@@ -173,41 +112,22 @@ def _prompts_digest(prompts: list[Prompt]) -> str:
 
 
 # ---- measurement helpers ----------------------------------------------------------------------------
-def eos_ids(model, tokenizer=None, eos_token_id=None) -> list[int]:
-    """The EOS set every method stops at (the same rule as `generate`: generation config, then tokenizer)."""
-    if eos_token_id is None:
-        eos_token_id = model.generation_config.eos_token_id if model.generation_config is not None else None
-        if eos_token_id is None and tokenizer is not None:
-            eos_token_id = tokenizer.eos_token_id
-    if eos_token_id is None:
-        return []
-    many = isinstance(eos_token_id, (list, tuple, set))
-    return sorted({int(e) for e in (eos_token_id if many else [eos_token_id])})
-
-
 def machine_info(device) -> dict:
-    """What the timings were measured on (resuming on a different machine is refused)."""
+    """What the timings were measured on (resuming on a different machine is refused): the CPU and its ISA
+    decisions (`specdec_lab.machine`), core counts, library versions, the device."""
     import transformers
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     device = torch.device(device)
+    info = machine().as_dict()
+    info["torch_threads"] = info.pop("threads")
     return {
-        "cpu": cpu,
+        **info,
         "cores": os.cpu_count(),
         "cores_available": len(affinity(0)) if (affinity := getattr(os, "sched_getaffinity", None)) else None,
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
         "transformers": transformers.__version__,
         "python": platform.python_version(),
         "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu,
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else info["cpu"],
     }
 
 
@@ -233,22 +153,6 @@ def top2_gap(model, prompt_ids: list[int], ar_tokens: list[int], position: int) 
     logits = model(input_ids=x, use_cache=False, logits_to_keep=1).logits[0, -1].float()
     top = logits.topk(2).values
     return float(top[0] - top[1])
-
-
-def write_json_atomic(path: str | os.PathLike, obj) -> None:
-    """Write to a temp file in the same folder, then os.replace: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _timed(run: Runner, ids: list[int], max_new_tokens: int, seed: int, device) -> tuple[RunOutput, float]:
@@ -319,7 +223,7 @@ class _Results:
     def save(self) -> dict:
         d = self.as_dict()
         if self.out is not None:
-            write_json_atomic(self.out, d)
+            write_json(self.out, d)
         return d
 
 
@@ -336,7 +240,7 @@ def run_benchmark(
     """Run every method on every prompt; return (and write to config.out) the results dict.
 
     lm:       a LoadedModel (text prompts are chat-templated with its tokenizer) or a bare HF causal LM
-    prompts:  Prompt objects (e.g. from `load_prompts`), texts, or token-id lists (for tokenizer-less models)
+    prompts:  Prompt records (e.g. from `io.load_prompts`), texts, or token-id lists (for tokenizer-less models)
     methods:  "a,b:key=value" or a list of specs; overrides config.methods
     config:   BenchConfig; keyword `overrides` replace its fields (e.g. max_new_tokens=16, out="r.json")
 
@@ -365,6 +269,7 @@ def run_benchmark(
         device=str(device),
         dtype=str(model.dtype).removeprefix("torch."),
         linear=linear_kind(model),
+        linear_plan=linear_plan(model),  # {shape: kernel per row count}, measured on this machine when "tuned"
         attention=attention_kind(model),
         prompts_sha256=_prompts_digest(all_prompts),
     )

@@ -1,9 +1,10 @@
 """Anchors: transformers' own `model.generate()`, timed by the same harness as our loop.
 
-They answer "is our loop's speed (and output) in line with the library everyone uses?". Each entry of
-`HF_RUNNERS` is a factory `(model, eos_ids, **params) -> run(ids, max_new_tokens, seed) -> RunOutput`;
-parameters after `eos_ids` are what a method spec may set (`hf_prompt_lookup:prompt_lookup_num_tokens=4`).
-Add an anchor (e.g. `hf_assisted`, with a draft model loaded once in the factory) by adding an entry.
+They answer "is our loop's speed (and output) in line with the library everyone uses?". Each anchor is a
+factory `(model, eos_ids, **params) -> run(ids, max_new_tokens, seed) -> RunOutput` registered into the
+bench's `ANCHORS` (runner.py) at the bottom of this file; parameters after `eos_ids` are what a method spec
+may set (`hf_prompt_lookup:prompt_lookup_num_tokens=4`). One-time setup (`hf_assisted` loads its draft)
+goes in the factory.
 
 Mean accepted for anchors: transformers does not report how many target forwards it ran, so we count
 calls of the model with a forward pre-hook. Greedy `generate` calls it once per new token (its first call
@@ -14,14 +15,12 @@ quantity as our loop's tokens per verify forward (ours counts its separate prefi
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 from transformers import GenerationConfig
 
-from .methods import Runner, RunOutput
+from .runner import Runner, RunOutput, register_anchor
 
-__all__ = ["HF_RUNNERS", "NOTES", "hf_generate", "hf_prompt_lookup", "hf_assisted"]
+__all__ = ["NOTES", "hf_generate", "hf_prompt_lookup", "hf_assisted"]
 
 NOTES = {
     "timing": "wall time of the whole call (prefill included), device synchronized, measured outside every "
@@ -106,8 +105,6 @@ def hf_assisted(
     return _hf_run(model, eos_ids, assistant_model=assistant)
 
 
-HF_RUNNERS: dict[str, Callable[..., Runner]] = {
-    "hf_generate": hf_generate,
-    "hf_prompt_lookup": hf_prompt_lookup,
-    "hf_assisted": hf_assisted,
-}
+register_anchor("hf_generate", hf_generate)
+register_anchor("hf_prompt_lookup", hf_prompt_lookup)
+register_anchor("hf_assisted", hf_assisted)

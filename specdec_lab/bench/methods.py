@@ -5,8 +5,9 @@
     factory  (model, eos_ids, **params) -> run          built once per benchmark: one-time setup goes here
     run      (prompt ids, max_new_tokens, seed) -> RunOutput                     the part that is timed
 
-Names in `specdec_lab.generate.METHODS` (anything `register_method` added, too) run through our loop;
-names in `HF_RUNNERS` (bench/hf.py) are anchors run by transformers. A new method needs no harness edit.
+A name is looked up when a spec is parsed, in two registries: `specdec_lab.proposers.METHODS` (our loop;
+whatever `register_method` added runs too) and `ANCHORS` (runner.py; transformers' own generate,
+registered by hf.py). A new method therefore needs no edit here or in the harness.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..generate import METHODS, generate, make_proposer
+from ..generate import generate
+from ..proposers import METHODS, make_proposer
+from .runner import ANCHORS, Runner, RunOutput
 
 __all__ = [
     "BenchInputError",
     "MethodSpec",
-    "RunOutput",
-    "Runner",
     "build_runner",
     "known_methods",
     "parse_method_spec",
@@ -32,18 +33,6 @@ __all__ = [
 
 class BenchInputError(ValueError):
     """Bad benchmark input: prompts file, method spec, limit."""
-
-
-@dataclass
-class RunOutput:
-    """What one method run returns; the harness does the timing."""
-
-    tokens: list[int]  # new tokens, EOS included when it stopped generation
-    forwards: int | None  # target forwards that emitted tokens (prefill not counted); None if unknown
-    stop_reason: str  # "eos" | "max_new_tokens" | "context"
-
-
-Runner = Callable[[list[int], int, int], RunOutput]  # (prompt ids, max_new_tokens, seed) -> RunOutput
 
 
 @dataclass(frozen=True)
@@ -85,25 +74,20 @@ def parse_method_spec(spec: str) -> MethodSpec:
             last = next(reversed(raw))
             raw[last] += ":" + seg
         else:
-            raise BenchInputError(
-                f"method spec {spec!r}: {seg!r} is not key=value; format: name[:key=value...]"
-            )
+            raise BenchInputError(f"method spec {spec!r}: {seg!r} is not key=value; format: name[:key=value...]")
     return MethodSpec(label=label, name=name, params={k: _value(v) for k, v in raw.items()})
 
 
 def known_methods() -> list[str]:
-    from .hf import HF_RUNNERS  # hf.py imports this module, so the registry is looked up at call time
-
-    return sorted(set(METHODS) | set(HF_RUNNERS))
+    """Every name a spec may use now: our registered methods and the anchors."""
+    return sorted(set(METHODS) | set(ANCHORS))
 
 
 def _factory(name: str) -> Callable[..., Runner]:
-    from .hf import HF_RUNNERS
-
     if name in METHODS:
         return _loop_factory(name)
-    if name in HF_RUNNERS:
-        return HF_RUNNERS[name]
+    if name in ANCHORS:
+        return ANCHORS[name]
     raise BenchInputError(f"unknown method {name!r}; known methods: {', '.join(known_methods())}")
 
 
@@ -114,9 +98,7 @@ def _check_types(spec: MethodSpec, annotated) -> None:
     except (NameError, TypeError):  # annotations we cannot resolve: leave the check to the method
         return
     for key, value in spec.params.items():
-        allowed = tuple(
-            a for a in typing.get_args(hints.get(key)) or (hints.get(key),) if isinstance(a, type)
-        )
+        allowed = tuple(a for a in typing.get_args(hints.get(key)) or (hints.get(key),) if isinstance(a, type))
         if float in allowed:
             allowed += (int,)
         if allowed and not isinstance(value, allowed):

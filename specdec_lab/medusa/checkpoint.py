@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from ..io import atomic_path, write_json
 from .heads import MedusaConfig, MedusaHeads
 
 __all__ = ["save_heads", "load_heads", "save_medusa_layout", "load_medusa_layout", "checkpoint_bytes"]
@@ -44,13 +45,6 @@ def _lm_head_weight(target) -> torch.Tensor | None:
     return target.get_output_embeddings().weight
 
 
-def _write_atomic(path: Path, write) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    write(tmp)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-
-
 # ---- our format ---------------------------------------------------------------------------------------
 def save_heads(
     heads: MedusaHeads, path: str | os.PathLike, dtype: torch.dtype = torch.float16, metadata: dict | None = None
@@ -62,10 +56,11 @@ def save_heads(
     out.mkdir(parents=True, exist_ok=True)
     tensors = {"w1": heads.w1, "b1": heads.b1} | ({} if heads.w2 is None else {"w2": heads.w2})
     tensors = {k: v.detach().to("cpu", dtype).contiguous() for k, v in tensors.items()}
-    _write_atomic(out / WEIGHTS_FILE, lambda p: save_file(tensors, p, metadata={"format": FORMAT}))
+    with atomic_path(out / WEIGHTS_FILE) as tmp:
+        save_file(tensors, tmp, metadata={"format": FORMAT})
     config = {"format": FORMAT, **asdict(heads.config), "dtype": str(dtype).removeprefix("torch.")}
     config["metadata"] = metadata or {}
-    _write_atomic(out / CONFIG_FILE, lambda p: p.write_text(json.dumps(config, indent=1) + "\n"))
+    write_json(out / CONFIG_FILE, config)
     return out
 
 
@@ -128,7 +123,8 @@ def save_medusa_layout(
         state[f"{k}.{c.num_layers}.weight"] = heads.lm_head_weight if c.shared_lm_head else heads.w2[k]
     # clone: the shared variant's W2 is the same tensor K times; safetensors refuses shared storage
     state = {k: v.detach().to("cpu", dtype).clone().contiguous() for k, v in state.items()}
-    _write_atomic(out / PUBLISHED_WEIGHTS, lambda p: save_file(state, p, metadata={"format": "pt"}))
+    with atomic_path(out / PUBLISHED_WEIGHTS) as tmp:
+        save_file(state, tmp, metadata={"format": "pt"})
     config = {
         "medusa_num_heads": c.num_heads,
         "medusa_num_layers": c.num_layers,
@@ -136,7 +132,7 @@ def save_medusa_layout(
         "hidden_size": c.hidden_size,
         "vocab_size": c.vocab_size,
     }
-    _write_atomic(out / PUBLISHED_CONFIG, lambda p: p.write_text(json.dumps(config, indent=2) + "\n"))
+    write_json(out / PUBLISHED_CONFIG, config, indent=2)
     return out
 
 

@@ -8,11 +8,12 @@ backbone forward — and a minibatch is just B random rows:
     logits = z @ W_lm^T                       (B, K, V)   one matmul for all heads (shared variant)
     L      = sum_k lambda_k CE(logits_k, x_{t+k+1}),  lambda_k = 0.8^k
 
-The (B*K, H) x (H, V) projection and the softmax over V = 49152 are ~all of the compute. Under
-`bf16=True` the matmuls run in bfloat16 (AVX512-BF16 CPUs do them ~2.4x faster than fp32) while the
-softmax and the heads' weights stay fp32; for the shared variant the loss is `frozen_head_loss`, which
-computes the gradient through the frozen W2 chunk by chunk instead of materialising (B*K, V) logits for
-autograd (about 1.6x faster again on this CPU).
+The (B*K, H) x (H, V) projection and the softmax over V = 49152 are ~all of the compute. Where bf16
+matmuls are native (AVX512-BF16/AMX CPUs, recent GPUs) the projection runs in bfloat16 while the softmax
+and the heads' weights stay fp32; elsewhere (AVX2 CPUs emulate bf16, many times slower) it runs in fp32:
+`bf16=None`, the default, decides from `specdec_lab.machine`. For the shared variant the loss is
+`frozen_head_loss`, which computes the gradient through the frozen W2 chunk by chunk instead of
+materialising (B*K, V) logits for autograd.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..distill import HiddenCache
+from ..machine import use_bf16
 from .heads import IGNORE_INDEX, MedusaHeads, frozen_head_loss, loss_weights, medusa_labels, medusa_loss
 
 __all__ = [
@@ -83,7 +85,7 @@ class Medusa1Config:
     weight_decay: float = 0.0
     decay: float = 0.8  # lambda_k = decay^k
     soft: float = 0.0  # weight of the target's own distribution at t+k in head k's target (0: hard labels)
-    bf16: bool = True  # run the vocabulary projection in bfloat16
+    bf16: bool | None = None  # vocabulary projection in bfloat16; None: where bf16 is native (specdec_lab.machine)
     log_every: int = 10  # record the (smoothed) losses every n steps
     eval_every: int = 0  # evaluate on held-out rows every n steps (0: only at the end)
     eval_rows: int = 4096  # cap on held-out rows per evaluation
@@ -118,15 +120,19 @@ def lr_at(step: int, cfg: Medusa1Config) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def _lowp_weight(heads: MedusaHeads, bf16: bool) -> torch.Tensor | None:
-    """A bf16 copy of the shared (frozen) W2, made once per run instead of once per step by autocast."""
-    return heads.lm_head_weight.to(torch.bfloat16) if bf16 and heads.config.shared_lm_head else None
+def _frozen_weight(heads: MedusaHeads, bf16: bool) -> torch.Tensor | None:
+    """The shared (frozen) W2 in the projection's dtype — a bf16 copy made once per run instead of once per
+    step by autocast — or None for separate, trained W2s."""
+    if not heads.config.shared_lm_head:
+        return None
+    w = heads.lm_head_weight.detach()
+    return w.to(torch.bfloat16) if bf16 else w
 
 
-def _logits(heads: MedusaHeads, h: torch.Tensor, bf16: bool, w_lowp: torch.Tensor | None = None) -> torch.Tensor:
+def _logits(heads: MedusaHeads, h: torch.Tensor, bf16: bool, w_frozen: torch.Tensor | None = None) -> torch.Tensor:
     z = heads.features(h)  # (B, K, H) fp32
-    if w_lowp is not None:  # shared W2 in bf16: (B*K, H) x (H, V), one matmul
-        return (z.to(w_lowp.dtype).reshape(-1, z.shape[-1]) @ w_lowp.T).view(*z.shape[:-1], -1)
+    if w_frozen is not None:  # shared W2 (bf16 or fp32): (B*K, H) x (H, V), one matmul
+        return (z.to(w_frozen.dtype).reshape(-1, z.shape[-1]) @ w_frozen.T).view(*z.shape[:-1], -1)
     if not bf16:
         return heads.project(z)
     with torch.autocast(device_type=z.device.type, dtype=torch.bfloat16):
@@ -149,15 +155,16 @@ def train_medusa1(
     k = heads.num_heads
     if rows.labels.shape[1] < k + 1:
         raise ValueError(f"rows carry labels for {rows.labels.shape[1] - 1} heads, the model has {k}")
-    if cfg.soft and not (heads.config.shared_lm_head and cfg.bf16):
-        raise ValueError("soft targets (soft > 0) are implemented for the shared-LM-head variant with bf16=True only")
+    if cfg.soft and not heads.config.shared_lm_head:
+        raise ValueError("soft targets (soft > 0) are implemented for the shared-LM-head variant only")
     if not 0.0 <= cfg.soft <= 1.0:
         raise ValueError(f"soft must be in [0, 1], got {cfg.soft}")
     device = heads.w1.device
+    bf16 = use_bf16(cfg.bf16, device)
     weights = loss_weights(k, cfg.decay).to(device)
     params = [p for p in heads.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
-    w_lowp = _lowp_weight(heads, cfg.bf16)
+    w_frozen = _frozen_weight(heads, bf16)
     gen = torch.Generator().manual_seed(cfg.seed)
     order, pos = torch.randperm(len(rows), generator=gen), 0
     log, run_loss, run_heads, seen = TrainLog(), 0.0, torch.zeros(k), 0
@@ -173,11 +180,11 @@ def train_medusa1(
         labels = rows.labels[idx, 1 : k + 1].to(device)  # (B, K)
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
-        if w_lowp is not None:  # shared W2: fused, chunked CE through the frozen bf16 projection
+        if w_frozen is not None:  # shared W2: fused, chunked CE through the frozen projection
             teacher = rows.teacher_hidden(idx, k).to(device) if cfg.soft else None  # (B, K, H)
-            loss, per_head = frozen_head_loss(heads.features(h), w_lowp, labels, weights, teacher, cfg.soft)
+            loss, per_head = frozen_head_loss(heads.features(h), w_frozen, labels, weights, teacher, cfg.soft)
         else:
-            loss, per_head = medusa_loss(_logits(heads, h, cfg.bf16), labels, weights)
+            loss, per_head = medusa_loss(_logits(heads, h, bf16), labels, weights)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -191,7 +198,7 @@ def train_medusa1(
             bar.set_postfix(loss=f"{run_loss / seen:.3f}")
             run_loss, run_heads, seen = 0.0, torch.zeros(k), 0
         if eval_rows is not None and ((cfg.eval_every and (step + 1) % cfg.eval_every == 0) or last):
-            acc = head_accuracy(heads, eval_rows, max_rows=cfg.eval_rows, bf16=cfg.bf16)
+            acc = head_accuracy(heads, eval_rows, max_rows=cfg.eval_rows, bf16=bf16)
             log.evals.append({"step": step + 1, **acc.as_dict()})
             heads.train()
         if callback is not None and ((step + 1) % cfg.log_every == 0 or last) and callback(log):
@@ -230,11 +237,13 @@ def head_accuracy(
     lm_head_weight: torch.Tensor | None = None,
     batch_size: int = 512,
     max_rows: int | None = None,
-    bf16: bool = False,
+    bf16: bool | None = False,
 ) -> HeadAccuracy:
     """Top-1/top-5 of each head against its label x_{t+k+1}, plus the base head's top-1.
 
     lm_head_weight: the target's LM head, for the base-head column (the shared variant already has it).
+    bf16: logits in bfloat16 (same argmax up to rare ties); False (default) fp32, the same numbers on every
+    machine; None: bf16 where it is native.
     """
     heads.eval()
     k = heads.num_heads
@@ -243,12 +252,13 @@ def head_accuracy(
     pick = torch.linspace(0, len(rows) - 1, n).round().long()  # evenly spread over all examples
     hit1, hit5, ce, count, base_hit, base_n = torch.zeros(k), torch.zeros(k), torch.zeros(k), torch.zeros(k), 0, 0
     device = heads.w1.device
-    w_lowp = _lowp_weight(heads, bf16)
+    bf16 = use_bf16(bf16, device)
+    w_frozen = _frozen_weight(heads, bf16)
     for a in range(0, n, batch_size):
         idx = pick[a : a + batch_size]
         h = rows.hidden(idx).to(device, torch.float32)  # (B, H)
         labels = rows.labels[idx, : k + 1].to(device)  # (B, K+1)
-        logits = _logits(heads, h, bf16, w_lowp).float()  # (B, K, V)
+        logits = _logits(heads, h, bf16, w_frozen).float()  # (B, K, V)
         lab = labels[:, 1:]
         valid = lab != IGNORE_INDEX
         top5 = logits.topk(5, dim=-1).indices  # (B, K, 5)

@@ -1,9 +1,10 @@
-"""Proposers: each speculative method is the shared loop plus one of these."""
+"""Proposers: each speculative method is the shared loop plus one of these; registry.py names them."""
 
 from .autoregressive import AutoregressiveProposer
 from .base import DecodeState, Proposer
 from .draft import DraftConfig, DraftProposer, LayerSkipConfig, LayerSkipProposer
 from .prompt_lookup import PromptLookupConfig, PromptLookupProposer
+from .registry import METHODS, Method, get_method, make_proposer, register_method
 
 __all__ = [
     "DecodeState",
@@ -15,4 +16,9 @@ __all__ = [
     "DraftProposer",
     "LayerSkipConfig",
     "LayerSkipProposer",
+    "Method",
+    "METHODS",
+    "register_method",
+    "get_method",
+    "make_proposer",
 ]

@@ -7,6 +7,14 @@ The loop (`specdec_lab.generate`) calls, per step:
 
 `state` is the loop's `DecodeState`; proposers read it and never write it. A proposer keeps whatever it
 needs (its own KV cache, n-gram index, statistics) in its own attributes, created in `__init__` or `start`.
+
+Two class attributes tell the loop what a proposer needs from it (an instance may set its own in
+`__init__`, e.g. from its config):
+    accept_rules    the acceptance rules that fit its trees (`AcceptRules`): greedy and chain speculative
+                    sampling by default; a proposer of branching trees declares what it can use
+    feature_layers  hidden-state indices of the target whose states it reads (`verify` module docstring);
+                    they arrive in `start(prompt=...)` and `update(output=...)` as `.features` (n, F, H).
+                    Empty by default: the target then records nothing extra
 """
 
 from __future__ import annotations
@@ -16,12 +24,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..accept import CHAIN_RULES, AcceptRules
 from ..sampling import GREEDY, Sampling
 from ..tree import Tree
 
 if TYPE_CHECKING:
     from ..accept import Acceptance
-    from ..verify import TreeOutput
+    from ..verify import PrefillOutput, TreeOutput
 
 __all__ = ["DecodeState", "Proposer"]
 
@@ -64,9 +73,15 @@ class Proposer:
     """Base proposer: proposes nothing (a root-only tree), which makes the loop plain autoregressive."""
 
     name = "autoregressive"
+    accept_rules: AcceptRules = CHAIN_RULES  # a root-only tree is a chain
+    feature_layers: tuple[int, ...] = ()
 
-    def start(self, state: DecodeState, prompt_hidden: torch.Tensor | None = None) -> None:
-        """Called once after the target's prefill (prompt_hidden: (n-1, H) target hidden states)."""
+    def start(self, state: DecodeState, prompt: PrefillOutput | None = None) -> None:
+        """Called once after the target's prefill of the prompt but its last token (the first root).
+
+        prompt.hidden: (n-1, H) the target's last hidden states; prompt.features: (n-1, F, H) those of
+        `feature_layers` (None when it asks for none).
+        """
 
     def propose(self, state: DecodeState) -> Tree:
         return Tree.root(state.root)

@@ -4,16 +4,21 @@ Notation: p = target distribution, q = draft distribution, k = draft length.
 
 The draft keeps its own KV cache (`KVCache`). Per loop step:
 
-    propose:  feed the tokens the draft has not seen yet (the root, or d_k + the bonus token when the whole
-              chain was accepted: the catch-up is fused into the first draft forward), then k − 1 single
-              tokens; each forward yields one draft token (argmax, or a sample from q kept for verification)
+    propose:  feed the tokens the draft has not seen yet in ONE forward fused with the first draft step —
+              the root; d_k + the bonus token when the whole chain was accepted; or, after steps that
+              proposed nothing (k = 0 does not run the draft), every token emitted since — then k − 1
+              single tokens; each forward yields one draft token (argmax, or a sample from q kept for
+              verification)
     update:   the draft wrote K/V for pending + d_1..d_{k−1}; keep the prefix that is still on the accepted
               path (pending + d_1..d_min(a, k−1)) and drop the rest — no recomputation
 
 The draft's head evaluates only its drafting vocabulary (plus the prompt's tokens) when it has one
 (`Draft.vocab`): q is zero elsewhere, which keeps speculative sampling exact. k is fixed, HF's +2/−1
 heuristic, or chosen each step from the measured acceptance rate α̂ and the measured costs (`DraftLength`
-with the target's verify curve t(n) and the draft's step time): k* = argmax E[L + 1] / (k·t_draft + t(k+1)).
+with the target's verify curve t(n) and the draft's step time): k* = argmax E[L + 1] / (k·t_draft + t(k+1)),
+where k = 0 (score 1 / t(1): a root-only tree, a plain autoregressive step) backs off where no draft pays —
+long contexts, where the draft's own attention grows and α falls, or a poor draft — and probes now and then
+to come back (`DraftLength`: after `probe_every` steps, the wait doubling after each failed probe).
 
 `method="layer_skip"` is the same proposer with the training-free draft made of the target's first layers.
 """
@@ -43,13 +48,20 @@ class DraftConfig:
     max_draft: int = 8  # k_max
     draft_length: int | str = "cost"  # int (fixed k), "heuristic" (HF's +2/-1), "cost" (measured α, costs)
     vocab: str = "draft"  # "draft": the draft's reduced head (+ prompt tokens); "full": the whole head
+    probe_every: int = 16  # cost mode backed off (k = 0): draft one token after this many steps (0: never),
+    probe_max: int = 128  # the wait doubling after each failed probe up to this (`DraftLength`)
 
     def __post_init__(self):
         if self.max_draft < 1:
             raise ValueError(f"max_draft must be >= 1, got {self.max_draft}")
         if self.vocab not in ("draft", "full"):
             raise ValueError(f"vocab must be 'draft' or 'full', got {self.vocab!r}")
-        DraftLength(self.draft_length, k_max=self.max_draft)  # validates draft_length
+        self.length()  # validates draft_length and the probe schedule
+
+    def length(self) -> DraftLength:
+        """A fresh `DraftLength` with this config's rule, k_max and probe schedule."""
+        return DraftLength(self.draft_length, k_max=self.max_draft, probe_every=self.probe_every,
+                           probe_max=self.probe_max)  # fmt: skip
 
 
 class DraftProposer(Proposer):
@@ -57,7 +69,7 @@ class DraftProposer(Proposer):
 
     def __init__(self, config: DraftConfig | None = None, **kwargs):
         self.config = config or DraftConfig(**kwargs)
-        self.length = DraftLength(self.config.draft_length, k_max=self.config.max_draft)
+        self.length = self.config.length()
         self.draft: Draft | None = None  # loaded in start(): building a proposer stays cheap
         self.cache: KVCache | None = None
         self.rows: torch.Tensor | None = None  # (M,) target ids of the head rows evaluated; None = all V
@@ -67,11 +79,11 @@ class DraftProposer(Proposer):
         self._last: dict = {}
 
     # ---- setup ------------------------------------------------------------------------------------
-    def start(self, state: DecodeState, prompt_hidden=None) -> None:
+    def start(self, state: DecodeState, prompt=None) -> None:
         self.draft = get_draft(self.config.draft, state.model)
         model = self.draft.model
-        prompt = state.tokens[: state.prompt_length]
-        self.rows = self.draft.head_rows(prompt) if self.config.vocab == "draft" else None
+        prompt_ids = state.tokens[: state.prompt_length]
+        self.rows = self.draft.head_rows(prompt_ids) if self.config.vocab == "draft" else None
         weight = model.get_output_embeddings().weight  # (V, H), tied to the embeddings
         self.head = weight if self.rows is None else weight[self.rows].contiguous()  # (M, H)
         self.cache = KVCache.for_model(model, capacity=len(state.tokens) + 256)
@@ -97,17 +109,25 @@ class DraftProposer(Proposer):
     @torch.inference_mode()
     def propose(self, state: DecodeState) -> Tree:
         k = self.length.choose(state.max_depth)
-        self._last = {"k": k, "alpha": round(self.length.tracker.alpha(None), 3)}
+        x = state.tokens[self.seen :]  # ≥ 1 token the draft has not seen: the root, and what it missed
+        # k: the draft length chosen (0 = backed off); probe: a backed-off step drafting to re-measure;
+        # fed: tokens of the first draft forward (> 2 after a backed-off stretch: the catch-up)
+        self._last = {"k": k, "alpha": round(self.length.tracker.alpha(None), 3), "probe": self.length.probing,
+                      "fed": len(x) if k else 0}  # fmt: skip
         if k == 0:
-            self.length.tracker.idle(None)
+            # Backed off: a root-only tree, one plain decoding step. The draft does not run, so its cache
+            # falls behind by the tokens emitted meanwhile; the next draft's first forward feeds them all.
+            # α̂ stays as measured (no drift toward the tracker's prior, unlike prompt lookup's idle keys):
+            # only probes refresh it, so they — not the prior meeting the cost threshold — decide when the
+            # draft runs again.
             return Tree.root(state.root)
         sampling, greedy = state.sampling, state.sampling.greedy
-        x = state.tokens[self.seen :]  # ≥ 1 token: the root, plus what the last step accepted unseen
         self.pending = len(x)
         drafts: list[int] = []
         q_rows: list[torch.Tensor] = []
-        t0 = time.perf_counter()
+        seconds: list[float] = []  # (k,) wall time of each draft forward and its sampling
         for _ in range(k):
+            t0 = time.perf_counter()
             logits = self._step(x)  # (M,)
             if greedy:
                 j = int(logits.argmax())
@@ -118,9 +138,14 @@ class DraftProposer(Proposer):
             tok = j if self.rows is None else int(self.rows[j])
             drafts.append(tok)
             x = [tok]
-        # measured draft step time (moving average), so the cost-aware k follows the machine's load
-        self.draft.step_seconds = 0.8 * self.draft.step_seconds + 0.2 * (time.perf_counter() - t0) / k
-        self.length.draft_step = self.draft.step_seconds
+            seconds.append(time.perf_counter() - t0)
+        # t_draft for the cost rule: a moving average of the measured step time, so k follows the machine's
+        # load and the context. A first forward that caught up on a backed-off stretch (more than the 1–2
+        # tokens of a steady step) is left out: resuming costs it once, a draft token does not.
+        steady = seconds if self.pending <= 2 else seconds[1:]
+        if steady:
+            self.draft.step_seconds = 0.8 * self.draft.step_seconds + 0.2 * sum(steady) / len(steady)
+            self.length.draft_step = self.draft.step_seconds
         probs = None
         if q_rows:
             vocab = self.draft.model.config.get_text_config(decoder=True).vocab_size
@@ -135,7 +160,7 @@ class DraftProposer(Proposer):
     def update(self, state, tree, acceptance, output) -> None:
         k = len(tree) - 1
         self.length.observe_verify(len(tree), state.verify_seconds)
-        if k == 0:
+        if k == 0:  # backed off: nothing written to the draft cache; `seen` stays, the gap grows
             return
         a = acceptance.accepted_draft
         valid = self.pending + min(a, k - 1)  # written: pending + d_1..d_{k-1}; still on the path: this many
@@ -165,6 +190,8 @@ class LayerSkipConfig:
     n_layers: int = 4  # the target's first n layers (+ its norm and head) draft
     max_draft: int = 8
     draft_length: int | str = "cost"
+    probe_every: int = 16  # backed off: the probe schedule, as in DraftConfig
+    probe_max: int = 128
 
 
 class LayerSkipProposer(DraftProposer):
@@ -175,5 +202,12 @@ class LayerSkipProposer(DraftProposer):
     def __init__(self, config: LayerSkipConfig | None = None, **kwargs):
         config = config or LayerSkipConfig(**kwargs)
         super().__init__(
-            DraftConfig(f"layer_skip:{config.n_layers}", config.max_draft, config.draft_length, vocab="full")
+            DraftConfig(
+                draft=f"layer_skip:{config.n_layers}",
+                max_draft=config.max_draft,
+                draft_length=config.draft_length,
+                vocab="full",
+                probe_every=config.probe_every,
+                probe_max=config.probe_max,
+            )
         )

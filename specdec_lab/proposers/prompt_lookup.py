@@ -59,7 +59,7 @@ class PromptLookupProposer(Proposer):
         self.indexed = 0  # n-grams ending at positions < indexed are in the index
         self._last: dict = {}
 
-    def start(self, state: DecodeState, prompt_hidden=None) -> None:
+    def start(self, state: DecodeState, prompt=None) -> None:
         self.length.start(state.model)
 
     def _index_until(self, tokens: list[int], end: int) -> None:
@@ -87,7 +87,7 @@ class PromptLookupProposer(Proposer):
         k = self.length.choose(min(len(continuation), state.max_depth), key=n) if continuation else 0
         if continuation and k == 0:
             self.length.tracker.idle(n)
-        self._last = {"ngram": n, "available": len(continuation), "k": k}
+        self._last = {"ngram": n, "available": len(continuation), "k": k, "probe": self.length.probing}
         if k == 0:
             return Tree.root(state.root)
         return Tree.chain(state.root, continuation[:k])

@@ -52,9 +52,9 @@ def _split(value: str) -> list[str]:
 
 
 def load_target(args: argparse.Namespace, tiny_layers: int = 2):
-    """(LoadedModel, [(prompt records, shard dir), ...]) for `args` (see `add_data_arguments`); resolves a
+    """(LoadedModel, [(Prompts, shard dir), ...]) for `args` (see `add_data_arguments`); resolves a
     `--cache` left at None to `hidden_cache_path(args.model)`."""
-    from ..distill import load_prompts
+    from ..io import Prompt, load_prompts
     from ..models import LoadedModel, load_model, tiny_model
 
     dirs = _split(args.distill_dir)
@@ -63,7 +63,7 @@ def load_target(args: argparse.Namespace, tiny_layers: int = 2):
     if args.model == "tiny":
         gen = torch.Generator().manual_seed(getattr(args, "seed", 0))
         n = args.limit or 40
-        prompts = [{"question_id": i + 1, "ids": torch.randint(4, 256, (8,), generator=gen).tolist()} for i in range(n)]
+        prompts = [Prompt(i + 1, "", ids=torch.randint(4, 256, (8,), generator=gen).tolist()) for i in range(n)]
         model = tiny_model(eos_token_id=3, num_layers=tiny_layers)
         return LoadedModel(model, None, "tiny", "tiny_model()"), [(prompts, dirs[0])]
     files = _split(args.prompts)
@@ -90,8 +90,8 @@ def by_source(sources, examples) -> dict[str, list]:
     """
     owner = {}
     for prompts, out_dir in sources:
-        for record in prompts:
-            owner[int(record["question_id"])] = Path(out_dir).name
+        for prompt in prompts:
+            owner[int(prompt.question_id)] = Path(out_dir).name
     groups: dict[str, list] = {Path(d).name: [] for _, d in sources}
     for e in examples:
         groups[owner[e.question_id]].append(e)

@@ -10,7 +10,7 @@ Stages (each reuses what is on disk, like `train medusa`):
     4. held-out acceptance     question_id % 10 == 0: teacher-forced top-1 agreement with the target's token
                                (exactly the per-token α of greedy speculative decoding on the target's own
                                text), with the drafting vocabulary (+ prompt tokens) and with the full head
-    5. --out                   draft.safetensors (trained tensors, fp16, ~3.3 MB) + manifest.json
+    5. --out                   draft.safetensors (trained tensors, fp16) + manifest.json
 
     python -m specdec_lab.train draft                          # the shipped draft (defaults)
     python -m specdec_lab.train draft --model tiny --steps 20  # smoke test on a tiny random model
@@ -27,7 +27,7 @@ import shlex
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 from tqdm.auto import tqdm
@@ -41,6 +41,8 @@ from ..draft_model import (
     save_draft,
     trainable_parameters,
 )
+from ..io import model_record
+from ..machine import machine, use_bf16
 from ._data import add_data_arguments, by_source, load_data, load_target
 
 __all__ = ["TrainConfig", "TrainLog", "draft_vocabulary", "train_draft", "evaluate_draft", "main"]
@@ -53,8 +55,8 @@ class TrainConfig:
     lr: float = 3e-3
     warmup_steps: int = 30
     weight_decay: float = 0.0
-    max_minutes: float = 35.0  # wall-clock budget (shipped draft: 1600 steps in 33 min, 1 thread, beside other work)
-    bf16: bool = True  # autocast matmuls to bfloat16 (weights stay fp32): ~3x faster on AVX512-BF16 CPUs
+    max_minutes: float = 35.0  # wall-clock budget (the shipped draft's time: data/draft/README.md)
+    bf16: bool | None = None  # autocast matmuls to bfloat16 (weights stay fp32); None: where bf16 is native
     prompt_weight: float = 1.0  # with target hidden states: loss weight of prompt positions (response = 1)
     seed: int = 0
 
@@ -107,7 +109,7 @@ def fit_readout(draft: Draft, examples, hidden, ridge: float = 1e-3) -> None:
         A^T = argmin_W ||X W − Y||² + λ||W||²  = (XᵀX + λI)⁻¹ XᵀY,   λ = ridge · tr(XᵀX) / H
 
     Then E (A x) ≈ E y = the target's logits before any training: the early-exit features are read out in
-    the target's coordinates, and distillation starts from a draft that already agrees ~20% of the time.
+    the target's coordinates, and distillation starts from a draft that already agrees with the target part of the time.
     """
     device = next(draft.model.parameters()).device
     rows_of = {int(q): i for i, q in enumerate(hidden.question_ids)}
@@ -133,6 +135,7 @@ def train_draft(draft: Draft, examples, config: TrainConfig, hidden=None, progre
     `config.prompt_weight` — soft labels carry more than the argmax, and the prompt adds positions.
     """
     device = next(draft.model.parameters()).device
+    bf16 = use_bf16(config.bf16, device)  # emulated bf16 (AVX2 CPUs) is many times slower than fp32
     rows = draft.vocab.to(device)  # (N,)
     index = torch.full((draft.model.config.vocab_size,), -1, dtype=torch.long, device=device)
     index[rows] = torch.arange(len(rows), device=device)  # target id -> drafting-vocabulary column
@@ -162,7 +165,7 @@ def train_draft(draft: Draft, examples, config: TrainConfig, hidden=None, progre
             keep = mask.bool() & (mask.cumsum(1) < mask.sum(1, keepdim=True))
             weight = torch.where(response, 1.0, config.prompt_weight)[keep]  # (n,)
         w_rows = head[rows]  # (N, H)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             h = _hidden(draft, ids, mask)  # (B, T, H)
             logits = draft.readout(h[keep]) @ w_rows.T  # (n, N): only the rows the proposer evaluates
             if target_h is not None:
@@ -237,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab-size", type=int, default=8192, help="drafting vocabulary size")
     for f in TrainConfig.__dataclass_fields__.values():
         flag = f"--{f.name.replace('_', '-')}"
-        if isinstance(f.default, bool):
+        if f.type.startswith("bool"):  # bool, or bool | None (None: decided by specdec_lab.machine)
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
         else:
             p.add_argument(flag, type=type(f.default), default=f.default)
@@ -266,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                      lora_alpha=float(max(args.lora_rank, 1)), vocab_size=len(vocab))  # fmt: skip
     draft = build_draft(lm.model, spec, vocab=vocab, name=str(args.out))
     config = TrainConfig(**{k: getattr(args, k) for k in TrainConfig.__dataclass_fields__})
+    config = replace(config, bf16=use_bf16(config.bf16, next(draft.model.parameters()).device))  # recorded
     t_start = time.perf_counter()
     hidden = None
     if args.cache:
@@ -281,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     after_by_set = {name: evaluate_draft(draft, group) for name, group in by_source(sources, held_ex).items()}
     manifest = {
         "command": command,
-        "target": {"name": lm.name, "source": lm.source},
+        "target": model_record(lm),
         "data": {
             "prompts": args.prompts if args.model != "tiny" else "random token prompts",
             "distill_dir": args.distill_dir,
@@ -298,8 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         "total_seconds": round(time.perf_counter() - t_start, 1),
         "heldout": after,
         "heldout_by_set": after_by_set,
-        "machine": {"torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-                    "python": platform.python_version()},
+        "machine": {**machine().as_dict(), "python": platform.python_version()},
     }  # fmt: skip
     out = save_draft(draft, args.out, manifest)
     size = sum(f.stat().st_size for f in out.iterdir())

@@ -76,9 +76,7 @@ def optimal_k_figure(k_max: int = 16, points: int = 40) -> go.Figure:
     cs = np.linspace(0.0, 0.5, points)
     z = np.array([[optimal_k(a, c, k_max) for a in alphas] for c in cs])
     fig = go.Figure(go.Heatmap(x=alphas, y=cs, z=z, colorscale="Blues", colorbar={"title": "k*"}))
-    fig.update_layout(
-        title="Optimal draft length k*(α, c)", xaxis_title="α", yaxis_title="c = T_draft / T_target"
-    )
+    fig.update_layout(title="Optimal draft length k*(α, c)", xaxis_title="α", yaxis_title="c = T_draft / T_target")
     return fig
 
 
@@ -102,9 +100,7 @@ def monte_carlo_figure(ks: Sequence[int] = (1, 3, 5, 8), steps: int = 20_000, se
     return fig
 
 
-def speedup_explorer(
-    alpha: float = 0.7, k: int = 4, c: float = 0.05, k_max: int = 16
-) -> tuple[go.Figure, dict]:
+def speedup_explorer(alpha: float = 0.7, k: int = 4, c: float = 0.05, k_max: int = 16) -> tuple[go.Figure, dict]:
     """Slider callback: the distribution of accepted drafts at (α, k) and the speedup numbers."""
     pmf = accepted_length_pmf(alpha, k)
     fig = go.Figure(go.Bar(x=np.arange(k + 1) + 1, y=pmf, name="P(tokens emitted)"))
@@ -153,9 +149,7 @@ def position_figure(stats: dict[str, np.ndarray], alpha: float) -> go.Figure:
     return fig
 
 
-def histogram_figure(
-    counts: np.ndarray, probs: np.ndarray, labels: Sequence[str], top: int = 20
-) -> go.Figure:
+def histogram_figure(counts: np.ndarray, probs: np.ndarray, labels: Sequence[str], top: int = 20) -> go.Figure:
     """Empirical frequencies of emitted tokens against the exact target probabilities (top tokens by p)."""
     order = np.argsort(-np.asarray(probs))[:top]
     freq = np.asarray(counts, float) / max(int(np.sum(counts)), 1)

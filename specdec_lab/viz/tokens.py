@@ -97,9 +97,7 @@ def tokens_html(
                     continue
             spans.append(_span(token_text(tok, tokenizer), role, f"{head} — {ROLE_TITLES[role]} (id {tok})"))
         if show_rejected and rejected > max_rejected:
-            spans.append(
-                f'<span class="sd-more" style="opacity:0.5;font-size:0.8em">+{rejected - max_rejected}</span>'
-            )
+            spans.append(f'<span class="sd-more" style="opacity:0.5;font-size:0.8em">+{rejected - max_rejected}</span>')
         parts.append(
             f'<span class="sd-step" data-step="{s}" style="border-right:1px solid #bbb;padding-right:1px;'
             f'margin-right:1px">{"".join(spans)}</span>'

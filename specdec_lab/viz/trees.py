@@ -73,9 +73,7 @@ def tree_figure(
         ey += [pos[a][1], pos[b][1], None]
     fig = go.Figure()
     fig.add_trace(
-        go.Scatter(
-            x=ex, y=ey, mode="lines", name="edges", line={"color": "#999", "width": 1.5}, hoverinfo="skip"
-        )
+        go.Scatter(x=ex, y=ey, mode="lines", name="edges", line={"color": "#999", "width": 1.5}, hoverinfo="skip")
     )
     if path:
         path = list(path)
@@ -105,11 +103,8 @@ def tree_figure(
             marker={"size": 14, "color": colors, "symbol": symbols, "line": {"width": 1, "color": "#333"}},
             text=[_readable(str(graph.nodes[n].get("text", n))) for n in nodes],
             textposition="middle right",
-            customdata=[
-                [labels[i], graph.nodes[n].get("token", ""), -pos[n][1]] for i, n in enumerate(nodes)
-            ],
-            hovertemplate="node %{customdata[0]}<br>token id %{customdata[1]}<br>depth %{customdata[2]}"
-            "<extra></extra>",
+            customdata=[[labels[i], graph.nodes[n].get("token", ""), -pos[n][1]] for i, n in enumerate(nodes)],
+            hovertemplate="node %{customdata[0]}<br>token id %{customdata[1]}<br>depth %{customdata[2]}<extra></extra>",
         )
     )
     depth = int(max(-y for _, y in pos.values()))
@@ -132,9 +127,7 @@ def tree_figure(
     return fig
 
 
-def tree_mask_figure(
-    tree, tokenizer=None, mask=None, cache_length: int = 0, title: str | None = None
-) -> go.Figure:
+def tree_mask_figure(tree, tokenizer=None, mask=None, cache_length: int = 0, title: str | None = None) -> go.Figure:
     """Heatmap of the (N, N) tree attention mask: row i = query node, column j = key node, 1 = may attend.
 
     mask:         a mask to draw instead of `tree.mask` (e.g. one derived by hand), same shape

@@ -17,9 +17,10 @@ benchmark's. With seed 0 the bank makes 4478 unique prompts (4470 once those two
 
 Usage::
 
-    python -m specdec_lab.prompt_bank --n 1600 --seed 0 --start-id 1001 --out data/train_prompts_extra.jsonl
+    python data/prompt_bank.py --n 1600 --seed 0 --start-id 1001 --out data/train_prompts_extra.jsonl
 
-(``python specdec_lab/prompt_bank.py ...`` does the same without importing the package, i.e. without torch.)
+Building the bank needs only the standard library; the CLI writes the file with `specdec_lab.io.write_jsonl`
+(atomic), so running it imports the package.
 """
 
 from __future__ import annotations
@@ -28,13 +29,12 @@ import argparse
 import json
 import os
 import random
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 CATEGORIES = ("coding", "math", "summarization", "translation", "qa", "rag", "writing", "chat")
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DATA_DIR = Path(__file__).resolve().parent
 DEFAULT_EXCLUDE_FILES = (DATA_DIR / "prompts.jsonl", DATA_DIR / "train_prompts.jsonl")
 
 
@@ -942,6 +942,7 @@ def category_pools(seed: int = 0, exclude: Iterable[str] = ()) -> dict[str, list
     seen = set(exclude)
     pools: dict[str, list[str]] = {}
     for cat in CATEGORIES:
+        # the seed string keeps this file's former module name: another string would change every prompt
         r = random.Random(f"specdec_lab.prompt_bank:{seed}:{cat}")
         pool = []
         for text in _MAKERS[cat](r):
@@ -996,23 +997,9 @@ def read_texts(path: str | os.PathLike) -> list[str]:
         return [turn for line in f if line.strip() for turn in json.loads(line)["turns"]]
 
 
-def write_jsonl(rows: list[dict], out: str | os.PathLike) -> None:
-    """Write rows as jsonl atomically: a temp file in the same folder, then os.replace."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        os.chmod(tmp, 0o644)  # mkstemp makes it owner-only; a data file should be readable like its neighbors
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def main(argv: list[str] | None = None) -> int:
+    from specdec_lab.io import write_jsonl  # here, not at the top: building the bank needs no torch
+
     ap = argparse.ArgumentParser(description="Build extra self-distillation prompts (Spec-Bench jsonl).")
     ap.add_argument("--n", type=int, default=1600, help="number of prompts")
     ap.add_argument("--seed", type=int, default=0)
@@ -1027,7 +1014,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     exclude = [t for path in args.exclude for t in read_texts(path)]
     rows = build_prompts(args.n, seed=args.seed, start_id=args.start_id, exclude=exclude)
-    write_jsonl(rows, args.out)
+    write_jsonl(args.out, rows)
     counts = Counter(row["category"] for row in rows)
     print(f"wrote {len(rows)} prompts to {args.out} (bank size {bank_size(args.seed, exclude)})")
     for cat in CATEGORIES:

@@ -59,9 +59,7 @@ class LogitsTable:
         """Compute every prefix of length <= depth at once (V^depth sequences: tiny vocabularies only)."""
         prefixes = list(itertools.product(range(self.vocab), repeat=depth))
         for i in range(0, len(prefixes), batch):
-            chunk = torch.tensor(
-                [self.context + list(p) for p in prefixes[i : i + batch]], device=self.device
-            )
+            chunk = torch.tensor([self.context + list(p) for p in prefixes[i : i + batch]], device=self.device)
             logits = self.forward(chunk)[:, len(self.context) - 1 :].float()  # (B, depth+1, V)
             for row, prefix in zip(logits, prefixes[i : i + batch], strict=True):
                 for d in range(depth + 1):
@@ -175,23 +173,17 @@ def chi_square(counts: np.ndarray, probs: np.ndarray, min_expected: float = 5.0)
 
 
 # ---- deliberately broken rules (counterexamples for the test) -------------------------------------
-def accept_without_ratio(
-    tree: Tree, logits: torch.Tensor, sampling: Sampling, generator=None, **_
-) -> Acceptance:
+def accept_without_ratio(tree: Tree, logits: torch.Tensor, sampling: Sampling, generator=None, **_) -> Acceptance:
     """BROKEN: accept every draft token whose target probability is > 0; bonus ~ p. Output follows q."""
     chain = chain_nodes(tree)
     probs = warp_probs(logits[torch.tensor(chain, device=logits.device)], sampling)  # (k+1, V)
     for i, node in enumerate(chain[1:]):
         if probs[i, tree.tokens[node]] <= 0:
-            return Acceptance(
-                path=chain[: i + 1], bonus=int(torch.multinomial(probs[i], 1, generator=generator))
-            )
+            return Acceptance(path=chain[: i + 1], bonus=int(torch.multinomial(probs[i], 1, generator=generator)))
     return Acceptance(path=chain, bonus=int(torch.multinomial(probs[-1], 1, generator=generator)))
 
 
-def accept_resample_from_p(
-    tree: Tree, logits: torch.Tensor, sampling: Sampling, generator=None, **_
-) -> Acceptance:
+def accept_resample_from_p(tree: Tree, logits: torch.Tensor, sampling: Sampling, generator=None, **_) -> Acceptance:
     """BROKEN: the right acceptance ratio min(1, p/q), but a rejection resamples from p, not the residual."""
     chain = chain_nodes(tree)
     probs = warp_probs(logits[torch.tensor(chain, device=logits.device)], sampling)  # (k+1, V)
@@ -199,9 +191,7 @@ def accept_resample_from_p(
         x = tree.tokens[node]
         p_x, q_x = float(probs[i, x]), float(tree.draft_probs[node, x])
         if float(torch.rand((), generator=generator, device=logits.device)) * q_x >= p_x:
-            return Acceptance(
-                path=chain[: i + 1], bonus=int(torch.multinomial(probs[i], 1, generator=generator))
-            )
+            return Acceptance(path=chain[: i + 1], bonus=int(torch.multinomial(probs[i], 1, generator=generator)))
     return Acceptance(path=chain, bonus=int(torch.multinomial(probs[-1], 1, generator=generator)))
 
 

@@ -3,8 +3,8 @@
 Why: the template bank (`prompt_bank`) varies requests but its passages are few (40), and the draft and
 the Medusa heads learn those passages instead of how the target copies from, condenses and translates
 *any* text — on the benchmark's long hand-written passages (summarization, rag, qa, translation) the
-draft's greedy acceptance was 0.22–0.31 against 0.46–0.48 on coding, math and writing. Real prose is the
-fix, and none may be downloaded: but every Python environment carries megabytes of it.
+draft's greedy acceptance was far below its acceptance on coding, math and writing (data/README.md). Real
+prose is the fix, and none may be downloaded: but every Python environment carries megabytes of it.
 
 Sources: each installed package's long description (its README), the Python language reference
 (`pydoc_data.topics`), the standard library's docstrings (parsed with `ast`, never imported), and the
@@ -16,7 +16,10 @@ pinned (environment.yml); with the same environment the output is byte-identical
 excluded like in the bank. The target's answers to these prompts are self-distillation data: only the
 prompts come from outside, every trained-on response is the target's own greedy text.
 
-    python specdec_lab/doc_prompts.py --n 1000 --seed 0 --start-id 3001 --out data/train_prompts_docs.jsonl
+    python data/doc_prompts.py --n 1000 --seed 0 --start-id 3001 --out data/train_prompts_docs.jsonl
+
+Collecting the passages needs only the standard library; the CLI writes the file with
+`specdec_lab.io.write_jsonl` (atomic), so running it imports the package.
 """
 
 from __future__ import annotations
@@ -25,17 +28,15 @@ import argparse
 import ast
 import importlib.metadata as metadata
 import json
-import os
 import random
 import re
 import sysconfig
-import tempfile
 from collections import Counter
 from pathlib import Path
 
 __all__ = ["passages", "build_doc_prompts", "main"]
 
-_DATA = Path(__file__).resolve().parents[1] / "data"
+_DATA = Path(__file__).resolve().parent
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")  # [text](url) -> text
 _ROLE = re.compile(r":[a-z]+:`([^`<]*)(?:<[^>]*>)?`")  # :class:`Foo <x.Foo>` -> Foo
 _DECOR = re.compile(r"[*_`]{1,3}")
@@ -194,13 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--start-id", type=int, default=3001)
     p.add_argument("--out", default=str(_DATA / "train_prompts_docs.jsonl"))
     args = p.parse_args(argv)
+    from specdec_lab.io import write_jsonl  # here, not at the top: collecting passages needs no torch
+
     records = build_doc_prompts(args.n, args.seed, args.start_id, exclude=_benchmark_texts())
-    out = Path(args.out)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, out)
+    out = write_jsonl(args.out, records)
     print(f"{len(records)} prompts -> {out} ({Counter(r['category'] for r in records)})")
     return 0
 

@@ -10,7 +10,7 @@ what is missing:
                                 train_log.json (loss curves); --export-published writes FasterDecoding's layout
 
 The shipped heads were made with the defaults (the three prompt sets, four residual blocks per head,
-soft targets at weight 0.5, 2000 steps of 256 rows, two threads on an otherwise idle 2-core CPU: 31.4 min):
+soft targets at weight 0.5, 2000 steps of 256 rows, two threads; times and accuracies: data/medusa/README.md):
     python -m specdec_lab.train medusa
 `--model tiny` runs every stage on a tiny random Llama with random token prompts (smoke tests).
 """
@@ -18,7 +18,6 @@ soft targets at weight 0.5, 2000 steps of 256 rows, two threads on an otherwise 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shlex
@@ -29,6 +28,8 @@ from pathlib import Path
 
 import torch
 
+from ..io import model_record, write_json
+from ..machine import machine, use_bf16
 from ._data import add_data_arguments, by_source, load_data, load_target
 
 __all__ = ["main", "build_parser"]
@@ -53,11 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--soft", type=float, default=0.5, help="weight of the target's distribution in the targets (0: argmax labels)"
     )
-    p.add_argument("--fp32", action="store_true", help="vocabulary projection in fp32 instead of bf16")
+    p.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "bf16", "fp32"],
+        help="vocabulary projection dtype; auto: bf16 where native on this CPU/GPU, else fp32 (specdec_lab.machine)",
+    )
     p.add_argument("--eval-every", type=int, default=400, help="held-out accuracy every N steps")
     p.add_argument(
-        "--train-fraction", type=float, default=1.0,
-        help="train on this fraction of the training prompts (data-scaling runs)"
+        "--train-fraction",
+        type=float,
+        default=1.0,
+        help="train on this fraction of the training prompts (data-scaling runs)",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
@@ -120,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         num_heads=args.heads,
         num_layers=args.layers,
         shared_lm_head=not args.separate_w2,
-        base_model=args.model,
+        base_model=model_record(lm)["name"],
     )
     cfg = Medusa1Config(
         steps=args.steps,
@@ -129,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         warmup_steps=args.warmup_steps,
         decay=args.decay,
         soft=args.soft,
-        bf16=not args.fp32,
+        bf16=use_bf16({"auto": None, "bf16": True, "fp32": False}[args.precision], heads.w1.device),
         eval_every=args.eval_every,
         seed=args.seed,
     )
@@ -148,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     manifest = {
         "command": command,
-        "model": {"name": lm.name, "source": lm.source},
+        "model": model_record(lm),
         "data": {
             "prompts": args.prompts if args.model != "tiny" else "random token prompts",
             "distill_dir": args.distill_dir,
@@ -171,37 +179,16 @@ def main(argv: list[str] | None = None) -> int:
         },
         "heldout_accuracy": acc.as_dict(),
         "heldout_accuracy_by_set": per_set,
-        "machine": {
-            "cpu": _cpu_name(),
-            "torch_threads": torch.get_num_threads(),
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-        },
+        "machine": {**machine().as_dict(), "cores": os.cpu_count(), "python": platform.python_version()},
     }
     save_heads(heads, out, dtype=torch.float16, metadata={"manifest": "manifest.json"})
     manifest["size_bytes"] = checkpoint_bytes(out)
-    _write_json(out / "train_log.json", log.as_dict())
-    _write_json(out / "manifest.json", manifest, indent=1)
+    write_json(out / "train_log.json", log.as_dict(), indent=None)
+    write_json(out / "manifest.json", manifest)
     if args.export_published:
         save_medusa_layout(heads, args.export_published, base_model=args.model)
     print(f"wrote {out} ({manifest['size_bytes'] / 1e6:.2f} MB) in {log.seconds:.0f} s of training", file=sys.stderr)
     return 0
-
-
-def _write_json(path: Path, obj, indent: int | None = None) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=indent) + "\n")
-    os.replace(tmp, path)
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip() + f" x{os.cpu_count()}"
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["Machine", "machine", "decide_bf16", "use_bf16", "cpu_flags"]
+__all__ = ["Machine", "machine", "machine_info", "decide_bf16", "use_bf16", "cpu_flags"]
 
 # The extensions worth recording (the full flag list is hundreds of entries).
 _FLAGS_OF_INTEREST = (
@@ -161,3 +161,22 @@ def use_bf16(requested: bool | None = None, device: str | torch.device = "cpu") 
     if device.type == "cpu":
         return machine().bf16
     return False
+
+
+def machine_info(device: str | torch.device = "cpu") -> dict:
+    """The record a measurement is stored with (bench results, training manifests): `machine()` plus core
+    counts, library versions and the device. A bench refuses to resume a file made under another one."""
+    import transformers
+
+    device = torch.device(device)
+    info = machine().as_dict()
+    info["torch_threads"] = info.pop("threads")
+    return {
+        **info,
+        "cores": os.cpu_count(),
+        "cores_available": len(affinity(0)) if (affinity := getattr(os, "sched_getaffinity", None)) else None,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else info["cpu"],
+    }

@@ -21,8 +21,6 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import os
-import platform
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -34,7 +32,7 @@ from ..attention import attention_kind
 from ..device import sync
 from ..fast_linear import linear_kind, linear_plan
 from ..io import Prompt, as_prompts, eos_ids, write_json
-from ..machine import machine
+from ..machine import machine_info
 from ..models import LoadedModel
 from .methods import BenchInputError, build_runner, parse_methods
 from .report import summarize
@@ -112,25 +110,6 @@ def _prompts_digest(prompts: list[Prompt]) -> str:
 
 
 # ---- measurement helpers ----------------------------------------------------------------------------
-def machine_info(device) -> dict:
-    """What the timings were measured on (resuming on a different machine is refused): the CPU and its ISA
-    decisions (`specdec_lab.machine`), core counts, library versions, the device."""
-    import transformers
-
-    device = torch.device(device)
-    info = machine().as_dict()
-    info["torch_threads"] = info.pop("threads")
-    return {
-        **info,
-        "cores": os.cpu_count(),
-        "cores_available": len(affinity(0)) if (affinity := getattr(os, "sched_getaffinity", None)) else None,
-        "transformers": transformers.__version__,
-        "python": platform.python_version(),
-        "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else info["cpu"],
-    }
-
-
 def first_diff(reference: list[int], other: list[int]) -> int | None:
     """First position where two token lists differ (a length difference counts); None if equal."""
     for i, (a, b) in enumerate(zip(reference, other, strict=False)):

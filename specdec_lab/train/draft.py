@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
 import random
 import shlex
 import sys
@@ -42,7 +41,7 @@ from ..draft_model import (
     trainable_parameters,
 )
 from ..io import model_record
-from ..machine import machine, use_bf16
+from ..machine import machine_info, use_bf16
 from ._data import add_data_arguments, by_source, load_data, load_target
 
 __all__ = ["TrainConfig", "TrainLog", "draft_vocabulary", "train_draft", "evaluate_draft", "main"]
@@ -302,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         "total_seconds": round(time.perf_counter() - t_start, 1),
         "heldout": after,
         "heldout_by_set": after_by_set,
-        "machine": {**machine().as_dict(), "python": platform.python_version()},
+        "machine": machine_info(next(draft.model.parameters()).device),
     }  # fmt: skip
     out = save_draft(draft, args.out, manifest)
     size = sum(f.stat().st_size for f in out.iterdir())

@@ -18,8 +18,6 @@ soft targets at weight 0.5, 2000 steps of 256 rows, two threads; times and accur
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shlex
 import sys
 import time
@@ -29,7 +27,7 @@ from pathlib import Path
 import torch
 
 from ..io import model_record, write_json
-from ..machine import machine, use_bf16
+from ..machine import machine_info, use_bf16
 from ._data import add_data_arguments, by_source, load_data, load_target
 
 __all__ = ["main", "build_parser"]
@@ -179,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "heldout_accuracy": acc.as_dict(),
         "heldout_accuracy_by_set": per_set,
-        "machine": {**machine().as_dict(), "cores": os.cpu_count(), "python": platform.python_version()},
+        "machine": machine_info(heads.w1.device),
     }
     save_heads(heads, out, dtype=torch.float16, metadata={"manifest": "manifest.json"})
     manifest["size_bytes"] = checkpoint_bytes(out)

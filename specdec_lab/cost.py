@@ -46,6 +46,7 @@ class CostCurve:
     seconds: list[float]
     device: str = "cpu"
     context: int = 0
+    tree: bool = False  # measured on branching trees (a tree-attention mask) instead of chains
 
     def __call__(self, n: int) -> float:
         """t(n), linearly interpolated between measured sizes, extrapolated past the largest."""
@@ -80,12 +81,26 @@ DEFAULT_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)
 
 @torch.inference_mode()
 def measure_cost_curve(
-    model, sizes: Sequence[int] = DEFAULT_SIZES, context: int = 64, repeats: int = 5, warmup: int = 2
+    model,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    context: int = 64,
+    repeats: int = 5,
+    warmup: int = 2,
+    tree: bool = False,
+    statistic: str = "median",
 ) -> CostCurve:
     """Time one cached forward of n tokens (after `context` cached tokens) for each n; median of repeats.
 
     Sizes are interleaved within each repeat so slow drifts (frequency scaling, other load) hit all alike.
+    tree: verify branching trees (two branches from the root, n ≥ 3) rather than chains. A chain runs with
+    the model's own causal mask; a tree needs an explicit mask, which attention kernels may handle more
+    slowly — tree methods (Medusa) size their trees on this curve.
+    statistic: "median" of the repeats, or "min" — the cost without interference: other load only ever
+    adds time, so a curve measured once and used for a whole run (Medusa's tree size) takes the minimum,
+    and one busy moment cannot make every tree look too dear.
     """
+    if statistic not in ("median", "min"):
+        raise ValueError(f"statistic must be 'median' or 'min', got {statistic!r}")
     from .kv_cache import KVCache
     from .tree import Tree
     from .verify import prefill, verify_tree
@@ -100,19 +115,23 @@ def measure_cost_curve(
     for rep in range(warmup + repeats):
         for n in sizes:
             toks = torch.randint(0, vocab, (n,), generator=gen)
-            tree = Tree.chain(int(toks[0]), toks[1:])
+            if tree:  # node i's parent is i − 2: two branches from the root, so the mask is not causal
+                shape = Tree(toks, torch.tensor([-1] + [max(i - 2, 0) for i in range(1, n)]))
+            else:
+                shape = Tree.chain(int(toks[0]), toks[1:])
             sync(device)
             t0 = time.perf_counter()
-            verify_tree(model, cache, tree)
+            verify_tree(model, cache, shape)
             sync(device)
             if rep >= warmup:
                 times[n].append(time.perf_counter() - t0)
             cache.rollback()
     return CostCurve(
         sizes=list(sizes),
-        seconds=[statistics.median(times[n]) for n in sizes],
+        seconds=[(statistics.median if statistic == "median" else min)(times[n]) for n in sizes],
         device=str(device),
         context=context,
+        tree=tree,
     )
 
 
@@ -129,16 +148,26 @@ def _setup_key(model) -> tuple:
 
 def set_cost_curve(model, curve: CostCurve) -> None:
     """Use an already measured curve for `model` (e.g. one a notebook just plotted) instead of re-measuring."""
-    _CURVES.setdefault(model, {})[_setup_key(model)] = curve
+    _CURVES.setdefault(model, {})[(*_setup_key(model), curve.tree)] = curve
 
 
-def cost_curve_for(model, max_tokens: int = 16) -> CostCurve:
-    """The model's cost curve, measured once per process per model object, device, dtype and kernels."""
+TREE_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64)
+
+
+def cost_curve_for(model, max_tokens: int = 16, tree: bool = False) -> CostCurve:
+    """The model's cost curve, measured once per process per model object, device, dtype and kernels.
+
+    tree=True: the curve of branching trees (`measure_cost_curve`), up to max_tokens (tree methods ask for
+    larger sizes than chains do).
+    """
     curves = _CURVES.setdefault(model, {})
-    key = _setup_key(model)
+    key = (*_setup_key(model), tree)
     if key not in curves:  # a curve that stops short of max_tokens is extrapolated (CostCurve.__call__)
-        sizes = sorted({n for n in DEFAULT_SIZES if n <= max_tokens} | {max_tokens})
-        curves[key] = measure_cost_curve(model, sizes=sizes)
+        sizes = sorted({n for n in (TREE_SIZES if tree else DEFAULT_SIZES) if n <= max_tokens} | {max_tokens})
+        if tree:  # used unchanged for the whole run (no online correction): the undisturbed cost, see above
+            curves[key] = measure_cost_curve(model, sizes=sizes, repeats=7, tree=True, statistic="min")
+        else:
+            curves[key] = measure_cost_curve(model, sizes)
     return curves[key]
 
 

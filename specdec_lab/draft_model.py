@@ -87,6 +87,7 @@ class Draft:
     spec: DraftSpec | None = None  # None for the layer-skip view (nothing trained)
     manifest: dict = field(default_factory=dict)
     step_seconds: float | None = None  # measured cost of one draft step (set by the proposer)
+    memory: dict | None = None  # what a proposer carries across generate calls: α̂ and the probe schedule
 
     @property
     def n_layers(self) -> int:

@@ -90,6 +90,7 @@ class GenerationResult:
     prefill_seconds: float
     steps: list[StepTrace] = field(default_factory=list)
     forwards: int = 0  # target forwards after prefill (= steps, also when the trace is off)
+    proposer: dict = field(default_factory=dict)  # the proposer's `summary()` of the call
 
     @property
     def mean_accepted(self) -> float:
@@ -303,4 +304,5 @@ def generate(
         prefill_seconds=prefill_seconds,
         steps=steps,
         forwards=forwards,
+        proposer=proposer.summary(),
     )

@@ -15,6 +15,12 @@ only the models' forwards are cached.
 Two deliberately broken rules show that the test has teeth: `accept_without_ratio` (accept every draft
 token: the output follows q) and `accept_resample_from_p` (the right ratio, but a rejection resamples from
 p instead of the residual norm(max(0, p − q)): the output over-weights tokens where q > p).
+
+A rule that is lossy by design is measured, not just rejected: `typical_drift` runs Medusa's typical
+acceptance (`accept.typical_rule`) on deterministic drafts and reports how far its first n tokens are
+from the exact joint (total variation, KL, chi-square); `drift_baseline` reports the same numbers for the
+exact `accept_speculative` with the same trials: its TV is the sampling-noise floor, and a drift is only
+meaningful above it.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from .accept import Acceptance, accept_speculative, chain_nodes
+from .accept import Acceptance, accept_speculative, chain_nodes, typical_rule
 from .sampling import Sampling, warp_probs
 from .tree import Tree
 
@@ -36,6 +42,8 @@ __all__ = [
     "chi_square",
     "accept_without_ratio",
     "accept_resample_from_p",
+    "typical_drift",
+    "drift_baseline",
 ]
 
 
@@ -193,6 +201,84 @@ def accept_resample_from_p(tree: Tree, logits: torch.Tensor, sampling: Sampling,
         if float(torch.rand((), generator=generator, device=logits.device)) * q_x >= p_x:
             return Acceptance(path=chain[: i + 1], bonus=int(torch.multinomial(probs[i], 1, generator=generator)))
     return Acceptance(path=chain, bonus=int(torch.multinomial(probs[-1], 1, generator=generator)))
+
+
+# ---- measuring a lossy rule -------------------------------------------------------------------------
+def _drift(counts: np.ndarray, exact: np.ndarray, floor: float = 1e-12) -> dict:
+    """Distances of the empirical joint (counts / trials) from the exact one.
+
+    tv:  ½ Σ |emp − exact|, in [0, 1].
+    kl:  KL(emp ‖ exact) = Σ emp log(emp / exact), in nats; cells with emp = 0 contribute 0 and exact is
+         floored at `floor` (1e-12) so an outcome of probability 0 gives a huge, finite number.
+    kl_exact_vs_empirical: KL(exact ‖ emp), with emp floored at half a count (0.5 / trials) where no trial
+         landed: a continuity correction, so the number says "mass the rule under-samples", not "∞".
+    chi2: `chi_square(counts, exact)`.
+    """
+    counts = np.asarray(counts, dtype=np.float64)
+    trials = counts.sum()
+    emp = counts / trials  # (V^n,)
+    seen = emp > 0
+    kl = float(np.sum(emp[seen] * np.log(emp[seen] / np.maximum(exact[seen], floor))))
+    emp_floored = np.maximum(emp, 0.5 / trials)
+    live = exact > 0
+    kl_rev = float(np.sum(exact[live] * np.log(exact[live] / emp_floored[live])))
+    return {
+        "tv": float(0.5 * np.abs(emp - exact).sum()),
+        "kl": kl,
+        "kl_exact_vs_empirical": kl_rev,
+        "chi2": chi_square(counts, exact),
+        "trials": int(trials),
+    }
+
+
+def typical_drift(
+    target: LogitsTable,
+    draft: LogitsTable,
+    sampling: Sampling,
+    epsilon: float = 0.09,
+    delta: float = 0.3,
+    k: int = 2,
+    trials: int = 3000,
+    n: int = 2,
+    seed: int = 0,
+) -> dict:
+    """How far Medusa's typical acceptance (LOSSY by design) moves the first n tokens away from p.
+
+    Runs `simulate_emitted` with `typical_rule(epsilon, delta)` on deterministic chains of k drafts (the
+    draft's argmax, as Medusa heads propose their top candidates; no q is needed) and compares the
+    histogram of the first n emitted tokens with `exact_joint(target, sampling, n)`.
+
+    Returns {"tv", "kl", "kl_exact_vs_empirical", "chi2", "trials", "rule", "epsilon", "delta", "temperature"}
+    (see `_drift` for the definitions and floors). Compare with `drift_baseline(...)` at the same trials:
+    the exact rule's TV is the noise floor of this many trials.
+    """
+    rule = typical_rule(epsilon, delta)  # validates ε and δ before any episode runs
+    counts = simulate_emitted(
+        target, draft, sampling, k=k, trials=trials, n=n, rule=rule, seed=seed, deterministic=True
+    )
+    result = _drift(counts, exact_joint(target, sampling, n))
+    return result | {"rule": rule.__name__, "epsilon": epsilon, "delta": delta, "temperature": sampling.temperature}
+
+
+def drift_baseline(
+    target: LogitsTable,
+    draft: LogitsTable,
+    sampling: Sampling,
+    k: int = 2,
+    trials: int = 3000,
+    n: int = 2,
+    seed: int = 0,
+) -> dict:
+    """`typical_drift`'s numbers for the exact `accept_speculative` (same drafts, same trials).
+
+    The rule is exact, so its TV and KL are pure sampling noise (TV shrinks like 1/sqrt(trials)) and its
+    chi-square p-value is uniform: the floor a lossy rule's drift must clear to mean anything.
+    """
+    counts = simulate_emitted(
+        target, draft, sampling, k=k, trials=trials, n=n, rule=accept_speculative, seed=seed, deterministic=True
+    )
+    result = _drift(counts, exact_joint(target, sampling, n))
+    return result | {"rule": "speculative", "temperature": sampling.temperature}
 
 
 # ---- the live demo of notebook 02 (the dashboard's callback) ---------------------------------------

@@ -33,6 +33,7 @@ class CurveOnly(DraftLength):
 
 
 def proposer(draft: Draft, probe_every: int = 8, probe_max: int = 64, **config) -> DraftProposer:
+    config.setdefault("remember", False)  # every test starts from the prior (the fixtures' drafts are shared)
     prop = DraftProposer(DraftConfig(draft=draft, max_draft=6, probe_every=probe_every, probe_max=probe_max,
                                      **config))  # fmt: skip
     prop.length = CurveOnly(k_max=6, probe_every=probe_every, probe_max=probe_max)
@@ -219,3 +220,37 @@ def test_probe_schedule_is_configurable():
         DraftConfig(probe_every=32, probe_max=16)
     with pytest.raises(ValueError, match="probe_every"):
         DraftConfig(probe_every=-1)
+
+
+# ---- (e) α̂ carried across calls; no draft prefill while backed off -----------------------------------
+def test_alpha_is_remembered_across_calls_and_backed_off_calls_skip_the_draft_prefill(target):
+    """A bad draft learned in one call: the next call (a new proposer, the same Draft) is backed off from
+    its first step, and its draft runs only for probes — the prompt is never prefilled into the draft
+    before then. With remember=False the next call re-learns from the prior (it drafts at step 0)."""
+    draft = Draft(model=S.tiny_model(num_layers=2, seed=1), vocab=None, name="another random model")
+    first = S.generate(target, PROMPT, max_new_tokens=60, proposer=proposer(draft, remember=True))
+    assert first.steps[0].info["k"] >= 1  # the prior α̂ = 0.5: it tries the draft first
+    assert draft.memory is not None and draft.memory["tracker"].alpha(None) < 0.3
+    draft.memory.update(probe_interval=8, idle_run=0)  # (the first call's failed probes had doubled it)
+
+    fed: list[int] = []
+    hook = draft.model.get_decoder().register_forward_hook(
+        lambda mod, args, kwargs, out: fed.append(kwargs["input_ids"].shape[-1]), with_kwargs=True
+    )
+    try:
+        prop = proposer(draft, probe_every=8, remember=True)
+        again = S.generate(target, PROMPT, max_new_tokens=20, proposer=prop)
+    finally:
+        hook.remove()
+    assert again.tokens == S.generate(target, PROMPT, max_new_tokens=20).tokens
+    info = [step.info for step in again.steps]
+    assert all(x["k"] == 0 for x in info[:7]) and info[7]["probe"]  # backed off from step 0; first probe
+    assert fed[0] == len(PROMPT) + 7  # the probe's forward is the draft's first: prompt + 7 emitted tokens
+
+    assert again.steps[7].accepted == 0 and draft.memory["probe_interval"] == 16  # the failed probe doubled it
+    waited = draft.memory["idle_run"]  # backed-off steps since that probe: the next call goes on counting
+    third = S.generate(target, PROMPT, max_new_tokens=12, proposer=proposer(draft, probe_every=8, remember=True))
+    assert [s.info["probe"] for s in third.steps].index(True) == 16 - waited - 1  # the schedule carried over
+
+    fresh = S.generate(target, PROMPT, max_new_tokens=5, proposer=proposer(draft, remember=False))
+    assert fresh.steps[0].info["k"] >= 1  # without memory: the prior again

@@ -319,6 +319,7 @@ def _run_prompts(
                         "identical": (diff is None) if ar is not None else None,
                         "first_diff": diff,
                         "top2_gap": top2_gap(model, x, ar, diff) if diff is not None else None,
+                        "proposer": r.info,
                         "tokens": r.tokens,
                     }
                 )

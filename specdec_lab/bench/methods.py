@@ -1,7 +1,10 @@
 """Methods as the harness sees them: a spec string, and a factory that builds a timed `run` callable.
 
     spec     name[:key=value...]     e.g. "prompt_lookup:max_draft=4:draft_length=heuristic"
-                                     (values parsed as int, else float, else str; the string is the label)
+                                     (values parsed as int, else float, else str; the string is the label);
+                                     `accept=<rule>` picks one of the method's acceptance rules by name
+                                     and temperature/top_k/top_p sample (e.g. "medusa:accept=typical:
+                                     temperature=0.7"); the other keys configure its proposer
     factory  (model, eos_ids, **params) -> run          built once per benchmark: one-time setup goes here
     run      (prompt ids, max_new_tokens, seed) -> RunOutput                     the part that is timed
 
@@ -19,6 +22,7 @@ from dataclasses import dataclass, field
 
 from ..generate import generate
 from ..proposers import METHODS, make_proposer
+from ..sampling import Sampling
 from .runner import ANCHORS, Runner, RunOutput
 
 __all__ = [
@@ -29,6 +33,10 @@ __all__ = [
     "parse_method_spec",
     "parse_methods",
 ]
+
+
+# keys of a spec that configure the loop (`generate`), not the method's proposer
+LOOP_PARAMS = ("accept", "temperature", "top_k", "top_p")
 
 
 class BenchInputError(ValueError):
@@ -112,8 +120,13 @@ def _check_params(spec: MethodSpec) -> None:
     config = METHODS[spec.name].config if spec.name in METHODS else None
     _check_types(spec, config if config is not None else factory)
     if spec.name in METHODS:
+        params = {k: v for k, v in spec.params.items() if k not in LOOP_PARAMS}
+        loop = {k: v for k, v in spec.params.items() if k in LOOP_PARAMS}
         try:
-            make_proposer(spec.name, **spec.params)  # cheap: proposers measure nothing until start()
+            proposer = make_proposer(spec.name, **params)  # cheap: proposers measure nothing until start()
+            sampling = Sampling(**{k: v for k, v in loop.items() if k != "accept"})
+            # the rule asked for (or the mode's default) must be one the method has
+            METHODS[spec.name].rules_of(proposer).pick(loop.get("accept"), sampling, spec.name)
         except (TypeError, ValueError) as err:
             raise BenchInputError(f"method {spec.label!r}: {err}") from None
         return
@@ -159,7 +172,7 @@ def _loop_factory(name: str) -> Callable[..., Runner]:
                 trace=False,
                 **params,
             )
-            return RunOutput(tokens=r.tokens, forwards=r.forwards, stop_reason=r.stop_reason)
+            return RunOutput(tokens=r.tokens, forwards=r.forwards, stop_reason=r.stop_reason, info=r.proposer)
 
         return run
 

@@ -12,7 +12,7 @@ the bench, so both methods.py and hf.py can import it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..proposers import METHODS
 
@@ -26,6 +26,7 @@ class RunOutput:
     tokens: list[int]  # new tokens, EOS included when it stopped generation
     forwards: int | None  # target forwards that emitted tokens (prefill not counted); None if unknown
     stop_reason: str  # "eos" | "max_new_tokens" | "context"
+    info: dict = field(default_factory=dict)  # what the method decided (our loop: the proposer's summary())
 
 
 Runner = Callable[[list[int], int, int], RunOutput]  # (prompt ids, max_new_tokens, seed) -> RunOutput

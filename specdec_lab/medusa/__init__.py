@@ -4,12 +4,17 @@
     checkpoint.py  our safetensors + JSON format, and FasterDecoding's published `medusa_lm_head` layout
     train.py       Medusa-1 on cached hidden states (frozen backbone), per-head top-1/top-5 accuracy
     medusa2.py     Medusa-2: joint training with self-distillation (KL) and the backbone-drift measure
+    calibration.py head accuracies a[k, i] (independent and conditional models), measured on held-out text
+    trees.py       rank-path trees (medusa_choices), E[L], greedy / optimal (DP) trees, hardware-aware budget
+
+Decoding with the heads is `method="medusa"` (`specdec_lab/proposers/medusa.py`).
 
 Shipped heads for SmolLM2-135M-Instruct: `data/medusa/smollm2-135m/` (`load_shipped_heads`).
 """
 
 from pathlib import Path
 
+from .calibration import HeadAccuracies, calibrate_from_ranks
 from .checkpoint import checkpoint_bytes, load_heads, load_medusa_layout, save_heads, save_medusa_layout
 from .heads import (
     IGNORE_INDEX,
@@ -22,6 +27,17 @@ from .heads import (
 )
 from .medusa2 import Drift, Medusa2Config, Medusa2Log, backbone_drift, lambda0_at, train_medusa2
 from .train import HeadAccuracy, Medusa1Config, MedusaRows, TrainLog, build_rows, head_accuracy, train_medusa1
+from .trees import (
+    BudgetChoice,
+    cartesian_paths,
+    cartesian_size,
+    choose_budget,
+    expected_length,
+    greedy_tree,
+    optimal_tree,
+    read_choices,
+    write_choices,
+)
 
 # data/medusa/<name>/ in the repository (the heads are data, not package files)
 SHIPPED_DIR = Path(__file__).resolve().parents[2] / "data" / "medusa"
@@ -63,6 +79,17 @@ __all__ = [
     "backbone_drift",
     "train_medusa2",
     "lambda0_at",
+    "HeadAccuracies",
+    "calibrate_from_ranks",
+    "BudgetChoice",
+    "cartesian_paths",
+    "cartesian_size",
+    "choose_budget",
+    "expected_length",
+    "greedy_tree",
+    "optimal_tree",
+    "read_choices",
+    "write_choices",
     "SHIPPED_DIR",
     "shipped_heads_path",
     "load_shipped_heads",

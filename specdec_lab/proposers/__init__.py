@@ -3,6 +3,9 @@
 from .autoregressive import AutoregressiveProposer
 from .base import DecodeState, Proposer
 from .draft import DraftConfig, DraftProposer, LayerSkipConfig, LayerSkipProposer
+from .jacobi import JacobiConfig, JacobiProposer
+from .lookahead import LookaheadConfig, LookaheadProposer
+from .medusa import MedusaDecodeConfig, MedusaProposer
 from .prompt_lookup import PromptLookupConfig, PromptLookupProposer
 from .registry import METHODS, Method, get_method, make_proposer, register_method
 
@@ -16,6 +19,12 @@ __all__ = [
     "DraftProposer",
     "LayerSkipConfig",
     "LayerSkipProposer",
+    "MedusaDecodeConfig",
+    "MedusaProposer",
+    "JacobiConfig",
+    "JacobiProposer",
+    "LookaheadConfig",
+    "LookaheadProposer",
     "Method",
     "METHODS",
     "register_method",

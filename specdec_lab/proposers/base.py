@@ -92,3 +92,8 @@ class Proposer:
     def info(self) -> dict:
         """Per-step facts worth tracing (e.g. the draft length chosen); shown by notebooks."""
         return {}
+
+    def summary(self) -> dict:
+        """What the proposer decided over the whole call (e.g. the tree it chose, the steps it backed off);
+        kept in `GenerationResult.proposer` even without a trace, and recorded per row by the bench."""
+        return {}

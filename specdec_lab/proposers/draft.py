@@ -6,7 +6,8 @@ The draft keeps its own KV cache (`KVCache`). Per loop step:
 
     propose:  feed the tokens the draft has not seen yet in ONE forward fused with the first draft step —
               the root; d_k + the bonus token when the whole chain was accepted; or, after steps that
-              proposed nothing (k = 0 does not run the draft), every token emitted since — then k − 1
+              proposed nothing (k = 0 does not run the draft), every token emitted since; the first draft of a call
+              feeds the whole prompt, so the draft's prefill is paid only if it drafts — then k − 1
               single tokens; each forward yields one draft token (argmax, or a sample from q kept for
               verification)
     update:   the draft wrote K/V for pending + d_1..d_{k−1}; keep the prefix that is still on the accepted
@@ -18,7 +19,10 @@ heuristic, or chosen each step from the measured acceptance rate α̂ and the me
 with the target's verify curve t(n) and the draft's step time): k* = argmax E[L + 1] / (k·t_draft + t(k+1)),
 where k = 0 (score 1 / t(1): a root-only tree, a plain autoregressive step) backs off where no draft pays —
 long contexts, where the draft's own attention grows and α falls, or a poor draft — and probes now and then
-to come back (`DraftLength`: after `probe_every` steps, the wait doubling after each failed probe).
+to come back (`DraftLength`: after `probe_every` steps, the wait doubling after each failed probe). α̂ is
+and the probe schedule are kept on the `Draft` between calls (`remember`): a call starts where the last
+one left off, backed off from its first step if the draft had stopped paying and probing on the schedule
+the failed probes set, rather than re-learning that with failed drafts and early probes in every call.
 
 `method="layer_skip"` is the same proposer with the training-free draft made of the target's first layers.
 """
@@ -36,7 +40,6 @@ from ..fast_linear import small_linear
 from ..kv_cache import KVCache
 from ..sampling import warp_probs
 from ..tree import Tree
-from ..verify import prefill
 from .base import DecodeState, Proposer
 
 __all__ = ["DraftConfig", "DraftProposer", "LayerSkipConfig", "LayerSkipProposer", "draft_step_seconds"]
@@ -50,6 +53,8 @@ class DraftConfig:
     vocab: str = "draft"  # "draft": the draft's reduced head (+ prompt tokens); "full": the whole head
     probe_every: int = 16  # cost mode backed off (k = 0): draft one token after this many steps (0: never),
     probe_max: int = 128  # the wait doubling after each failed probe up to this (`DraftLength`)
+    remember: bool = True  # carry α̂ and the probe schedule across generate calls (per target and draft);
+    # False: every call starts from the tracker's prior and probes after probe_every steps
 
     def __post_init__(self):
         if self.max_draft < 1:
@@ -77,6 +82,7 @@ class DraftProposer(Proposer):
         self.seen = 0  # state.tokens[:seen] have K/V in the draft cache (committed)
         self.pending = 0  # tokens fed in the last proposal before the first draft token
         self._last: dict = {}
+        self.counts = {"steps": 0, "backed_off": 0, "probes": 0, "drafted": 0, "accepted": 0}  # `summary`
 
     # ---- setup ------------------------------------------------------------------------------------
     def start(self, state: DecodeState, prompt=None) -> None:
@@ -87,11 +93,25 @@ class DraftProposer(Proposer):
         weight = model.get_output_embeddings().weight  # (V, H), tied to the embeddings
         self.head = weight if self.rows is None else weight[self.rows].contiguous()  # (M, H)
         self.cache = KVCache.for_model(model, capacity=len(state.tokens) + 256)
-        prefill(model, self.cache, torch.tensor(state.tokens[:-1], dtype=torch.long))  # all but the root
-        self.seen = len(state.tokens) - 1
+        # No prefill here: the first draft forward feeds every token the draft has not seen (the catch-up of
+        # a backed-off stretch), so a call that starts backed off never pays for the draft's prefill.
+        self.seen = 0
+        if self.config.remember:
+            # α̂ and the probe schedule outlive the call: the Draft (one per target and draft, `get_draft`)
+            # keeps them, so the next call starts where this one stopped — backed off from its first step
+            # where the draft has not been paying, its next probe as far off as the failed ones made it —
+            # instead of re-learning that with failed drafts and early probes (each a catch-up forward over
+            # the whole prompt) in every call.
+            memory = self.draft.memory
+            if memory is None:
+                self.draft.memory = {"tracker": self.length.tracker}
+            else:
+                self.length.tracker = memory["tracker"]
+                self.length.probe_interval = memory.get("probe_interval", self.length.probe_interval)
+                self.length.idle_run = memory.get("idle_run", 0)
         self.length.start(state.model)
         if self.draft.step_seconds is None:
-            self.draft.step_seconds = draft_step_seconds(self)
+            self.draft.step_seconds = draft_step_seconds(self)  # on the empty cache; refined as it drafts
         self.length.draft_step = self.draft.step_seconds
 
     @torch.inference_mode()
@@ -114,6 +134,10 @@ class DraftProposer(Proposer):
         # fed: tokens of the first draft forward (> 2 after a backed-off stretch: the catch-up)
         self._last = {"k": k, "alpha": round(self.length.tracker.alpha(None), 3), "probe": self.length.probing,
                       "fed": len(x) if k else 0}  # fmt: skip
+        self.counts["steps"] += 1
+        self.counts["backed_off"] += k == 0
+        self.counts["probes"] += self.length.probing
+        self.counts["drafted"] += k
         if k == 0:
             # Backed off: a root-only tree, one plain decoding step. The draft does not run, so its cache
             # falls behind by the tokens emitted meanwhile; the next draft's first forward feeds them all.
@@ -160,6 +184,8 @@ class DraftProposer(Proposer):
     def update(self, state, tree, acceptance, output) -> None:
         k = len(tree) - 1
         self.length.observe_verify(len(tree), state.verify_seconds)
+        if self.config.remember:
+            self.draft.memory.update(probe_interval=self.length.probe_interval, idle_run=self.length.idle_run)
         if k == 0:  # backed off: nothing written to the draft cache; `seen` stays, the gap grows
             return
         a = acceptance.accepted_draft
@@ -168,9 +194,14 @@ class DraftProposer(Proposer):
         self.seen += valid
         self.length.observe(None, k, a)
         self._last["accepted"] = a
+        self.counts["accepted"] += a
 
     def info(self) -> dict:
         return dict(self._last)
+
+    def summary(self) -> dict:
+        """Steps, steps backed off (k = 0), probes, draft tokens proposed and accepted, α̂ at the end."""
+        return {**self.counts, "alpha": round(self.length.tracker.alpha(None), 3)}
 
 
 def draft_step_seconds(proposer: DraftProposer, repeats: int = 7, warmup: int = 5) -> float:
@@ -192,6 +223,7 @@ class LayerSkipConfig:
     draft_length: int | str = "cost"
     probe_every: int = 16  # backed off: the probe schedule, as in DraftConfig
     probe_max: int = 128
+    remember: bool = True  # carry α̂ across generate calls, as in DraftConfig
 
 
 class LayerSkipProposer(DraftProposer):
@@ -209,5 +241,6 @@ class LayerSkipProposer(DraftProposer):
                 vocab="full",
                 probe_every=config.probe_every,
                 probe_max=config.probe_max,
+                remember=config.remember,
             )
         )

@@ -18,6 +18,9 @@ from ..accept import AcceptRules
 from .autoregressive import AutoregressiveProposer
 from .base import Proposer
 from .draft import DraftConfig, DraftProposer, LayerSkipConfig, LayerSkipProposer
+from .jacobi import JacobiConfig, JacobiProposer
+from .lookahead import LookaheadConfig, LookaheadProposer
+from .medusa import MedusaDecodeConfig, MedusaProposer
 from .prompt_lookup import PromptLookupConfig, PromptLookupProposer
 
 __all__ = ["Method", "METHODS", "register_method", "get_method", "make_proposer"]
@@ -48,6 +51,9 @@ METHODS: dict[str, Method] = {
     "prompt_lookup": Method(PromptLookupProposer, PromptLookupConfig),
     "draft": Method(DraftProposer, DraftConfig),
     "layer_skip": Method(LayerSkipProposer, LayerSkipConfig),
+    "medusa": Method(MedusaProposer, MedusaDecodeConfig),
+    "jacobi": Method(JacobiProposer, JacobiConfig),
+    "lookahead": Method(LookaheadProposer, LookaheadConfig),
 }
 
 

@@ -1,0 +1,411 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -papermill,-execution
+#     formats: ipynb,py//py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (specdec_lab)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 07 · Lookahead decoding: Jacobi iteration, the n-gram pool and the 2D window
+#
+# The methods so far needed a **draft**: a small model (02), heads trained on the target (03, 06), or
+# the prompt's own text (prompt lookup). Lookahead decoding (Fu et al. 2024) needs none of them. It makes
+# its guesses with the target itself, in the same forward that verifies:
+#
+# 1. **Jacobi iteration** (`generate(method="jacobi")`, `proposers/jacobi.py`) — guess a block of $n$
+#    future tokens, run *one* forward over it and replace every guess by the target's argmax after its
+#    predecessor; greedy decoding is the fixed point. Alone, on a model not trained for it, it hardly
+#    ever beats one token per step;
+# 2. **the 2D window** (`generate(method="lookahead")`, `proposers/lookahead.py`) — keep the last
+#    $N-1$ Jacobi iterates as a $(N-1) \times W$ window; each of its $W$ columns becomes an $N$-gram
+#    for a **pool** keyed by the first token. The window is verified but never accepted: in our loop it
+#    is an ordinary token tree of *non-candidate* nodes, a comb;
+# 3. **the verification branch** — the pool's n-grams that start with the current token, merged into a
+#    trie under the root; greedy acceptance keeps the longest one the target agrees with. The output is
+#    exactly greedy decoding's.
+#
+# Sections: (1) Jacobi on a real prompt, its trajectory, and why it stalls; (2) one lookahead step's tree
+# and attention mask, derived by hand and checked against the library; (3) the pool and its hits over a
+# decode; (4) a sweep over $W, N, G$, timed against autoregressive decoding; (5) why the same method pays
+# where a forward of 64 tokens costs what one costs.
+#
+# Notation: "mean accepted" = tokens emitted per target forward, **bonus included** (autoregressive = 1).
+
+# %% tags=["parameters"]
+quick: bool = False  # CI: shorter decodes, a smaller sweep on one prompt (same code paths)
+model_name: str = "smollm2-135m"  # target: shipped name, HF directory or .gguf
+prompt_id: int = 3  # question_id in data/prompts.jsonl for sections 1-3
+jacobi_n: int = 8  # Jacobi block length (future tokens guessed and refined per step)
+jacobi_tokens: int = 32  # tokens decoded with Jacobi iteration (section 1)
+demo_W: int = 4  # section 2: window width (columns)
+demo_N: int = 3  # section 2: n-gram size (the window has N − 1 levels)
+demo_G: int = 2  # section 2: n-grams kept per first token (verified per step at most)
+demo_tokens: int = 24  # section 2: tokens decoded to find a step with a full window and G n-grams
+pool_W: int = 4  # section 3: window width
+pool_N: int = 4  # section 3: n-gram size
+pool_G: int = 4  # section 3: n-grams per first token
+pool_tokens: int = 64  # section 3: tokens decoded
+sweep_W: str = "0,2,4"  # section 4: window widths, comma-separated (0 = pool verification only)
+sweep_N: str = "3,4"  # section 4: n-gram sizes
+sweep_G: str = "4"  # section 4: n-grams per first token
+sweep_prompts: int = 2  # section 4: prompts (spread over categories)
+sweep_tokens: int = 48  # section 4: new tokens per prompt and method
+sweep_dir: str = "../results/sweeps/07"  # one JSON per grid point; a stored point with identical parameters is reused
+cost_sizes: str = "1,2,4,8,16,24,32,48,64"  # section 5: tree sizes at which the verify cost is measured
+seed: int = 0  # random seed (of the window's initial guesses; greedy output does not depend on it)
+figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
+
+# %%
+if quick:
+    jacobi_tokens, demo_tokens, pool_tokens = 16, 16, 32
+    sweep_W, sweep_N, sweep_prompts, sweep_tokens = "0,2", "3", 1, 24
+    cost_sizes = "1,4,16,32"
+    figures_dir = "../results/figures"  # CI runs leave the committed figures alone
+
+import os
+import time
+from pathlib import Path
+
+import ipywidgets as w
+import pandas as pd
+import torch
+from IPython.display import display
+from transformers.utils import logging as hf_logging
+
+from specdec_lab import generate, load_model, measure_cost_curve
+from specdec_lab.io import load_prompts
+from specdec_lab.proposers import LookaheadConfig
+from specdec_lab.proposers.lookahead_budget import LookaheadBudget
+from specdec_lab.viz.decoding import show_steps
+from specdec_lab.viz.figures import save_figure
+from specdec_lab.viz.lookahead import (
+    RecordingLookahead,
+    cost_figure,
+    flat_curve,
+    grid,
+    jacobi_figure,
+    jacobi_frame,
+    lookahead_mask_figure,
+    lookahead_step_callback,
+    lookahead_tree_figure,
+    node_kinds,
+    parse_ints,
+    pool_figure,
+    pool_frame,
+    predicted_speedups,
+    run_sweep,
+    sweep_figure,
+    sweep_frame,
+    window_cell,
+)
+from specdec_lab.viz.tree_figures import Explorer
+
+T_START = time.perf_counter()
+FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
+hf_logging.disable_progress_bar()
+torch.manual_seed(seed)
+all_prompts = load_prompts("../data/prompts.jsonl")
+prompts = {p.question_id: p for p in all_prompts}
+print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={quick}")
+
+# %% [markdown]
+# ## 1. Jacobi iteration on a real prompt
+#
+# Greedy decoding solves $y_j = \arg\max p(\cdot \mid x, y_{<j})$ one $j$ after the other. Jacobi
+# iteration guesses the whole block $g_1 \dots g_n$ and updates every guess at once from one causal
+# forward over $[\text{root}, g_1, \dots, g_n]$:
+# $g'_j = \arg\max p(\cdot \mid x, \text{root}, g_{<j})$. In our loop that forward *is* the verify
+# forward of the chain root → $g_1$ → … → $g_n$: the accepted prefix $g_1 \dots g_a$ plus the bonus
+# $g'_{a+1}$ are emitted, and the updated guesses past them are the next step's block.
+
+# %%
+lm = load_model(model_name)
+tok = lm.tokenizer
+prompt = prompts[prompt_id]
+ids = lm.chat_ids(prompt.text)
+print(f"[{prompt.category}] {prompt.text[:300]}...")
+ar = generate(lm, ids, max_new_tokens=max(jacobi_tokens, demo_tokens, pool_tokens))
+jac = generate(lm, ids, method="jacobi", n=jacobi_n, max_new_tokens=jacobi_tokens)
+traj = jacobi_frame(jac, tok)
+
+# %% tags=["nbval-check-output"]
+assert jac.tokens == ar.tokens[: len(jac.tokens)], "greedy Jacobi must equal autoregressive decoding"
+print(f"Jacobi (n = {jacobi_n}) == autoregressive, token for token: True ({len(jac.tokens)} tokens)")
+print(f"every accepted guess was right and left unchanged by its update: {bool(traj[traj['accepted']][['right', 'unchanged']].all().all())}")  # fmt: skip
+print(f"fewer than 1.5 tokens per forward: {jac.mean_accepted < 1.5}")
+
+# %% tags=["nbval-ignore-output"]
+counts = {
+    "steps (target forwards)": len(jac.steps),
+    "mean accepted (tokens per forward)": round(jac.mean_accepted, 3),
+    "guesses made (step x offset)": len(traj),
+    "... accepted": int(traj["accepted"].sum()),
+    "... right, but behind a wrong guess": int((traj["state"] == 1).sum()),
+    "... left unchanged by the update": int(traj["unchanged"].sum()),
+    "... wrong": int((traj["state"] == 0).sum()),
+}
+display(pd.Series(counts, name=f"Jacobi, n = {jacobi_n}").to_frame())
+fig = jacobi_figure(jac, tok)
+print(f"saved {save_figure(fig, '07_jacobi_trajectory', FIGURES)}")
+fig
+
+# %% [markdown]
+# Each row is one step (one forward), each column an offset after that step's root; the cell shows the
+# guess that was verified there. Green guesses were accepted, yellow ones were **already the right token
+# but could not be accepted**, because a guess before them was wrong. That is the whole problem: a guess
+# is fixed only once its *entire* prefix is right, since the target's argmax at offset $j$ is computed
+# from the guessed context $g_{<j}$. A wrong $g_1$ spoils the context of every later position, the update
+# makes offset 1 right (it is the bonus token), and the next step starts over from a block that was
+# predicted from a wrong context. So mean accepted stays ≈ 1: each forward fixes about one token, like
+# autoregressive decoding, at the price of a $(n+1)$-token forward. (CLLMs fine-tune the target so that
+# the trajectory converges faster; a pretrained chat model does not.)
+#
+# But look at the yellow cells and at the guesses the update produces: they are often plausible
+# *continuations of their own context*. Text repeats (names, code identifiers, phrases of the prompt), so
+# an n-gram made there may fit later. That is the idea of Lookahead decoding: **harvest** the trajectory
+# as n-grams, and verify the ones that start with the current token.
+#
+# ## 2. One lookahead step: the window as a tree, and its mask
+#
+# LADE (the reference code) builds its 2D window with a hand-written attention mask: window cell
+# $(l, i)$ — level $l$, column $i$, a guess for offset $l + i$ after the root — attends to level 0's
+# columns $0..i$ and to column $i$ of levels $1..l$, at position `cache_length + l + i`. That *is* a
+# tree: give cell $(0, i)$ the parent $(0, i-1)$ and cell $(l, i)$ the parent $(l-1, i)$ (a comb whose
+# spine is level 0; the root is cell $(0, 0)$). So `proposers/lookahead.py` appends the window to the
+# ordinary token tree as **non-candidate** nodes (`Tree(..., candidate=...)`): the one `verify_tree` of
+# every method verifies it, acceptance never walks into it, and the loop's cache `keep` drops its K/V.
+# After the forward, the argmax at the last level's cell of column $i$ completes that column to an
+# $N$-gram for the pool. The verification branch — the root's n-grams as chains, merged into a trie —
+# sits beside it under the root.
+#
+# A small case from a real decode: $W = 4$, $N = 3$, $G = 2$, the first step with a full window and the
+# most n-grams verified.
+
+# %%
+demo = generate(lm, ids, method="lookahead", W=demo_W, N=demo_N, G=demo_G, seed=seed, max_new_tokens=demo_tokens)
+full = [s.info["levels"] == demo_N - 1 and s.info["W"] > 0 for s in demo.steps]
+pick = max(range(len(demo.steps)), key=lambda i: (full[i], demo.steps[i].info["grams"], demo.steps[i].accepted > 0))
+step = demo.steps[pick]
+tree, columns, levels = step.tree, step.info["columns"], step.info["levels"]
+cache_length = len(ids) - 1 + sum(len(s.emitted) for s in demo.steps[:pick])  # committed K/V before this step
+kinds = node_kinds(tree, columns)
+print(f"step {pick}: {len(tree)} nodes = root + {levels} x {columns} window - 1 + {step.proposed} n-gram nodes "
+      f"({step.info['grams']} n-grams); accepted path {step.path}, emitted {tok.decode(step.emitted)!r}")  # fmt: skip
+
+# %% tags=["nbval-ignore-output"]
+fig = lookahead_tree_figure(tree, columns, tok, path=step.path)
+print(f"saved {save_figure(fig, '07_lookahead_tree', FIGURES)}")
+fig
+
+# %% [markdown]
+# The window (hollow) reads as a grid: the top row is level 0 (the root and the newest guesses), each
+# column top-down is an n-gram in the making, at offsets $i, i+1, \dots$; the dotted edges are the tree's
+# parent pointers. The n-grams (blue) hang left of the root, one per column; green is the accepted path.
+#
+# Now the mask, derived cell by cell from LADE's rule — no tree involved — and the positions
+# `cache_length + l + i`, both compared with what the library verifies (`tree.mask`,
+# `tree.position_ids`). An n-gram token sees the root and the tokens before it in its n-gram (its trie
+# ancestors), nothing of the window; no window cell sees an n-gram.
+
+# %% tags=["nbval-check-output"]
+n_window = levels * columns  # nodes 0 .. n_window − 1: the window, root = cell (0, 0)
+cells = [window_cell(node, columns) for node in range(n_window)]
+naive = torch.zeros(len(tree), len(tree), dtype=torch.bool)
+for q, (lq, iq) in enumerate(cells):
+    for k, (lk, ik) in enumerate(cells):
+        naive[q, k] = (lk == 0 and ik <= iq) or (ik == iq and 1 <= lk <= lq)  # LADE's multilevel mask
+parents = tree.parents.tolist()
+for q in range(n_window, len(tree)):  # the verification trie: the root and the n-gram's earlier tokens
+    k = q
+    while k != -1:
+        naive[q, k] = True
+        k = parents[k]
+positions = tree.position_ids(cache_length).tolist()
+assert all(positions[node] == cache_length + lq + iq for node, (lq, iq) in enumerate(cells))
+assert all(positions[q] == cache_length + len(tree.path_to(q)) - 1 for q in range(n_window, len(tree)))
+assert torch.equal(naive, tree.mask), "LADE's window mask must equal the tree's ancestor mask"
+assert kinds == ["root"] + ["window"] * (n_window - 1) + ["ngram"] * (len(tree) - n_window)
+print(f"window {levels} levels x {columns} columns: positions cache_length + l + i, and LADE's mask == tree.mask: True")
+print(f"window cells never accepted (non-candidates), accepted path inside the verification branch: "
+      f"{all(kinds[n] != 'window' for n in step.path)}")  # fmt: skip
+
+# %% tags=["nbval-ignore-output"]
+display(pd.DataFrame({
+    "token": [tok.decode([t]) for t in tree.tokens.tolist()],
+    "branch": kinds,
+    "cell (l, i)": [str(window_cell(n, columns)) if kinds[n] != "ngram" else "" for n in range(len(tree))],
+    "parent": parents,
+    "position": positions,
+}).T)  # fmt: skip
+fig = lookahead_mask_figure(tree, columns, tok, cache_length=cache_length)
+print(f"saved {save_figure(fig, '07_lookahead_mask', FIGURES)}")
+fig
+
+# %% [markdown]
+# The window block is the staircase LADE draws by hand: level 0 causal, each lower cell a vertical
+# column plus the level-0 row up to its column. The n-gram block is the tree mask of notebook 04. The
+# two never see each other, so the candidates' logits are exactly those of verifying the n-grams alone
+# (`tests/test_lookahead.py` checks this), and greedy Lookahead emits exactly the autoregressive tokens:
+
+# %% tags=["nbval-check-output"]
+print(f"greedy lookahead (W={demo_W}, N={demo_N}, G={demo_G}) == autoregressive: "
+      f"{demo.tokens == ar.tokens[: len(demo.tokens)]} ({len(demo.tokens)} tokens)")  # fmt: skip
+
+# %% [markdown]
+# Every step of that decode, on a slider (the callback is the same `lookahead_step_figure`):
+
+# %% tags=["nbval-skip"]
+# (drawn on demand only: papermill and nbval stall on widgets that draw figures when created)
+Explorer(
+    w.IntSlider(value=pick, min=0, max=len(demo.steps) - 1, description="step", continuous_update=False),
+    lookahead_step_callback(demo, tok),
+    show_initial=False,  # the step shown above
+)
+
+# %% [markdown]
+# ## 3. The pool over a decode
+#
+# With $W = 4$, $N = 4$, $G = 4$: the pool starts with the prompt's n-grams (`pool_from_prompt`, LADE's
+# default) and grows by the output's n-grams and by the $W$ n-grams the window harvests every step. A
+# step verifies the root's n-grams (at most $G$, most recent first). Accepted tokens are **credited** to
+# the text when a text n-gram offered them (it would have been verified without any window), else to the
+# window. `RecordingLookahead` is the library's proposer with the pool's size added to its `info()`.
+
+# %%
+recorder = RecordingLookahead(LookaheadConfig(W=pool_W, N=pool_N, G=pool_G, seed=seed))
+la = generate(lm, ids, proposer=recorder, max_new_tokens=pool_tokens)
+pool = pool_frame(la)
+
+# %% tags=["nbval-check-output"]
+print(
+    f"greedy lookahead (W={pool_W}, N={pool_N}, G={pool_G}) == autoregressive: {la.tokens == ar.tokens[: len(la.tokens)]}"
+)
+print(f"the pool only grows: {bool(pool['pool n-grams'].is_monotonic_increasing)}; "
+      f"credited tokens add up to the accepted ones: "
+      f"{int(pool['accepted (text)'].sum() + pool['accepted (window)'].sum()) == int(pool['accepted'].sum())}")  # fmt: skip
+
+# %% tags=["nbval-ignore-output"]
+verified = pool["n-grams verified"] > 0
+display(pd.Series({
+    "steps": len(pool),
+    "mean accepted (tokens per forward)": round(la.mean_accepted, 3),
+    "pool after the first step (n-grams)": int(pool["pool n-grams"].iloc[0]),
+    "pool at the end (n-grams)": int(pool["pool n-grams"].iloc[-1]),
+    "... of which from the window only": int(pool["pool n-grams (window)"].iloc[-1]),
+    "steps whose root had n-grams": f"{int(verified.sum())} ({verified.mean():.0%})",
+    "steps with an accepted n-gram token": int((pool["accepted"] > 0).sum()),
+    "accepted tokens credited to the text": int(pool["accepted (text)"].sum()),
+    "accepted tokens credited to the window": int(pool["accepted (window)"].sum()),
+    "tokens verified per forward (mean)": round(pool["nodes"].mean(), 1),
+}, name=f"lookahead W={pool_W}, N={pool_N}, G={pool_G}").to_frame())  # fmt: skip
+fig = pool_figure(pool)
+print(f"saved {save_figure(fig, '07_pool', FIGURES)}")
+fig
+
+# %% [markdown]
+# The window's n-grams pile up fast ($W$ per step) while the text's grow by one per emitted token, and
+# most hits come from the text: recurring identifiers and phrases of the prompt. A window n-gram must be
+# a *correct* 4-token continuation of a token that then recurs as the root, made from a context that was
+# itself guessed. Per step the window costs $(N-1) \cdot W$ extra tokens in the forward whether it hits
+# or not. The emitted text, one colour per forward (bold = accepted from an n-gram):
+
+# %% tags=["nbval-ignore-output"]
+show_steps(la, tok)
+
+# %% [markdown]
+# ## 4. A sweep over $W$, $N$, $G$
+#
+# Each grid point is timed with the benchmark harness (`specdec_lab.bench.run_benchmark`: a warm-up run
+# per method, method order rotated per prompt, every output compared with autoregressive's), next to an
+# autoregressive run on the same prompts; $W = 0$ is verification of the pool's text n-grams only (no
+# window: prompt-lookup-like). The result of each point is one small JSON in `sweep_dir`, written
+# atomically; a rerun with identical parameters (model, prompts, tokens, seed, $W, N, G$) loads it instead
+# of measuring again, and only the missing points are run (with a fresh autoregressive baseline).
+# **This machine's timings, on few prompts: noisy.**
+
+# %% tags=["nbval-ignore-output"]
+sweep_set = all_prompts[:: max(len(all_prompts) // sweep_prompts, 1)][:sweep_prompts]
+points = grid(sweep_W, sweep_N, sweep_G)
+records, ran = run_sweep(lm, sweep_set, points, sweep_dir, max_new_tokens=sweep_tokens, seed=seed)
+print(f"{len(sweep_set)} prompts ({', '.join(p.category for p in sweep_set)}) x {sweep_tokens} new tokens; "
+      f"{len(points)} grid points: {len(ran)} measured now, {len(points) - len(ran)} loaded from {sweep_dir}")  # fmt: skip
+sweep = sweep_frame(records)
+sweep.round(3)
+
+# %% tags=["nbval-check-output"]
+print(
+    f"every grid point identical to autoregressive on every prompt: {bool((sweep['identical to autoregressive'] == 1.0).all())}"
+)
+print(f"grid: W in {parse_ints(sweep_W)}, N in {parse_ints(sweep_N)}, G in {parse_ints(sweep_G)}: {len(sweep)} points")
+
+# %% tags=["nbval-ignore-output"]
+fig = sweep_figure(sweep)
+print(f"saved {save_figure(fig, '07_sweep', FIGURES)}")
+fig
+
+# %% [markdown]
+# A wider window raises mean accepted a little (its n-grams add hits the text did not offer), but it
+# raises the tokens verified per forward much more: every step pays for the
+# $(N-1) \cdot W - 1$ window cells besides the root, plus the n-gram trie. On this CPU a forward's cost grows with its
+# tokens, so the window rarely pays for itself; the pool verification alone ($W = 0$) costs only the
+# few trie tokens of the root's n-grams.
+#
+# ## 5. The same method where a forward of 64 tokens costs what one costs
+#
+# Lookahead was designed for GPUs, where a forward is bound by reading the weights: verifying 64 tokens
+# costs about what 1 does, so every extra window or n-gram token is free and the speed-up *is* the mean
+# accepted. On this CPU the verify cost $t(n)$ grows with $n$. Predicted speed-up of a grid point, from
+# its measured mean accepted and its mean tokens per forward $\bar n$:
+#
+# $$\text{speed-up} \approx \frac{\text{mean accepted}}{t(\bar n) / t(1)},$$
+#
+# on the measured tree verify cost curve (`measure_cost_curve(..., tree=True)`, the undisturbed minimum
+# of a few repeats) and on a flat one ($t(n) = t(1)$, GPU-like).
+
+# %% tags=["nbval-ignore-output"]
+curve = measure_cost_curve(lm.model, sizes=parse_ints(cost_sizes), tree=True, repeats=3, warmup=1, statistic="min")
+flat = flat_curve(curve)
+curves = {"this CPU (measured)": curve, "flat (GPU-like)": flat}
+print("t(n)/t(1) here:", {n: round(r, 2) for n, r in zip(curve.sizes, curve.relative(), strict=True)})
+pred = predicted_speedups(sweep, curves)
+display(pred[["mean accepted", "tokens verified / forward", "speed-up vs autoregressive",
+              "predicted (this CPU (measured))", "predicted (flat (GPU-like))"]].round(3))  # fmt: skip
+fig = cost_figure(sweep, curves)
+print(f"saved {save_figure(fig, '07_cost_speedup', FIGURES)}")
+fig
+
+# %% [markdown]
+# On the measured curve the prediction ranks the points as the measurement does, pool verification alone
+# ($W = 0$) first: its few extra tokens cost little, while a window of $(N-1) \cdot W$ cells makes every
+# forward dearer than the hits it adds (the prediction leaves out the proposer's own Python time, so it
+# runs a little above the measurement). On the flat curve the order turns around: the speed-up is the
+# mean accepted, and the widest windows, the worst points here, add the most hits. The same tokens per
+# step buy very different speed-ups.
+#
+# That is why `W="auto"` (`proposers/lookahead_budget.py`) sizes the window from the measured cost curve
+# and the hit rates seen so far, maximising $(1 + y_\text{text} + y_\text{win} \log_2(1+W)) / t(1 +
+# (N-1)W + \hat g)$ every few steps. With its priors (before any hit is observed), on the two curves:
+
+# %% tags=["nbval-ignore-output"]
+choices = {}
+for name, c in curves.items():
+    budget = LookaheadBudget(c, N=4, G=4, max_window=16)
+    choices[name] = {f"W={width}": round(score * c(1), 3) for width, score in budget.scores().items()}
+    choices[name]["chosen W"] = budget.width()
+pd.DataFrame(choices).T  # predicted tokens per t(1), per window width, and the width W="auto" starts with
+
+# %% [markdown]
+# On this CPU the sizer starts with a narrow window (or none) and widens it only if window n-grams keep
+# hitting; on a flat curve it goes straight to the widest window.
+
+# %% tags=["nbval-ignore-output"]
+print(f"notebook wall time: {time.perf_counter() - T_START:.0f} s")

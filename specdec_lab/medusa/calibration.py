@@ -1,0 +1,219 @@
+"""Calibrate Medusa heads: how often head k's rank-i candidate is the target's token k + 1 positions ahead.
+
+The accuracy models (`HeadAccuracies`): a[k, i] = P(head k+1's rank-i candidate is right), marginal
+("independent", Medusa's model) or given that heads 1..k had the truth in their top-S ("conditional");
+`trees.py` builds and sizes trees from either.
+
+    python -m specdec_lab.medusa calibrate                  # shipped heads, held-out distillation data
+    python -m specdec_lab.medusa calibrate --examples 100 --out data/medusa/smollm2-135m/calibration.json
+
+Calibration text is the target's own greedy responses (the self-distillation data), held-out split only
+(question_id % 10 == 0: the heads never trained on it) — never the benchmark's prompts (`data/prompts.jsonl`),
+so a tree sized on it is not fitted to the benchmark. Teacher forcing: one forward per example gives the
+target's last hidden state at every position, the heads read it, and the rank of the true token in each
+head's sorted logits goes into `trees.calibrate_from_ranks` (independent and conditional accuracy models).
+
+The result is written next to the heads (`calibration.json`), where `method="medusa", tree="auto"` reads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..io import write_json
+from .heads import IGNORE_INDEX, MedusaHeads, medusa_labels
+
+__all__ = [
+    "HeadAccuracies",
+    "MISSING_RANK",
+    "calibrate_from_ranks",
+    "true_ranks",
+    "calibrate",
+    "head_ranks",
+    "calibrate_heads",
+    "main",
+]
+
+MISSING_RANK = -1  # rank of a position whose label is missing (IGNORE_INDEX); >= S means "not in the top-S"
+
+
+# ---- head accuracies from calibration ----------------------------------------------------------------
+@dataclass
+class HeadAccuracies:
+    """Per-head, per-rank accuracy of Medusa heads; row k is head k+1, column i its rank-i candidate."""
+
+    top: torch.Tensor  # (K, S) a[k, i] = P(head k+1's rank-i candidate is the true token)  (marginal)
+    conditional: torch.Tensor | None = None  # (K, S) same, given heads 1..k had the truth in their top-S
+    positions: int = 0  # calibration positions (with a label for head 1) these were measured on
+
+    def __post_init__(self):
+        self.top = torch.as_tensor(self.top, dtype=torch.float64)
+        if self.top.ndim != 2:
+            raise ValueError(f"top must be (K, S), got shape {tuple(self.top.shape)}")
+        if self.conditional is not None:
+            self.conditional = torch.as_tensor(self.conditional, dtype=torch.float64)
+            if self.conditional.shape != self.top.shape:
+                raise ValueError(
+                    f"conditional must have top's shape {tuple(self.top.shape)}, got {tuple(self.conditional.shape)}"
+                )
+
+    @property
+    def num_heads(self) -> int:
+        return self.top.shape[0]
+
+    @property
+    def num_candidates(self) -> int:
+        return self.top.shape[1]
+
+    def model(self, kind: str = "independent") -> torch.Tensor:
+        """The (K, S) factor matrix of `kind`: "independent" (marginal) or "conditional"."""
+        if kind == "independent":
+            return self.top
+        if kind == "conditional":
+            if self.conditional is None:
+                raise ValueError("these accuracies have no conditional model (calibrate to measure it)")
+            return self.conditional
+        raise ValueError(f"unknown accuracy model {kind!r}: use 'independent' or 'conditional'")
+
+    def to_dict(self) -> dict:
+        cond = None if self.conditional is None else self.conditional.tolist()
+        return {"top": self.top.tolist(), "conditional": cond, "positions": int(self.positions)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> HeadAccuracies:
+        return cls(top=d["top"], conditional=d.get("conditional"), positions=d.get("positions", 0))
+
+
+def calibrate_from_ranks(ranks: torch.Tensor, top: int) -> HeadAccuracies:
+    """Accuracies from ranks (T, K): the true token's rank in head k+1's top-`top` list.
+
+    ranks[t, k] in 0..top-1: found at that rank; >= top: not in the top list; < 0 (MISSING_RANK): no label,
+    the row is left out of head k+1's statistics. The conditional row k uses only positions where heads
+    1..k+1 all have labels and heads 1..k all had the true token in their top list.
+    """
+    ranks = torch.as_tensor(ranks)
+    if ranks.ndim != 2 or ranks.dtype.is_floating_point or ranks.dtype == torch.bool:
+        raise ValueError(f"ranks must be an integer (T, K) tensor, got {ranks.dtype} shape {tuple(ranks.shape)}")
+    if top < 1:
+        raise ValueError(f"top must be >= 1, got {top}")
+    ranks = ranks.long().cpu()
+    t, k = ranks.shape
+    present = ranks >= 0  # (T, K)
+    hit = present & (ranks < top)  # (T, K) truth in the top list
+    onehot = torch.zeros(t, k, top + 1, dtype=torch.float64)  # last column: "not in top" or missing
+    onehot.scatter_(2, torch.where(hit, ranks, top)[..., None], 1.0)
+    onehot = onehot[..., :top]  # (T, K, S)
+    counts = present.sum(0).clamp(min=1).double()  # (K,)
+    marginal = onehot.sum(0) / counts[:, None]  # (K, S)
+    # condition for row j: labels 1..j+1 present and heads 1..j hit; a cumulative AND along the heads
+    prev_hit = torch.cat([torch.ones(t, 1, dtype=torch.bool), hit[:, :-1].long().cumprod(1).bool()], dim=1)  # (T, K)
+    cond_rows = prev_hit & present.long().cumprod(1).bool()  # (T, K)
+    cond_counts = cond_rows.sum(0).clamp(min=1).double()  # (K,)
+    conditional = (onehot * cond_rows[..., None]).sum(0) / cond_counts[:, None]  # (K, S)
+    return HeadAccuracies(top=marginal, conditional=conditional, positions=int(present[:, 0].sum()))
+
+
+@torch.no_grad()
+def true_ranks(head_logits: torch.Tensor, labels: torch.Tensor, top: int = 10, chunk_rows: int = 1024):
+    """(T, K) rank of each label in its head's top-`top` logits (`top` if absent, MISSING_RANK if no label)."""
+    if head_logits.ndim != 3:
+        raise ValueError(f"head_logits must be (T, K, V), got shape {tuple(head_logits.shape)}")
+    t, k, v = head_logits.shape
+    if labels.shape != (t, k):
+        raise ValueError(
+            f"labels must be (T, K) = {(t, k)}, got {tuple(labels.shape)} "
+            "(from medusa_labels' (T, K+1), drop the base column: labels[:, 1:])"
+        )
+    if not 1 <= top <= v:
+        raise ValueError(f"top must be in 1..V = 1..{v}, got {top}")
+    ranks = torch.empty(t, k, dtype=torch.long)
+    for a in range(0, t, chunk_rows):  # topk over (chunk, K, V) at a time bounds the memory
+        cand = head_logits[a : a + chunk_rows].topk(top, dim=-1).indices  # (B, K, S)
+        lab = labels[a : a + chunk_rows].to(cand.device)  # (B, K)
+        match = cand == lab[..., None]  # (B, K, S)
+        rank = torch.where(match.any(-1), match.int().argmax(-1), top)  # (B, K)
+        ranks[a : a + chunk_rows] = torch.where(lab == IGNORE_INDEX, MISSING_RANK, rank).cpu()
+    return ranks
+
+
+def calibrate(head_logits: torch.Tensor, labels: torch.Tensor, top: int = 10, chunk_rows: int = 1024):
+    """HeadAccuracies from head logits (T, K, V) and labels (T, K) (IGNORE_INDEX = -100 where missing)."""
+    return calibrate_from_ranks(true_ranks(head_logits, labels, top, chunk_rows), top)
+
+
+@torch.inference_mode()
+def head_ranks(model, heads: MedusaHeads, ids: Sequence[int], prompt_length: int, top: int = 10, chunk: int = 64):
+    """(T, K) rank of the true token among each head's candidates (`top` = not in the top); IGNORE rows -1.
+
+    One teacher-forced forward over ids; positions without a label for a head (inside the prompt, past the
+    end) get -1, which `calibrate_from_ranks` leaves out of that head's statistic.
+    """
+    device = next(model.parameters()).device
+    x = torch.tensor([list(ids)], device=device)
+    hidden = model.get_decoder()(input_ids=x).last_hidden_state[0]  # (T, H) after the final norm
+    labels = medusa_labels(torch.tensor(list(ids)), prompt_length, heads.num_heads)[:, 1:].to(device)  # (T, K)
+    ranks = torch.full(labels.shape, MISSING_RANK, dtype=torch.long)  # (T, K)
+    rows = (labels != IGNORE_INDEX).any(dim=1).nonzero().flatten()  # positions with any label
+    for a in range(0, len(rows), chunk):  # the (C, K, V) head logits of a chunk at a time
+        r = rows[a : a + chunk]
+        ranks[r.cpu()] = true_ranks(heads(hidden[r]), labels[r], top)
+    return ranks
+
+
+def calibrate_heads(model, heads: MedusaHeads, examples, top: int = 10, progress: bool = True) -> HeadAccuracies:
+    """Accuracies of `heads` on DistillExamples (prompt_ids, response_ids) by teacher forcing."""
+    from tqdm.auto import tqdm
+
+    ranks = [
+        head_ranks(model, heads, e.ids, len(e.prompt_ids), top=top)
+        for e in tqdm(examples, desc="calibrating heads", disable=not progress)
+    ]
+    return calibrate_from_ranks(torch.cat(ranks), top=top)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .. import distill
+    from ..models import load_model
+    from . import load_heads, shipped_heads_path
+
+    parser = argparse.ArgumentParser(prog="python -m specdec_lab.medusa calibrate", description=__doc__.split("\n")[0])
+    parser.add_argument("--heads", default=str(shipped_heads_path()), help="heads folder (default: shipped)")
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--distill", default="data/distill/smollm2-135m,data/distill/smollm2-135m-extra,"
+                        "data/distill/smollm2-135m-docs", help="comma-separated distillation directories")  # fmt: skip
+    parser.add_argument("--examples", type=int, default=0, help="held-out examples used, evenly spaced (0: all)")
+    parser.add_argument("--top", type=int, default=10, help="candidate ranks per head")
+    parser.add_argument("--out", default=None, help="default: <heads>/calibration.json")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+
+    examples = []
+    for folder in args.distill.split(","):
+        examples += distill.load_distillation_data(folder)
+    _, held = distill.split_heldout(sorted(examples, key=lambda e: e.question_id))
+    if 0 < args.examples < len(held):  # evenly spaced over the held-out list (all sources, all categories)
+        held = [held[round(i * (len(held) - 1) / (args.examples - 1))] for i in range(args.examples)]
+    lm = load_model(args.model)
+    heads = load_heads(args.heads, lm.model)
+    t0 = time.perf_counter()
+    acc = calibrate_heads(lm.model, heads, held, top=args.top, progress=not args.quiet)
+    out = Path(args.out or Path(args.heads) / "calibration.json")
+    record = acc.to_dict()
+    record["source"] = {
+        "distill": args.distill,
+        "split": "held-out (question_id % 10 == 0)",
+        "examples": len(held),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "command": "python -m specdec_lab.medusa calibrate " + " ".join(argv if argv is not None else sys.argv[1:]),
+    }
+    write_json(out, record)
+    top1 = " ".join(f"{a:.3f}" for a in acc.top[:, 0].tolist())
+    print(f"wrote {out}: {acc.positions} positions; head top-1 accuracy {top1}")
+    return 0

@@ -1,0 +1,287 @@
+"""Medusa decoding (Cai et al. 2024): the target's own extra heads propose a token tree, one forward verifies it.
+
+Head k (1..K) reads h_a, the target's last hidden state at the last accepted node a, and predicts the token k
+positions after the next one. The next token is the bonus the target itself supplied at a, which is the new
+root, so a depth-d node (position root + d) takes its candidates from head d:
+
+    h_a ──► head 1 top-s_1 ─► depth-1 nodes        tree = rank paths (r_1, ..., r_d): the node whose depth-j
+        ──► head 2 top-s_2 ─► depth-2 nodes        token is head j's rank-r_j candidate (FasterDecoding's
+        ...                                        `medusa_choices`; `medusa/trees.py`)
+
+Per loop step (`generate`):
+    propose:  run heads 1..D (D = the tree's depth) on h_a: their residual blocks, then the projection onto
+              the drafting vocabulary only (below); top-s per head; place the candidates on the tree
+    verify:   the loop's one tree-attention forward over every node (no extra target call: h for the next
+              step comes out of it, `TreeOutput.hidden`)
+    update:   h_a <- hidden state of the last accepted node
+
+At the first step h_a is the prefill's last hidden state (the token before the root): the same relation
+(head d predicts position root + d) holds there, so Medusa drafts from the very first step.
+
+Cheap drafting. A head's projection through the whole 49k-row LM head costs about a fifth of a target
+forward on a CPU. The heads project onto the drafting vocabulary instead (the shipped draft's most frequent
+tokens, plus the prompt's own tokens): a candidate outside it is never proposed, which can only cost
+acceptance, never exactness — the target verifies every node.
+
+Which tree. `tree="auto"` picks, once per model and heads, the node budget n that maximises
+E[L](n) / (t(n + 1) + heads' cost): E[L] from the heads' calibrated accuracies (`calibration.json` next to
+the heads, made by `python -m specdec_lab.medusa calibrate`), t the verify cost curve measured on this
+device (`cost.py`, with a tree mask), the heads' cost measured here for each depth. A steep (CPU) curve picks
+a short chain or nothing; a flat (GPU-like) curve picks tens of nodes. Any tree can be given instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..accept import TREE_RULES
+from ..cost import cost_curve_for
+from ..fast_linear import small_linear
+from ..medusa.checkpoint import load_heads
+from ..medusa.heads import MedusaHeads
+from ..medusa.trees import BudgetChoice, HeadAccuracies, cartesian_paths, choose_budget, read_choices
+from ..tree import Tree
+from .base import DecodeState, Proposer
+
+__all__ = ["MedusaDecodeConfig", "MedusaProposer", "Drafter", "get_drafter", "CALIBRATION"]
+
+CALIBRATION = "calibration.json"  # next to the heads' checkpoint
+
+
+@dataclass
+class MedusaDecodeConfig:
+    heads: str | MedusaHeads | Drafter = "default"  # "default" (shipped heads of SmolLM2-135M), a folder,
+    # MedusaHeads (full vocabulary, no calibration: give a tree), or a ready Drafter (heads + calibration)
+    tree: str | Sequence = "auto"  # "auto" (budget from the measured cost curve), "chain:N", "cartesian:s1,s2",
+    # a medusa_choices file (.json or .py), or a list of rank paths
+    max_budget: int = 32  # "auto": the largest node budget considered
+    accuracy: str = "conditional"  # "auto": the calibrated accuracy model, "independent" or "conditional"
+    vocab: str = "auto"  # "draft": score only the drafting vocabulary (+ prompt tokens); "full"; "auto": draft
+    # when the shipped draft's vocabulary is for this target (the shipped heads), full otherwise
+
+    def __post_init__(self):
+        if self.max_budget < 0:
+            raise ValueError(f"max_budget must be >= 0, got {self.max_budget}")
+        if self.accuracy not in ("independent", "conditional"):
+            raise ValueError(f"accuracy must be 'independent' or 'conditional', got {self.accuracy!r}")
+        if self.vocab not in ("auto", "draft", "full"):
+            raise ValueError(f"vocab must be 'auto', 'draft' or 'full', got {self.vocab!r}")
+        if isinstance(self.tree, str) and self.tree != "auto":
+            parse_tree(self.tree)  # fails early, naming the problem
+
+
+def parse_tree(spec: str | Sequence) -> list[tuple[int, ...]]:
+    """A tree spec (not "auto") -> rank paths. "chain:N" is heads 1..N's top-1; "cartesian:8,4" the full tree."""
+    if not isinstance(spec, str):
+        return [tuple(int(r) for r in path) for path in spec]
+    kind, _, arg = spec.partition(":")
+    try:
+        if kind == "chain":
+            return [(0,) * d for d in range(1, int(arg) + 1)]
+        if kind == "cartesian":
+            return cartesian_paths([int(s) for s in arg.split(",")])
+    except ValueError:
+        raise ValueError(f"tree {spec!r}: expected 'chain:N' or 'cartesian:s1,s2,...' with integers") from None
+    if os.path.exists(spec):
+        return read_choices(spec)
+    raise ValueError(f"tree {spec!r} is not 'auto', 'chain:N', 'cartesian:s1,s2,...' or an existing choices file")
+
+
+@dataclass
+class Drafter:
+    """Heads ready to draft for one target: weights restricted to the drafting vocabulary, costs measured."""
+
+    heads: MedusaHeads
+    source: Path | None  # the heads' folder (None for heads passed as an object)
+    vocab: torch.Tensor | None  # (M0,) target ids the heads may propose; None = all V
+    accuracies: HeadAccuracies | None  # calibration, when the heads' folder has one
+    head_seconds: dict[int, float] = field(default_factory=dict)  # depth D -> seconds to draft D heads
+    choices: dict = field(default_factory=dict)  # (setup, accuracy, max_budget) -> BudgetChoice
+
+    def rows(self, prompt: Sequence[int]) -> torch.Tensor | None:
+        """(M,) sorted head rows to score: the drafting vocabulary ∪ the prompt's tokens; None = all."""
+        if self.vocab is None:
+            return None
+        ids = sorted(set(self.vocab.tolist()) | set(prompt))
+        return torch.tensor(ids, dtype=torch.long, device=self.vocab.device)
+
+    @torch.inference_mode()
+    def candidates(self, h: torch.Tensor, depth: int, width: int, weight: torch.Tensor, rows) -> torch.Tensor:
+        """(D, s) token ids: heads 1..depth's top-`width` on h (H,), scored on `weight` (M, H) = head rows."""
+        heads = self.heads
+        x = h.to(heads.w1.dtype)[None].expand(depth, -1)  # (D, H) every head reads the same h_a
+        for layer in range(heads.config.num_layers):  # x_k <- x_k + SiLU(W1_k x_k + b1_k), heads 1..D only
+            w1, b1 = heads.w1[layer, :depth], heads.b1[layer, :depth]  # (D, H, H), (D, H)
+            x = x + F.silu(torch.bmm(w1, x[:, :, None])[:, :, 0] + b1)
+        if heads.config.shared_lm_head:
+            logits = small_linear(x, weight)  # (D, M) one matmul for all heads: the same W2 rows
+        else:
+            logits = torch.einsum("dh,dvh->dv", x, heads.w2[:depth] if rows is None else heads.w2[:depth, rows])
+        top = logits.topk(width, dim=-1).indices  # (D, s)
+        return top if rows is None else rows[top]
+
+    def measure_heads(self, weight: torch.Tensor, rows, repeats: int = 7) -> dict[int, float]:
+        """Median seconds of `candidates` for each depth 1..K (top-10), on this device."""
+        h = torch.zeros(weight.shape[1], device=weight.device, dtype=weight.dtype)
+        for depth in range(1, self.heads.num_heads + 1):
+            times = []
+            for _ in range(repeats + 2):
+                t0 = time.perf_counter()
+                self.candidates(h, depth, 10, weight, rows)
+                times.append(time.perf_counter() - t0)
+            self.head_seconds[depth] = statistics.median(times[2:])
+        return self.head_seconds
+
+
+# target -> {heads argument: Drafter}; weakly keyed like draft_model._LOADED (a freed model's entries go too)
+_DRAFTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _shipped_vocab(target) -> torch.Tensor | None:
+    from ..draft_model import get_draft
+
+    return get_draft("default", target).vocab
+
+
+def get_drafter(heads: str | MedusaHeads, target, vocab: str = "auto") -> Drafter:
+    """Resolve a heads argument ("default", a folder, or MedusaHeads) for `target`, once per process."""
+    from ..medusa import shipped_heads_path
+
+    if isinstance(heads, Drafter):
+        return heads
+    if isinstance(heads, MedusaHeads):
+        return Drafter(heads=heads, source=None, vocab=None, accuracies=None)
+    key = (str(heads), vocab)
+    loaded = _DRAFTERS.setdefault(target, {})
+    if key not in loaded:
+        folder = shipped_heads_path() if heads == "default" else Path(heads).expanduser()
+        if not folder.is_dir():
+            raise ValueError(f"no Medusa heads at {folder}: pass heads='default', a heads folder, or MedusaHeads")
+        device = next(target.parameters()).device
+        loaded_heads = load_heads(folder, target, dtype=target.dtype, device=device)
+        if loaded_heads.config.vocab_size != target.get_output_embeddings().weight.shape[0]:
+            raise ValueError(f"heads at {folder} are for a vocabulary of {loaded_heads.config.vocab_size}, "
+                             f"the target has {target.get_output_embeddings().weight.shape[0]}")  # fmt: skip
+        use_draft_vocab = vocab == "draft" or (vocab == "auto" and heads == "default")
+        calib = folder / CALIBRATION
+        loaded[key] = Drafter(
+            heads=loaded_heads,
+            source=folder,
+            vocab=_shipped_vocab(target) if use_draft_vocab else None,
+            accuracies=HeadAccuracies.from_dict(json.loads(calib.read_text())) if calib.exists() else None,
+        )
+    return loaded[key]
+
+
+class MedusaProposer(Proposer):
+    name = "medusa"
+    accept_rules = TREE_RULES  # greedy (exact) at temperature 0; typical acceptance (lossy) by name
+
+    def __init__(self, config: MedusaDecodeConfig | None = None, **kwargs):
+        self.config = config or MedusaDecodeConfig(**kwargs)
+        self.drafter: Drafter | None = None
+        self.paths: list[tuple[int, ...]] = []
+        self.choice: BudgetChoice | None = None
+        self.h: torch.Tensor | None = None  # (H,) hidden state at the last accepted node
+        self._last: dict = {}
+
+    # ---- setup ------------------------------------------------------------------------------------
+    def start(self, state: DecodeState, prompt=None) -> None:
+        model = state.model
+        self.drafter = drafter = get_drafter(self.config.heads, model, self.config.vocab)
+        self.row_ids = drafter.rows(state.tokens[: state.prompt_length])  # (M,) or None
+        weight = model.get_output_embeddings().weight  # (V, H)
+        self.weight = weight if self.row_ids is None else weight[self.row_ids].contiguous()  # (M, H)
+        if not drafter.head_seconds:
+            drafter.measure_heads(self.weight, self.row_ids)
+        self.paths = self._tree(model)
+        self._structure()
+        self.h = prompt.hidden[-1] if prompt is not None and len(prompt.hidden) else None
+
+    def _tree(self, model) -> list[tuple[int, ...]]:
+        cfg, drafter = self.config, self.drafter
+        if cfg.tree != "auto":
+            paths = parse_tree(cfg.tree)
+        else:
+            if drafter.accuracies is None:
+                raise ValueError(
+                    "tree='auto' needs the heads' calibrated accuracies (calibration.json next to the heads: "
+                    "`python -m specdec_lab.medusa calibrate`); or give a tree, e.g. tree='chain:2'"
+                )
+            curve = cost_curve_for(model, max_tokens=cfg.max_budget + 1, tree=True)
+            key = (tuple(curve.seconds), cfg.accuracy, cfg.max_budget)
+            if key not in drafter.choices:
+                drafter.choices[key] = choose_budget(
+                    drafter.accuracies.model(cfg.accuracy),
+                    verify_cost=curve,
+                    max_budget=cfg.max_budget,
+                    head_cost=lambda depth: drafter.head_seconds.get(depth, 0.0) if depth else 0.0,
+                )
+            self.choice = drafter.choices[key]
+            paths = list(self.choice.paths)
+        depth = max((len(p) for p in paths), default=0)
+        if depth > drafter.heads.num_heads:
+            raise ValueError(f"tree is {depth} deep but the heads are only {drafter.heads.num_heads}")
+        return paths
+
+    def _structure(self) -> None:
+        """Node order, parents and (depth, rank) of the rank paths: fixed, so built once."""
+        ordered = sorted(set(self.paths), key=lambda p: (len(p), p))  # parents first (prefix-closed)
+        index = {(): 0}
+        parents, depth, rank = [-1], [], []
+        for path in ordered:
+            if path[:-1] not in index:
+                raise ValueError(f"rank path {path} has no parent path {path[:-1]} (paths must be prefix-closed)")
+            index[path] = len(parents)
+            parents.append(index[path[:-1]])
+            depth.append(len(path) - 1)
+            rank.append(path[-1])
+        self.parents = torch.tensor(parents)  # (N,)
+        self.node_depth = torch.tensor(depth, dtype=torch.long)  # (N-1,) 0-based head index of each node
+        self.node_rank = torch.tensor(rank, dtype=torch.long)  # (N-1,)
+        self.depth = max(depth, default=-1) + 1  # heads to run
+        self.width = max(rank, default=-1) + 1  # candidates per head
+
+    # ---- the two calls of the loop ----------------------------------------------------------------
+    @torch.inference_mode()
+    def propose(self, state: DecodeState) -> Tree:
+        if self.h is None or self.depth == 0:  # nothing to draft from yet (one-token prompt), or n = 0
+            self._last = {"nodes": 0}
+            return Tree.root(state.root)
+        top = self.drafter.candidates(self.h, self.depth, self.width, self.weight, self.row_ids)  # (D, s)
+        tokens = torch.cat([torch.tensor([state.root], device=top.device), top[self.node_depth, self.node_rank]])
+        self._last = {"nodes": len(tokens) - 1}
+        return Tree(tokens, self.parents.to(top.device))
+
+    def update(self, state, tree, acceptance, output) -> None:
+        self.h = output.hidden[acceptance.path[-1]]  # (H,) the next step's heads read the last accepted node
+        self._last["accepted"] = acceptance.accepted_draft
+
+    def info(self) -> dict:
+        return dict(self._last)
+
+    def summary(self) -> dict:
+        """The tree used: its size, depth and predicted E[L] (with the chosen budget's rate, when auto)."""
+        out = {"nodes": len(self.paths), "depth": self.depth, "expected_length": self.expected_length()}
+        if self.choice is not None:
+            out["budget"] = self.choice.budget
+        if self.config.tree == "auto" or len(self.paths) <= 64:
+            out["paths"] = [list(p) for p in sorted(self.paths, key=lambda p: (len(p), p))]
+        return out
+
+    def expected_length(self) -> float | None:
+        """E[L] of the tree in use under the calibrated accuracy model (None without calibration)."""
+        from ..medusa.trees import expected_length
+
+        acc = self.drafter.accuracies if self.drafter is not None else None
+        return None if acc is None else expected_length(self.paths, acc.model(self.config.accuracy))

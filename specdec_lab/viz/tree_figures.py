@@ -1,0 +1,446 @@
+"""Figures and widget callbacks for the tree notebooks (04 tree attention, 05 optimized Medusa trees).
+
+    node_view(tree, node)           the tree with node's root path lit + the mask with node's row lit (linked)
+    Explorer(control, callback)     an ipywidgets control whose value change redraws callback(value)'s figures
+    node_explorer(tree, ...)        Explorer over a node Dropdown, callback `node_view`
+    rank_tree_graph(paths)          rank paths -> networkx DiGraph (text = rank, depth, path)
+    rank_tree_figure(paths, acc)    a Medusa tree drawn compactly, nodes coloured by their value Π a
+    greedy_step_figure(steps, i)    the greedy construction after step i, the node it added highlighted
+    accuracy_figure(acc)            a[k, i] heatmaps: independent and conditional
+    expected_length_figure(...)     E[L] against the node budget: lines (greedy, DP) and points (Cartesian)
+    budget_rate_figure(choices)     predicted speed-up against the budget per cost curve, the pick starred
+    predicted_vs_measured_figure    measured mean accepted next to E[L] under each accuracy model
+
+Everything returns plain `go.Figure`s (or a tuple of them): pytest drives the callbacks without a browser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .trees import node_labels, tidy_layout, tree_figure, tree_mask_figure
+
+__all__ = [
+    "node_view",
+    "Explorer",
+    "node_explorer",
+    "rank_tree_graph",
+    "rank_tree_figure",
+    "greedy_step_figure",
+    "accuracy_figure",
+    "expected_length_figure",
+    "budget_rate_figure",
+    "predicted_vs_measured_figure",
+]
+
+HIGHLIGHT = "#ff7f0e"
+
+
+# ---- 04: one node, linked across the tree drawing and the mask -----------------------------------------
+def node_view(tree, node: int, tokenizer=None, cache_length: int = 0) -> tuple[go.Figure, go.Figure]:
+    """(tree figure, mask figure) with `node` selected: its root path drawn in the tree, its row of the
+    attention mask (what it may attend to: the prefix, its ancestors, itself) overlaid in orange."""
+    n = len(tree)
+    if not 0 <= int(node) < n:
+        raise ValueError(f"node must be in 0..{n - 1}, got {node}")
+    node = int(node)
+    label = node_labels(tree, tokenizer)[node]
+    path = tree.path_to(node)
+    tree_fig = tree_figure(tree, tokenizer, path=path, title=f"node {label}: the path it sees (root → node)")
+    tree_fig.update_traces(selector={"name": "accepted path"}, name=f"ancestors of {label}", line_color=HIGHLIGHT)
+    pos = tidy_layout(tree)
+    tree_fig.add_trace(
+        go.Scatter(
+            x=[pos[node][0]],
+            y=[pos[node][1]],
+            mode="markers",
+            name=f"selected {label}",
+            marker={"size": 22, "color": "rgba(0,0,0,0)", "line": {"width": 3, "color": HIGHLIGHT}},
+            hoverinfo="skip",
+        )
+    )
+    tree_fig.update_layout(showlegend=True)
+    mask_fig = tree_mask_figure(
+        tree, tokenizer, cache_length=cache_length, title=f"mask row of {label}: orange = may attend"
+    )
+    row = tree.mask[node].to(int).tolist()
+    if cache_length > 0:
+        row = [1] + row
+    z = [[None] * len(row) for _ in range(n)]
+    z[node] = row
+    base = mask_fig.data[0]
+    mask_fig.add_trace(
+        go.Heatmap(
+            z=z,
+            x=list(base.x),
+            y=list(base.y),
+            zmin=0,
+            zmax=1,
+            colorscale=[[0, "#fde3cc"], [1, HIGHLIGHT]],
+            showscale=False,
+            xgap=1,
+            ygap=1,
+            name=f"row {label}",
+            hovertemplate="query %{y} → key %{x}: %{z}<extra></extra>",
+        )
+    )
+    return tree_fig, mask_fig
+
+
+class Explorer:
+    """An ipywidgets control plus an Output: on a value change, `callback(value)` -> figure(s) (or a tuple
+    with printable extras) is displayed there. `show(value)` is the same redraw without a browser; the last
+    result is kept in `.result`."""
+
+    def __init__(self, control, callback: Callable, header: str = "", show_initial: bool = True):
+        import ipywidgets as w
+
+        self.control, self.callback = control, callback
+        self.output = w.Output()
+        self.result = None
+        control.observe(lambda change: self.show(change["new"]), names="value")
+        parts = ([w.HTML(header)] if header else []) + [control, self.output]
+        self.widget = w.VBox(parts)
+        if show_initial:
+            self.show(control.value)
+
+    def show(self, value):
+        from IPython.display import display
+
+        self.result = self.callback(value)
+        items = self.result if isinstance(self.result, tuple) else (self.result,)
+        self.output.clear_output(wait=True)
+        with self.output:
+            for item in items:
+                if isinstance(item, go.Figure):
+                    display(item)
+                else:
+                    print(item)
+        return self.result
+
+    def _ipython_display_(self):
+        from IPython.display import display
+
+        display(self.widget)
+
+
+def node_explorer(
+    tree, tokenizer=None, cache_length: int = 0, node: int | None = None, show_initial: bool = False
+) -> Explorer:
+    """A node Dropdown ("i:token") linked to `node_view` (default selection: the last node). The notebook's
+    plain cell shows the default view; show_initial=True also draws it inside the widget at once."""
+    import ipywidgets as w
+
+    labels = node_labels(tree, tokenizer)
+    dropdown = w.Dropdown(
+        options=[(label, i) for i, label in enumerate(labels)],
+        value=len(tree) - 1 if node is None else int(node),
+        description="node",
+    )
+    return Explorer(
+        dropdown,
+        lambda i: node_view(tree, i, tokenizer, cache_length),
+        header="<b>Pick a node</b>: its path lights up in the tree and its row in the mask.",
+        show_initial=show_initial,
+    )
+
+
+# ---- 05: Medusa trees as rank paths ---------------------------------------------------------------------
+def _sorted_paths(paths) -> list[tuple[int, ...]]:
+    paths = sorted({tuple(int(r) for r in p) for p in paths}, key=lambda p: (len(p), p))
+    known = set(paths) | {()}
+    missing = [p for p in paths if p[:-1] not in known]
+    if missing:
+        raise ValueError(f"rank paths must be prefix-closed: {list(missing[0])} has no parent")
+    return paths
+
+
+def rank_tree_graph(paths: Sequence[Sequence[int]]):
+    """networkx DiGraph of a rank-path tree: node 0 = root, then the paths sorted by (depth, path); node
+    attributes text (the rank at its depth, "root"), depth, path, candidate. Returns (graph, ordered paths)."""
+    import networkx as nx
+
+    ordered = _sorted_paths(paths)
+    index = {(): 0}
+    graph = nx.DiGraph()
+    graph.add_node(0, text="root", token="", depth=0, path=(), candidate=True)
+    for i, p in enumerate(ordered, start=1):
+        index[p] = i
+        graph.add_node(i, text=str(p[-1]), token=str(list(p)), depth=len(p), path=p, candidate=True)
+        graph.add_edge(index[p[:-1]], i)
+    return graph, ordered
+
+
+def _path_values(ordered, acc) -> list[float]:
+    import torch
+
+    a = torch.as_tensor(acc, dtype=torch.float64).tolist()
+    out = []
+    for p in ordered:
+        v = 1.0
+        for d, r in enumerate(p):
+            v *= a[d][r] if r < len(a[d]) else 0.0
+        out.append(v)
+    return out
+
+
+def rank_tree_figure(
+    paths: Sequence[Sequence[int]],
+    acc=None,
+    highlight: Sequence[int] | None = None,
+    title: str | None = None,
+) -> go.Figure:
+    """A rank-path tree drawn with `tidy_layout`; node text = its rank among its head's candidates.
+
+    acc: (K, S) accuracies: nodes are coloured by their value Π_d a[d-1, r_d] (= P(node accepted), its
+         share of E[L]); highlight: a rank path to ring in orange (e.g. the node greedy just added).
+    """
+    graph, ordered = rank_tree_graph(paths)
+    pos = tidy_layout(graph)
+    nodes = sorted(graph.nodes)
+    ex, ey = [], []
+    for a, b in sorted(graph.edges):
+        ex += [pos[a][0], pos[b][0], None]
+        ey += [pos[a][1], pos[b][1], None]
+    values = [1.0] + (_path_values(ordered, acc) if acc is not None else [1.0] * len(ordered))
+    small = len(nodes) <= 32  # text labels only where they fit
+    fig = go.Figure(
+        go.Scatter(x=ex, y=ey, mode="lines", name="edges", line={"color": "#aaa", "width": 1}, hoverinfo="skip")
+    )
+    marker = {"size": 14 if small else 10, "line": {"width": 1, "color": "#333"}}
+    if acc is not None:
+        marker |= {
+            "color": values[1:],
+            "colorscale": "Blues",
+            "cmin": 0,
+            "cmax": max(values[1:], default=1.0),
+            "colorbar": {"title": "P(accepted)", "thickness": 12},
+        }
+    else:
+        marker["color"] = "#1f77b4"
+    fig.add_trace(
+        go.Scatter(
+            x=[pos[n][0] for n in nodes[1:]],
+            y=[pos[n][1] for n in nodes[1:]],
+            mode="markers+text" if small else "markers",
+            text=[graph.nodes[n]["text"] for n in nodes[1:]],
+            textposition="middle right",
+            textfont={"size": 10},
+            name="nodes",
+            marker=marker,
+            customdata=[[str(list(ordered[n - 1])), values[n]] for n in nodes[1:]],
+            hovertemplate="rank path %{customdata[0]}<br>value %{customdata[1]:.4f}<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[pos[0][0]],
+            y=[pos[0][1]],
+            mode="markers",
+            name="root",
+            marker={"size": 14, "color": "#333", "symbol": "square"},
+            hovertemplate="root (last accepted token)<extra></extra>",
+        )
+    )
+    if highlight is not None:
+        target = tuple(int(r) for r in highlight)
+        if target not in ordered:
+            raise ValueError(f"highlight {list(target)} is not a node of the tree")
+        n = ordered.index(target) + 1
+        fig.add_trace(
+            go.Scatter(
+                x=[pos[n][0]],
+                y=[pos[n][1]],
+                mode="markers",
+                name=f"added {list(target)}",
+                marker={"size": 24, "color": "rgba(0,0,0,0)", "line": {"width": 3, "color": HIGHLIGHT}},
+                hoverinfo="skip",
+            )
+        )
+    depth = max((len(p) for p in ordered), default=0)
+    leaves = max(x for x, _ in pos.values()) + 1
+    fig.update_layout(
+        title=title or f"rank-path tree: {len(ordered)} nodes, depth {depth}",
+        template="plotly_white",
+        showlegend=highlight is not None,
+        legend={"orientation": "h", "y": -0.08},
+        width=int(min(1400, max(520, (34 if small else 22) * leaves + 200))),
+        height=max(300, 90 * (depth + 2)),
+        xaxis={"visible": False, "range": [-1, leaves + 0.5]},
+        yaxis={
+            "title": "depth (= head)",
+            "tickvals": [-d for d in range(depth + 1)],
+            "ticktext": [str(d) for d in range(depth + 1)],
+            "zeroline": False,
+        },
+    )
+    return fig
+
+
+def greedy_step_figure(steps: Sequence[Mapping], step: int, acc=None) -> go.Figure:
+    """The greedy tree after `step` additions (`medusa.trees.greedy_steps` output), the added node ringed."""
+    if not 1 <= step <= len(steps):
+        raise ValueError(f"step must be in 1..{len(steps)}, got {step}")
+    st = steps[step - 1]
+    return rank_tree_figure(
+        [s["path"] for s in steps[:step]],
+        acc=acc,
+        highlight=st["path"],
+        title=(
+            f"greedy step {step}: added {list(st['path'])} (gain {st['gain']:.4f}), E[L] = {st['expected_length']:.3f}"
+        ),
+    )
+
+
+def accuracy_figure(acc, max_rank: int | None = None, title: str | None = None) -> go.Figure:
+    """Heatmaps of a[k, i] (head k+1, rank i): the independent (marginal) model, and the conditional one
+    when `acc` has it. `acc`: a HeadAccuracies (attributes top, conditional) or a (K, S) matrix."""
+    import torch
+
+    top = getattr(acc, "top", acc)
+    cond = getattr(acc, "conditional", None)
+    panels = {"independent: P(rank i right)": torch.as_tensor(top, dtype=torch.float64)}
+    if cond is not None:
+        panels["conditional: given heads 1..k right"] = torch.as_tensor(cond, dtype=torch.float64)
+    k, s = panels[next(iter(panels))].shape
+    s = min(s, max_rank or s)
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), horizontal_spacing=0.08)
+    zmax = max(float(m[:, :s].max()) for m in panels.values())
+    heads = [f"head {h} (x_t+{h + 1})" for h in range(1, k + 1)]
+    ranks = [f"rank {i}" for i in range(s)]
+    for col, (name, m) in enumerate(panels.items(), start=1):
+        fig.add_trace(
+            go.Heatmap(
+                z=m[:, :s].tolist(),
+                x=ranks,
+                y=heads,
+                zmin=0,
+                zmax=zmax,
+                colorscale="Blues",
+                showscale=col == len(panels),
+                texttemplate="%{z:.2f}",
+                textfont={"size": 10},
+                name=name,
+                hovertemplate="%{y}, %{x}: %{z:.3f}<extra>" + name.split(":")[0] + "</extra>",
+            ),
+            row=1,
+            col=col,
+        )
+        fig.update_yaxes(autorange="reversed", row=1, col=col)
+    fig.update_layout(
+        title=title or "head accuracies a[k, i] from calibration",
+        template="plotly_white",
+        width=460 * len(panels) + 80,
+        height=330,
+    )
+    return fig
+
+
+def expected_length_figure(
+    lines: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    points: Mapping[str, tuple[float, float]] | None = None,
+    title: str | None = None,
+) -> go.Figure:
+    """E[L] against the node budget: `lines` name -> (budgets, E[L]) (greedy, DP, ...), `points` name ->
+    (nodes, E[L]) (e.g. each Cartesian tree at its size)."""
+    fig = go.Figure()
+    dashes = ["solid", "dot", "dash", "dashdot"]
+    for i, (name, (xs, ys)) in enumerate(lines.items()):
+        fig.add_trace(
+            go.Scatter(
+                x=list(xs),
+                y=list(ys),
+                mode="lines+markers" if len(xs) <= 40 else "lines",
+                name=name,
+                line={"dash": dashes[i % len(dashes)], "width": 2 + (i == 0)},
+                marker={"size": 5},
+                hovertemplate="%{x} nodes: E[L] = %{y:.3f}<extra>" + name + "</extra>",
+            )
+        )
+    if points:
+        fig.add_trace(
+            go.Scatter(
+                x=[n for n, _ in points.values()],
+                y=[e for _, e in points.values()],
+                mode="markers+text",
+                text=list(points),
+                textposition="bottom right",
+                textfont={"size": 10},
+                name="Cartesian trees",
+                marker={"size": 10, "symbol": "x", "color": "#d62728"},
+                hovertemplate="%{text}: %{x} nodes, E[L] = %{y:.3f}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        title=title or "expected tokens per step E[L] (bonus included) vs. node budget",
+        template="plotly_white",
+        xaxis_title="nodes below the root (budget n)",
+        yaxis_title="E[L]",
+        width=760,
+        height=420,
+    )
+    return fig
+
+
+def budget_rate_figure(choices: Mapping[str, object], title: str | None = None) -> go.Figure:
+    """Predicted speed-up rate(n) / rate(0) against the budget n for each `BudgetChoice` (one per cost
+    curve), the chosen budget starred."""
+    fig = go.Figure()
+    for name, choice in choices.items():
+        table = choice.table
+        trace = go.Scatter(
+            x=[r["budget"] for r in table],
+            y=[r["speedup"] for r in table],
+            mode="lines",
+            name=name,
+            customdata=[[r["expected_length"], r["depth"]] for r in table],
+            hovertemplate="n = %{x}: speed-up %{y:.2f}, E[L] %{customdata[0]:.2f}, depth %{customdata[1]}"
+            "<extra>" + name + "</extra>",
+        )
+        fig.add_trace(trace)
+        pick = next(r for r in table if r["budget"] == choice.budget)
+        fig.add_trace(
+            go.Scatter(
+                x=[pick["budget"]],
+                y=[pick["speedup"]],
+                mode="markers+text",
+                text=[f"n = {pick['budget']}"],
+                textposition="top center",
+                marker={"size": 14, "symbol": "star"},
+                name=f"{name}: chosen",
+                hovertemplate="chosen n = %{x}: speed-up %{y:.2f}<extra></extra>",
+            )
+        )
+    fig.add_hline(y=1.0, line={"dash": "dash", "color": "gray"})
+    fig.update_layout(
+        title=title or "predicted speed-up E[L](n) / (t(n+1) + heads) ÷ plain decoding",
+        template="plotly_white",
+        xaxis_title="node budget n",
+        yaxis_title="speed-up over plain decoding (predicted)",
+        width=760,
+        height=420,
+    )
+    return fig
+
+
+def predicted_vs_measured_figure(rows: Sequence[Mapping], title: str | None = None) -> go.Figure:
+    """Grouped bars per tree: rows of {"tree", "measured", "independent", "conditional"} (mean tokens per
+    forward, bonus included)."""
+    trees = [r["tree"] for r in rows]
+    fig = go.Figure()
+    for key, color in (("measured", "#333333"), ("independent", "#1f77b4"), ("conditional", "#ff7f0e")):
+        if all(key in r for r in rows):
+            name = "measured (tokens / forwards)" if key == "measured" else f"E[L], {key} model"
+            fig.add_trace(go.Bar(x=trees, y=[r[key] for r in rows], name=name, marker_color=color))
+    fig.update_layout(
+        title=title or "mean accepted per step: predicted vs. measured",
+        template="plotly_white",
+        barmode="group",
+        yaxis_title="tokens per target forward",
+        width=700,
+        height=400,
+    )
+    return fig

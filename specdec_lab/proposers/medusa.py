@@ -49,7 +49,15 @@ from ..cost import cost_curve_for
 from ..fast_linear import small_linear
 from ..medusa.checkpoint import load_heads
 from ..medusa.heads import MedusaHeads
-from ..medusa.trees import BudgetChoice, HeadAccuracies, cartesian_paths, choose_budget, read_choices
+from ..medusa.trees import (
+    BudgetChoice,
+    HeadAccuracies,
+    cartesian_paths,
+    choose_budget,
+    expected_length,
+    normalize_paths,
+    read_choices,
+)
 from ..tree import Tree
 from .base import DecodeState, Proposer
 
@@ -236,21 +244,14 @@ class MedusaProposer(Proposer):
 
     def _structure(self) -> None:
         """Node order, parents and (depth, rank) of the rank paths: fixed, so built once."""
-        ordered = sorted(set(self.paths), key=lambda p: (len(p), p))  # parents first (prefix-closed)
-        index = {(): 0}
-        parents, depth, rank = [-1], [], []
-        for path in ordered:
-            if path[:-1] not in index:
-                raise ValueError(f"rank path {path} has no parent path {path[:-1]} (paths must be prefix-closed)")
-            index[path] = len(parents)
-            parents.append(index[path[:-1]])
-            depth.append(len(path) - 1)
-            rank.append(path[-1])
-        self.parents = torch.tensor(parents)  # (N,)
-        self.node_depth = torch.tensor(depth, dtype=torch.long)  # (N-1,) 0-based head index of each node
-        self.node_rank = torch.tensor(rank, dtype=torch.long)  # (N-1,)
-        self.depth = max(depth, default=-1) + 1  # heads to run
-        self.width = max(rank, default=-1) + 1  # candidates per head
+        # validated (prefix-closed, non-negative ranks) and sorted parents-first by `trees.normalize_paths`
+        self.paths = normalize_paths(list(dict.fromkeys(self.paths)))
+        index = {path: i for i, path in enumerate(self.paths, start=1)} | {(): 0}  # node 0 is the root
+        self.parents = torch.tensor([-1] + [index[path[:-1]] for path in self.paths])  # (N,)
+        self.node_depth = torch.tensor([len(p) - 1 for p in self.paths], dtype=torch.long)  # (N-1,) head index
+        self.node_rank = torch.tensor([p[-1] for p in self.paths], dtype=torch.long)  # (N-1,)
+        self.depth = max((len(p) for p in self.paths), default=0)  # heads to run
+        self.width = max((p[-1] for p in self.paths), default=-1) + 1  # candidates per head
 
     # ---- the two calls of the loop ----------------------------------------------------------------
     @torch.inference_mode()
@@ -276,12 +277,10 @@ class MedusaProposer(Proposer):
         if self.choice is not None:
             out["budget"] = self.choice.budget
         if self.config.tree == "auto" or len(self.paths) <= 64:
-            out["paths"] = [list(p) for p in sorted(self.paths, key=lambda p: (len(p), p))]
+            out["paths"] = [list(p) for p in self.paths]  # parents first (`_structure`)
         return out
 
     def expected_length(self) -> float | None:
         """E[L] of the tree in use under the calibrated accuracy model (None without calibration)."""
-        from ..medusa.trees import expected_length
-
         acc = self.drafter.accuracies if self.drafter is not None else None
         return None if acc is None else expected_length(self.paths, acc.model(self.config.accuracy))

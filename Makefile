@@ -32,7 +32,7 @@ PAPERMILL_FLAGS := -k python3 --cwd notebooks --log-output
 timed = echo "+ $(2)"; t0=$$(date +%s); $(2); echo "[timing] $(1): $$(( $$(date +%s) - t0 ))s"
 
 .PHONY: all setup lab test unit notebooks-check reproduce bench lint format \
-        sync-notebooks check-sync strip-notebooks clean distclean help
+        sync-notebooks check-sync strip-notebooks slides reset-notebooks clean distclean help
 
 all: setup lab
 
@@ -42,6 +42,9 @@ help:
 	@echo "make notebooks-check  papermill every notebook in quick mode, then nbval the committed ones"
 	@echo "make reproduce        run every notebook with default parameters (regenerates figures/)"
 	@echo "make bench            benchmark the decoding methods -> results/bench.json"
+	@echo "make sweep SPEC=data/sweeps/NAME.yaml  a papermill parameter sweep -> results/sweeps/NAME/ (resumes)"
+	@echo "make slides NB=notebooks/00_getting_started.ipynb   the notebook as reveal.js slides -> results/slides/"
+	@echo "make reset-notebooks CONFIRM=1   restore notebooks/*.ipynb (stored outputs) from git, dropping local edits"
 	@echo "make lint | format | sync-notebooks | check-sync | strip-notebooks | clean | distclean"
 
 # ---------------------------------------------------------------------------------------------------
@@ -83,6 +86,7 @@ test: $(STAMP)
 	@$(call timed,ruff,$(BIN)/ruff check specdec_lab tests data notebooks && $(BIN)/ruff format --check specdec_lab tests data)
 	@$(call timed,pytest,$(BIN)/pytest -q -n 2 --dist loadfile tests)
 	@$(call timed,notebooks-check,$(MAKE) --no-print-directory notebooks-check)
+	@$(MAKE) --no-print-directory sweep-check
 
 # Unit tests only (no lint, no notebooks).
 unit: $(STAMP)
@@ -125,6 +129,22 @@ bench: $(STAMP)
 	  --methods autoregressive,prompt_lookup,hf_generate,hf_prompt_lookup --max-new-tokens 128 \
 	  --out results/bench.json
 
+# Sweeps (specdec_lab/sweep, README "Sweeps"): a notebook executed once per grid point, resumable.
+#   make sweep SPEC=data/sweeps/draft_length_temperature.yaml [SWEEP_ARGS="--quick --retry-failed"]
+# -> results/sweeps/<name>/ (table.csv, table.json, <name>_speedup.html/.png, points/<id>/)
+.PHONY: sweep sweep-check
+SWEEP_ARGS ?=
+sweep: $(STAMP)
+	@test -n "$(SPEC)" || { echo "usage: make sweep SPEC=data/sweeps/<name>.yaml [SWEEP_ARGS=--quick]"; \
+	  echo "specs:"; ls data/sweeps/*.yaml; exit 2; }
+	$(BIN)/python -m specdec_lab.sweep "$(SPEC)" $(SWEEP_ARGS)
+
+# The runner on the real notebook 08: the quick section of one spec, from a fresh folder (a leftover one
+# would resume, i.e. run nothing). Not yet part of `test`.
+sweep-check: $(STAMP)
+	@rm -rf results/ci/sweeps
+	@$(call timed,sweep-check,timeout $(NB_QUICK_TIMEOUT) $(BIN)/python -m specdec_lab.sweep data/sweeps/draft_length_temperature.yaml --quick --out results/ci/sweeps/draft_length_temperature --no-progress)
+
 # ---------------------------------------------------------------------------------------------------
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -152,6 +172,59 @@ ifneq ($(strip $(wildcard notebooks/*.ipynb)),)
 	  --extra-keys "metadata.papermill cell.metadata.papermill cell.metadata.execution metadata.widgets" \
 	  $(wildcard notebooks/*.ipynb)
 endif
+
+# ---------------------------------------------------------------------------------------------------
+# Teaching mode (notebooks/README.md, "Teaching").
+# Slides: nbconvert's reveal.js exporter on nbconvert's own copy of the notebook; each Markdown heading
+# starts a slide (specdec_lab/teaching.py). The scripts the slides load (reveal.js, require.js, jQuery,
+# MathJax) are fetched once from the npm registry into results/slides/, so the slides work offline;
+# without npm they fall back to the CDNs.
+SLIDES_DIR := results/slides
+REVEAL_VERSION := 4.0.2
+REQUIREJS_VERSION := 2.3.8
+JQUERY_VERSION := 2.2.4
+MATHJAX_VERSION := 2.7.9
+SLIDES_JS := --SlidesExporter.reveal_url_prefix=reveal.js --SlidesExporter.require_js_url=require.js \
+  --SlidesExporter.jquery_url=jquery.min.js --SlidesExporter.mathjax_url=mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe
+
+slides: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make slides NB=notebooks/00_getting_started.ipynb"; exit 2; }
+	@test -f "$(NB)" || { echo "make slides: notebook not found: $(NB)"; exit 2; }
+	@mkdir -p $(SLIDES_DIR)
+	@if [ ! -f $(SLIDES_DIR)/.js-$(REVEAL_VERSION)-$(MATHJAX_VERSION) ]; then \
+	  echo "== fetching reveal.js $(REVEAL_VERSION), require.js, jQuery and MathJax $(MATHJAX_VERSION) with npm (once)"; \
+	  tmp=$$(mktemp -d); \
+	  if ( cd "$$tmp" && npm pack --silent reveal.js@$(REVEAL_VERSION) requirejs@$(REQUIREJS_VERSION) \
+	         jquery@$(JQUERY_VERSION) mathjax@$(MATHJAX_VERSION) >/dev/null ); then \
+	    rm -rf $(SLIDES_DIR)/reveal.js $(SLIDES_DIR)/mathjax && mkdir -p $(SLIDES_DIR)/reveal.js $(SLIDES_DIR)/mathjax; \
+	    tar -xzf "$$tmp"/reveal.js-$(REVEAL_VERSION).tgz -C $(SLIDES_DIR)/reveal.js --strip-components=1; \
+	    tar -xzf "$$tmp"/requirejs-$(REQUIREJS_VERSION).tgz -O package/require.js > $(SLIDES_DIR)/require.js; \
+	    tar -xzf "$$tmp"/jquery-$(JQUERY_VERSION).tgz -O package/dist/jquery.min.js > $(SLIDES_DIR)/jquery.min.js; \
+	    tar -xzf "$$tmp"/mathjax-$(MATHJAX_VERSION).tgz -C $(SLIDES_DIR)/mathjax --strip-components=1 \
+	      --exclude=package/unpacked --exclude=package/fonts/HTML-CSS/TeX/png; \
+	    touch $(SLIDES_DIR)/.js-$(REVEAL_VERSION)-$(MATHJAX_VERSION); \
+	  else \
+	    echo "WARNING: npm could not fetch reveal.js and friends; the slides will load them from CDNs (needs internet)"; \
+	  fi; \
+	  rm -rf "$$tmp"; \
+	fi
+	@local_js=$$([ -f $(SLIDES_DIR)/.js-$(REVEAL_VERSION)-$(MATHJAX_VERSION) ] && echo "$(SLIDES_JS)" || true); \
+	$(BIN)/jupyter nbconvert --to slides "$(NB)" --output-dir $(SLIDES_DIR) $$local_js \
+	  --SlidesExporter.reveal_scroll=True \
+	  --SlidesExporter.preprocessors="['specdec_lab.teaching.HeadingSlides', 'specdec_lab.teaching.PlotlyForSlides']"
+	@echo "== open $(SLIDES_DIR)/$$(basename "$(NB)" .ipynb).slides.html in a browser (arrows: next; s: speaker view)"
+
+# Classroom reset: put every notebook (and its twin) and figures/ back to the committed state (the stored
+# outputs), discarding edits and outputs made in class; untracked files are left alone. It asks for
+# CONFIRM=1 instead of prompting (make may run without a terminal).
+reset-notebooks:
+	@if [ "$(CONFIRM)" != 1 ]; then \
+	  echo "make reset-notebooks discards every local change to notebooks/*.ipynb, notebooks/py/*.py and figures/:"; \
+	  git status --short -- notebooks/ figures/ | sed 's/^/  /'; \
+	  echo "re-run as: make reset-notebooks CONFIRM=1"; exit 1; \
+	fi
+	git checkout -- 'notebooks/*.ipynb' 'notebooks/py/*.py' figures/
+	@echo "== notebooks/ and figures/ restored to the committed versions (stored outputs)"
 
 clean:
 	rm -rf results .pytest_cache .ruff_cache build *.egg-info

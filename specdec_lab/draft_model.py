@@ -88,6 +88,8 @@ class Draft:
     manifest: dict = field(default_factory=dict)
     step_seconds: float | None = None  # measured cost of one draft step (set by the proposer)
     memory: dict | None = None  # what a proposer carries across generate calls: α̂ and the probe schedule
+    shared_layers: int = 0  # layer skip: its layers ARE the target's first n, so their K/V for tokens the target
+    # has committed is copied from the target's cache (`KVCache.extend_from`), never recomputed
 
     @property
     def n_layers(self) -> int:
@@ -147,7 +149,7 @@ def layer_skip_draft(target, n_layers: int = 4) -> Draft:
     model = _shell(target, n_layers)
     model.get_decoder().layers = nn.ModuleList(layers[:n_layers])  # layer_idx 0..n-1: the cache slots match
     model.get_decoder().norm = target.get_decoder().norm
-    return Draft(model=model, vocab=None, name=f"layer_skip:{n_layers}")
+    return Draft(model=model, vocab=None, name=f"layer_skip:{n_layers}", shared_layers=n_layers)
 
 
 class LowRankDelta(nn.Module):

@@ -84,7 +84,7 @@ class GenerationResult:
     tokens: list[int]  # new tokens (EOS included when it stopped generation)
     prompt_tokens: list[int]
     text: str | None  # decoded new tokens (special tokens skipped), None without a tokenizer
-    stop_reason: str  # "eos" | "max_new_tokens" | "context"
+    stop_reason: str  # "eos" | "max_new_tokens" | "context" | "stopped" (the on_step hook said so)
     method: str
     seconds: float  # wall time of the whole call, prefill included
     prefill_seconds: float
@@ -161,6 +161,7 @@ def generate(
     seed: int | None = None,
     proposer: Proposer | None = None,
     trace: bool = True,
+    on_step: Callable[[int, StepTrace | None, int], bool | None] | None = None,
     **params,
 ) -> GenerationResult:
     """Decode `max_new_tokens` (or until EOS) with one of `METHODS`; greedy and exact by default.
@@ -174,6 +175,9 @@ def generate(
     proposer:  an already built Proposer instead of method/params (for experiments); its `accept_rules`
                say which rules it can use
     trace:     keep a StepTrace per step (trees, paths, timings) for notebooks
+    on_step:   called after every step as on_step(step index, its StepTrace (None without trace), tokens
+               emitted so far) — progress bars, Stop buttons; returning False ends generation there with
+               stop_reason "stopped" (the tokens so far are kept). Its own time counts in `seconds`.
     """
     if isinstance(model, LoadedModel):
         tokenizer = tokenizer if tokenizer is not None else model.tokenizer
@@ -216,6 +220,7 @@ def generate(
         cache_length=cache.length,
         max_depth=0,
         model=model,
+        cache=cache,
         device=device,
         sampling=sampling,
         generator=generator,
@@ -288,7 +293,11 @@ def generate(
                     tree_candidate=None if tree.candidate is None else tree.candidate.tolist(),
                 )
             )
+        stop = on_step is not None and on_step(forwards - 1, steps[-1] if trace else None, len(new)) is False
         if stop_reason == "eos":
+            break
+        if stop and min(max_new_tokens - len(new), window - len(state.tokens)) > 0:  # else the budget ends it
+            stop_reason = "stopped"
             break
 
     sync(device)

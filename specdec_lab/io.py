@@ -39,6 +39,7 @@ __all__ = [
     "as_prompts",
     "model_record",
     "eos_ids",
+    "positive_int",
 ]
 
 FILE_MODE = 0o644  # rw-r--r--: every file written here, regardless of umask (see the module doc)
@@ -201,3 +202,16 @@ def eos_ids(model, tokenizer=None, eos_token_id: int | Sequence[int] | None = No
         return []
     many = isinstance(eos_token_id, (list, tuple, set))
     return sorted({int(e) for e in (eos_token_id if many else [eos_token_id])})
+
+
+def positive_int(text: str) -> int:
+    """argparse `type=` for counts (tokens, prompts, workers): a whole number >= 1, else a clear usage error."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value

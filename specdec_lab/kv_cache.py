@@ -130,6 +130,24 @@ class KVCache(DynamicCache):
             layer.keep(self.length, offsets, contiguous)
         self.length += len(path_t)
 
+    @torch.inference_mode()
+    def extend_from(self, other: KVCache, start: int, end: int) -> None:
+        """Append `other`'s committed entries [start, end) of layers 0..len(self.layers)−1, and commit them.
+
+        A layer-skip draft's first layers ARE the target's: for tokens the target has committed, their K/V
+        in those layers is already in the target's cache, so the draft copies it instead of recomputing it.
+        """
+        if self.layers[0].length != self.length or self.length != start:
+            raise ValueError(f"extend_from appends at the committed end {self.length} with nothing uncommitted; "
+                             f"got start={start} with {self.layers[0].length} entries written")  # fmt: skip
+        if not start <= end <= other.length or len(self.layers) > len(other.layers):
+            raise ValueError(f"cannot copy entries [{start}, {end}) of {len(self.layers)} layers from a cache of "
+                             f"{other.length} committed entries and {len(other.layers)} layers")  # fmt: skip
+        if end > start:
+            for mine, theirs in zip(self.layers, other.layers, strict=False):  # (B, H_kv, end - start, D)
+                mine.update(theirs.keys[:, :, start:end], theirs.values[:, :, start:end])
+            self.commit()
+
     def rollback(self) -> None:
         """Drop every uncommitted entry."""
         for layer in self.layers:

@@ -1,4 +1,5 @@
-"""Shared fixtures: `device`, `real_model`, seeding, and auto-skip of `real` tests without the model."""
+"""Shared fixtures: `device`, `real_model`, `model` (a one-thread tiny model; a test file may define its
+own), seeding, and auto-skip of `real` tests without the model."""
 
 from __future__ import annotations
 
@@ -71,3 +72,17 @@ def _seed():
     import torch
 
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="module")
+def model():
+    """A tiny random model on one thread: the bench and replay tests check logic, and on a shared 2-core
+    machine a second thread mostly waits."""
+    import torch
+
+    from specdec_lab.models import tiny_model
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield tiny_model()
+    torch.set_num_threads(threads)

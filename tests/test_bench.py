@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from specdec_lab import generate, tiny_model
+from specdec_lab import generate
 from specdec_lab.bench import (
     ANCHORS,
     BenchInputError,
@@ -22,15 +22,6 @@ from specdec_lab.bench import (
 )
 from specdec_lab.bench.__main__ import main
 from specdec_lab.io import Prompt
-
-
-@pytest.fixture(scope="module")
-def model():
-    # One thread: these tests check logic, and on a shared 2-core machine a second thread mostly waits.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield tiny_model()
-    torch.set_num_threads(threads)
 
 
 def repetitive(seed, length=24, period=5):
@@ -104,6 +95,7 @@ def test_method_spec_parsing():
     assert spec.params == {"max_draft": 4, "draft_length": "heuristic"}
     assert spec.label == "prompt_lookup:max_draft=4:draft_length=heuristic"
     assert parse_method_spec("m:a=1.5:b=2:c=x").params == {"a": 1.5, "b": 2, "c": "x"}
+    assert parse_method_spec("draft:remember=false:x=True").params == {"remember": False, "x": True}
     assert parse_method_spec("draft:draft=layer_skip:4:max_draft=6").params == {
         "draft": "layer_skip:4",
         "max_draft": 6,

@@ -99,6 +99,33 @@ def test_draft_cache_matches_fresh_forward(target, drafts):
         torch.testing.assert_close(cached, fresh[prop.rows], atol=1e-4, rtol=1e-4)
 
 
+def test_layer_skip_copies_its_catch_up_from_the_target_cache(target):
+    """A layer-skip draft's catch-up K/V is the target's own (copied): equal to recomputing it with the draft,
+    and the decode stays token-for-token autoregressive through backed-off stretches and probes."""
+    skip = layer_skip_draft(target, 2)
+    assert skip.shared_layers == 2
+    kv = S.KVCache.for_model(target, capacity=64)
+    S.prefill(target, kv, torch.tensor(PROMPT[:-1]))
+    mine = S.KVCache.for_model(skip.model, capacity=64)
+    mine.extend_from(kv, 0, 3)
+    mine.extend_from(kv, 3, len(PROMPT) - 1)
+    fresh = S.KVCache.for_model(skip.model, capacity=64)
+    with torch.inference_mode():
+        skip.model(input_ids=torch.tensor([PROMPT[:-1]]), cache=fresh, use_cache=True)
+    for a, b in zip(mine.layers, fresh.layers, strict=True):
+        torch.testing.assert_close(a.keys, b.keys, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(a.values, b.values, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="extend_from"):
+        mine.extend_from(kv, 0, 2)  # not at the committed end
+    # cost mode with a short probe interval: backed-off stretches, then probes that copy their catch-up
+    ar = S.generate(target, PROMPT, max_new_tokens=60)
+    r = S.generate(target, PROMPT, method="draft", draft=skip, draft_length=2, max_new_tokens=60)
+    assert r.tokens == ar.tokens
+    skip.memory = None
+    r = S.generate(target, PROMPT, method="draft", draft=skip, max_new_tokens=60, probe_every=3, probe_max=3)
+    assert r.tokens == ar.tokens
+
+
 def test_sampled_draft_carries_q(target, drafts):
     draft = drafts["reduced_vocab"]
     prop = DraftProposer(DraftConfig(draft=draft, draft_length=3))

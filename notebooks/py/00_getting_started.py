@@ -69,17 +69,19 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
 from specdec_lab import Tree, generate, load_model, measure_cost_curve
 from specdec_lab.io import load_prompts
+from specdec_lab.noise import combine, measure_cost_curve_with_noise
 from specdec_lab.theory import expected_tokens_per_step
 from specdec_lab.verify import tree_attention_mask
 from specdec_lab.viz.cost import chain_speedup_figure, cost_curve_figure
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.tokens import show_tokens, trace_table
 from specdec_lab.viz.trees import node_labels, tree_figure, tree_mask_figure
-from specdec_lab.widgets import PromptLookupDashboard, run_prompt_lookup
+from specdec_lab.widgets import LookupRun, PromptLookupDashboard, run_prompt_lookup
 
 FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
 if threads > 0:
@@ -118,10 +120,16 @@ pd.Series(
     name=lm.name,
 ).to_frame()
 
+# %%
+n_params = sum(p.numel() for p in lm.model.parameters())
+weight_bytes = sum(p.numel() * p.element_size() for p in lm.model.parameters())
+Markdown(
+    f"{n_params / 1e6:.0f} M parameters in {str(lm.model.dtype).removeprefix('torch.')} are "
+    f"{weight_bytes / 1e9:.2f} GB, and *every* decoding step reads all of it from memory to produce one "
+    "token. Keep that in mind for section 3."
+)
+
 # %% [markdown]
-# 135 M parameters in fp32 is about half a gigabyte, and *every* decoding step reads all of it from
-# memory to produce one token. Keep that in mind for section 3.
-#
 # ## 2. Autoregressive decoding = the loop with a proposer that proposes nothing
 #
 # With `method="autoregressive"` each tree is just the root (the last token), so each verify forward is
@@ -183,18 +191,23 @@ print(f"one step at context {context}: {step_cached * 1e3:.1f} ms with the cache
 #
 # Timings are noisy on a shared machine, and one trap is worth knowing: if other processes keep the
 # cores busy, torch's worker threads wait on each other and multi-token forwards can become *many
-# times* slower than they should be. If your curve jumps by 5× or more from n = 1 to n = 2, rerun with
-# `threads=1` (or fewer threads than free cores).
+# times* slower than they should be, at random. So we keep the repeats and measure their **spread**
+# (`specdec_lab.noise`: the interquartile range of the repeats over their median, per size): under the
+# table, a note gives it, or a warning when it is large enough that the milliseconds (and every speed-up
+# timed in this notebook) cannot be trusted. Then rerun on a quiet machine, or with `threads=1` (fewer
+# threads than free cores).
 
 # %%
 t0 = time.perf_counter()
-curve = measure_cost_curve(lm.model, sizes=sizes, repeats=repeats)
+curve, noise = measure_cost_curve_with_noise(lm.model, sizes=sizes, repeats=repeats)
 print(f"measured {len(sizes)} sizes × {repeats} repeats in {time.perf_counter() - t0:.1f} s")
+display(noise.note())
 pd.DataFrame(
     {
         "ms per forward t(n)": [s * 1e3 for s in curve.seconds],
         "ms per token t(n)/n": [s * 1e3 / n for n, s in zip(curve.sizes, curve.seconds, strict=True)],
         "t(n)/t(1)": curve.relative(),
+        "repeat spread": [f"{noise.per_size[n]:.0%}" for n in curve.sizes],
     },
     index=pd.Index(curve.sizes, name="n tokens verified"),
 ).round(2)
@@ -224,9 +237,9 @@ print(f"sizes that are *faster* than a smaller size (non-monotonic): {dips or 'n
 #   more than t(n)/t(1) tokens on average to beat plain decoding. The dashed diagonal is what *n*
 #   sequential forwards would cost — and the most a step can emit. Speculation lives in the gap.
 # * Past some size the curve bends upward: the matmuls start to be compute-bound and each extra node
-#   costs real time (here from ~16–32 tokens with FastLinear's packed weights, from ~4–8 with torch's
-#   stock kernels; table below). On a CPU, **trees and drafts must stay small**; a GPU's curve stays flat
-#   much longer, which is why GPU papers verify trees of 60+ nodes.
+#   costs real time (where depends on the matmul kernels: compare the curves in the table below). On a
+#   CPU, **trees and drafts must stay small**; a GPU's curve stays flat much longer, which is why GPU
+#   papers verify trees of 60+ nodes.
 # * Small sizes are often not monotonic (2–3 tokens can hit slower matmul paths than 4 or 8): one more
 #   reason to measure rather than assume.
 #
@@ -255,12 +268,13 @@ from specdec_lab.machine import machine
 
 print(machine().describe())
 restore_linear(lm.model)
-stock = measure_cost_curve(lm.model, sizes=sizes, repeats=repeats)
+stock, stock_noise = measure_cost_curve_with_noise(lm.model, sizes=sizes, repeats=repeats)
 use_fast_linear(lm.model, pack=False)
-unpacked = measure_cost_curve(lm.model, sizes=sizes, repeats=repeats)
+unpacked, unpacked_noise = measure_cost_curve_with_noise(lm.model, sizes=sizes, repeats=repeats)
 use_fast_linear(lm.model)  # the fixed default plan: W xᵀ for 1-2 rows, oneDNN for 3-64
-default_plan = measure_cost_curve(lm.model, sizes=sizes, repeats=repeats)
+default_plan, default_noise = measure_cost_curve_with_noise(lm.model, sizes=sizes, repeats=repeats)
 tune_linear(lm.model)  # back to what load_model gives: the kernels measured on this machine (cached)
+display(combine(stock_noise, unpacked_noise, default_noise).note())
 pd.DataFrame(
     {
         "stock nn.Linear t(n) ms": [s * 1e3 for s in stock.seconds],
@@ -294,9 +308,10 @@ pd.Series(linear_plan(lm.model), name="kernel by rows").rename_axis("weight shap
 # %%
 long_context = 256
 lm.model.set_attn_implementation("sdpa")
-sdpa_long = measure_cost_curve(lm.model, sizes=sizes, context=long_context, repeats=repeats)
+sdpa_long, sdpa_noise = measure_cost_curve_with_noise(lm.model, sizes=sizes, context=long_context, repeats=repeats)
 use_gqa_attention(lm.model)  # back to the default
-gqa_long = measure_cost_curve(lm.model, sizes=sizes, context=long_context, repeats=repeats)
+gqa_long, gqa_noise = measure_cost_curve_with_noise(lm.model, sizes=sizes, context=long_context, repeats=repeats)
+display(combine(sdpa_noise, gqa_noise).note())
 pd.DataFrame(
     {
         f"sdpa t(n) ms @ {long_context}": [s * 1e3 for s in sdpa_long.seconds],
@@ -340,10 +355,10 @@ pd.DataFrame(rows).set_index("draft length k")
 best = {a: curve.best_chain_length(a, k_max=16) for a in (0.2, 0.4, 0.6, 0.8, 0.9, 0.95)}
 pd.DataFrame(
     {
-        "best k": best,
-        "expected speed-up": {a: expected_tokens_per_step(a, k) * curve(1) / curve(k + 1) for a, k in best.items()},
+        "best k": best,  # an int column and a formatted one: no "9.00" draft lengths
+        "expected speed-up": {a: f"{expected_tokens_per_step(a, k) * curve(1) / curve(k + 1):.2f}×" for a, k in best.items()},
     }
-).rename_axis("α").round(2).T
+).rename_axis("α")
 
 # %%
 chain_speedup_figure(curve, ks=(1, 2, 4, 8, 16))
@@ -385,6 +400,9 @@ stats = pd.DataFrame({"prompt lookup": run.result.summary(), "autoregressive": r
 print(f"mean accepted: {run.result.mean_accepted:.2f} tokens per target forward (autoregressive: 1.00); "
       f"{run.result.forwards} forwards instead of {run.baseline.forwards}; "
       f"wall-clock speed-up {run.baseline.seconds / run.result.seconds:.2f}×")
+# the speed-up is one timed run of each: check the machine is quiet now (a short curve, repeats kept)
+_, lookup_noise = measure_cost_curve_with_noise(lm.model, sizes=[1, 4], repeats=5)
+display(lookup_noise.note())
 stats
 
 # %% [markdown]
@@ -442,12 +460,16 @@ tree_mask_figure(tree, lm.tokenizer, cache_length=cache_length)
 # ## 6. Try it yourself
 #
 # The default experiment ran above in plain cells. The dashboard below calls the same `run_prompt_lookup`
-# — pick a prompt from `data/prompts.jsonl` or type your own, choose the longest draft and how the draft
-# length is chosen (from the cost curve, transformers' +2/−1 heuristic, or always the maximum), and press
-# *Generate*. Try a `writing` prompt: little to copy, so the cost rule mostly declines to speculate.
+# — pick a prompt from `data/prompts.jsonl` or type your own (then press *Generate*), choose the longest
+# draft and how the draft length is chosen (from the cost curve, transformers' +2/−1 heuristic, or always
+# the maximum): every change reruns. Try a `writing` prompt: little to copy, so the cost rule mostly
+# declines to speculate. Under the controls, a static snapshot shows the default view (the run of
+# section 4), so it can be read without running the notebook; it gives way to the live output at the
+# first change.
 
 # %%
 dashboard = PromptLookupDashboard(
-    lm, prompts=prompts, max_new_tokens=max_new_tokens, cost_curve=curve, initial_prompt=prompt.text
+    lm, prompts=prompts, max_new_tokens=max_new_tokens, cost_curve=curve, initial_prompt=prompt.text,
+    initial_run=LookupRun(run.result),  # the same settings as section 4: max_draft 10, cost rule
 )
 dashboard

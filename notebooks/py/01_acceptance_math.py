@@ -45,9 +45,11 @@ if quick:
 
 from pathlib import Path
 
+import ipywidgets as w
 import numpy as np
 import pandas as pd
 import torch
+from IPython.display import Markdown
 
 from specdec_lab.cost import CostCurve
 from specdec_lab.theory import (
@@ -70,6 +72,7 @@ from specdec_lab.viz.acceptance import (
     speedup_surface_figure,
 )
 from specdec_lab.viz.figures import save_figure
+from specdec_lab.widgets import Dashboard
 
 FIGURES = Path("../figures")  # notebooks run from notebooks/
 rng = np.random.default_rng(seed)
@@ -194,31 +197,46 @@ fig = optimal_k_figure(k_max=k_max)
 print(f"saved {save_figure(fig, '01_optimal_k', FIGURES)}")
 fig
 
-# %% [markdown]
-# Reading the table: at c = 0.05 a draft with α = 0.5 promises 1.6× *in theory*; at c = 0.2 (a draft
-# that pays a full-vocabulary head every step) the same α gives 1.25×. That is why the draft in notebook
-# 02 evaluates only a reduced drafting vocabulary: it cuts c, and the optimal k grows with it. Section 4
-# shows how much of the promise survives a real verification cost.
+# %%
+def _best(a, cc):  # (k*, speedup at k*) from the formula
+    k_best = optimal_k(a, cc, k_max)
+    return k_best, expected_speedup(a, k_best, cc)
+
+
+(k_cheap, s_cheap), (k_dear, s_dear) = _best(0.5, 0.05), _best(0.5, 0.2)
+Markdown(
+    f"Reading the table: at c = 0.05 a draft with α = 0.5 promises {s_cheap:.2f}× *in theory* (k* = {k_cheap}); "
+    f"at c = 0.2 (a draft that pays a full-vocabulary head every step) the same α gives {s_dear:.2f}× "
+    f"(k* = {k_dear}). That is why the draft in notebook 02 evaluates only a reduced drafting vocabulary: it "
+    "cuts c, and the optimal k grows with it. Section 4 shows how much of the promise survives a real "
+    "verification cost."
+)
 
 # %% [markdown]
 # ## 4. The measured form: m·T_target > k·T_draft + T_verify(k+1)
 #
-# On real hardware verifying k + 1 tokens is *not* free: on this project's 2-core CPU one forward over 4
-# or 8 tokens costs about 1.45× a single-token forward, and 2–3 tokens hit a slower matmul path and cost
-# up to 2× (notebook 00 measures the curve). With seconds instead of units, a step that emits
-# m = E[L + 1] tokens beats autoregressive decoding exactly when
+# On real hardware verifying k + 1 tokens is *not* free: a forward over several tokens costs more than
+# one over a single token, and on CPUs the curve t(n) is often not even monotonic (some small sizes hit
+# slower matmul paths than larger ones; notebook 00 measures the curve of *your* machine, and how the
+# matmul kernels change it). With seconds instead of units, a step that emits m = E[L + 1] tokens beats
+# autoregressive decoding exactly when
 #
 #     m · T_target  >  k · T_draft + T_verify(k + 1)
 #
 # and the speedup is their ratio (`theory.measured_speedup`). `specdec_lab.cost.CostCurve` holds a
 # measured t(n); the draft proposer picks k* = argmax E[L+1] / (k·T_draft + t(k+1)) every step from
-# its running α̂ and its measured draft step time (`DraftLength("cost")`). With a curve measured on that
-# machine (single-threaded medians, ms: 61, 100, 128, 88, 95, 100 for 1, 2, 3, 4, 5, 8 tokens) and the
-# measured step of the 2-layer draft with its reduced head (5 ms):
+# its running α̂ and its measured draft step time (`DraftLength("cost")`).
+#
+# This notebook stays deterministic (no model, no timing), so it works on an **example curve**: the
+# shape measured on a 2-core AVX2 CPU with torch's stock matmul kernels, single-threaded — a worst case
+# with a slow 2–3-token path — and an example draft step time:
 
 # %% tags=["nbval-check-output"]
-curve = CostCurve(sizes=[1, 2, 3, 4, 5, 8], seconds=[0.061, 0.100, 0.128, 0.088, 0.095, 0.100])
-t_draft = 0.005  # one 2-layer draft step with a reduced head
+curve = CostCurve(sizes=[1, 2, 3, 4, 5, 8], seconds=[0.061, 0.100, 0.128, 0.088, 0.095, 0.100])  # an example
+t_draft = 0.005  # an example draft step: a 2-layer draft with a reduced head
+print("example t(n), ms:", dict(zip(curve.sizes, [round(s * 1e3) for s in curve.seconds], strict=True)))
+print("t(n)/t(1):", dict(zip(curve.sizes, [round(r, 2) for r in curve.relative()], strict=True)))
+print(f"T_draft = {t_draft * 1e3:.0f} ms, c = T_draft / t(1) = {t_draft / curve(1):.3f}")
 rows = []
 for a in (0.3, 0.45, 0.6, 0.7, 0.8):
     k_unit = optimal_k(a, t_draft / curve(1), k_max)
@@ -235,47 +253,45 @@ for a in (0.3, 0.45, 0.6, 0.7, 0.8):
     )
 pd.DataFrame(rows).set_index("α")
 
-# %% [markdown]
-# The measured verify cost changes the answer a lot: the textbook formula is an upper bound, k* jumps over
-# the slow 2–3-token sizes, and a draft needs α ≈ 0.45 just to break even (at α = 0.3, k* = 0: don't
-# speculate). Notebook 02 measures α, T_draft and T_verify for the real draft model and compares the
-# predicted speedup with the one the benchmark observes.
+# %%
+grid = [i / 100 for i in range(100)]
+break_even = next(a for a in grid if curve.best_chain_length(a, k_max, draft_step=t_draft) > 0)
+slow = [n for n in curve.sizes[1:-1] if curve(n) > min(curve(m) for m in curve.sizes if m > n)]  # dearer than a larger size
+skipped = (
+    f"skips the sizes that cost more than a larger one ({', '.join(map(str, slow))} tokens: up to "
+    f"{max(curve(n) / curve(1) for n in slow):.2f}× a single-token forward)"
+    if slow
+    else "follows the measured cost"
+)
+Markdown(
+    f"On this curve the verify cost changes the answer a lot: the textbook formula is an upper bound, k* "
+    f"{skipped}, and a draft needs "
+    f"α ≈ {break_even:.2f} just to break even (below it k* = 0: don't speculate). Notebook 02 measures α, "
+    "T_draft and T_verify for the real draft model and compares the predicted speedup with the one the "
+    "benchmark observes."
+)
 
 # %% [markdown]
 # ## 5. Explore
 #
-# The plain cell below is the default view (what papermill and nbval check); the sliders call the same
-# function, `specdec_lab.viz.acceptance.speedup_explorer`.
+# The plain cell below computes the default view (its numbers are what papermill and nbval check); the
+# sliders under it call the same function, `specdec_lab.viz.acceptance.speedup_explorer`, and redraw the
+# figure below them. Until you move one, a static snapshot of the default view stands there.
 
 # %% tags=["nbval-check-output"]
 fig, numbers = speedup_explorer(alpha=0.7, k=4, c=c, k_max=k_max)
 print(numbers)
 
 # %%
-fig
-
-# %% tags=["nbval-skip"]
-import ipywidgets as w
-from IPython.display import display
-
-sliders = {
-    "alpha": w.FloatSlider(value=0.7, min=0.0, max=0.99, step=0.01, description="α", continuous_update=False),
-    "k": w.IntSlider(value=4, min=0, max=k_max, description="k", continuous_update=False),
-    "c": w.FloatSlider(value=c, min=0.0, max=0.5, step=0.01, description="c", continuous_update=False),
-}
-explorer_out = w.Output()
-
-
-def _explore(_=None):
-    """Redraw on a slider change (the default view is the plain cell above)."""
-    figure, nums = speedup_explorer(sliders["alpha"].value, sliders["k"].value, sliders["c"].value, k_max)
-    explorer_out.clear_output(wait=True)
-    with explorer_out:
-        display(figure)
-        print(nums)
-
-
-for slider in sliders.values():
-    slider.observe(_explore, names="value")
-display(w.VBox([w.HTML("<b>Move a slider</b> to redraw the figure above for other α, k, c."),
-                w.HBox(list(sliders.values())), explorer_out]))  # fmt: skip
+explorer = Dashboard(
+    {
+        "alpha": w.FloatSlider(value=0.7, min=0.0, max=0.99, step=0.01, description="α", continuous_update=False),
+        "k": w.IntSlider(value=4, min=0, max=k_max, description="k", continuous_update=False),
+        "c": w.FloatSlider(value=c, min=0.0, max=0.5, step=0.01, description="c", continuous_update=False),
+    },
+    lambda alpha, k, c: speedup_explorer(alpha, k, c, k_max),
+    header="<b>Move a slider</b> to redraw the figure below for other α, k, c.",
+    initial=(fig, numbers),
+    what=f"α = 0.7, k = 4, c = {c}",
+)
+explorer

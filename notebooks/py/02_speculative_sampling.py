@@ -57,12 +57,14 @@ if quick:
     bench_tokens = min(bench_tokens, 24)
 
 import json
+import logging
 from pathlib import Path
 
+import ipywidgets as w
 import numpy as np
 import pandas as pd
 import torch
-from IPython.display import HTML, display
+from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
 from specdec_lab import generate, load_model
@@ -78,14 +80,29 @@ from specdec_lab.losslessness import (
     run_draft_demo,
     simulate_emitted,
 )
+from specdec_lab.noise import measure_cost_curve_with_noise
 from specdec_lab.sampling import Sampling, warp_probs
 from specdec_lab.theory import accepted_length_pmf, expected_tokens_per_step, measured_speedup
 from specdec_lab.viz.acceptance import acceptance_by_position, histogram_figure, position_figure
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.tokens import show_tokens, trace_table
+from specdec_lab.widgets import Dashboard
 
 FIGURES = Path("../figures")  # notebooks run from notebooks/
 hf_logging.disable_progress_bar()
+
+
+class _AssistantConfigWarning(logging.Filter):
+    """Drop one transformers message, nothing else: inside `generate(assistant_model=...)` (section 5),
+    transformers' own candidate generator calls the assistant's `generate()` with a generation_config *and*
+    max/min_new_tokens, then warns that this combination is deprecated. Nothing this notebook passes can
+    avoid it, and in the stored outputs its red stderr box reads like an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Passing `generation_config` together with generation-related")
+
+
+logging.getLogger("transformers.generation.utils").addFilter(_AssistantConfigWarning())
 torch.manual_seed(seed)
 prompts = {p.question_id: p for p in load_prompts()}
 print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={quick}")
@@ -96,21 +113,28 @@ print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={qui
 # No smaller SmolLM2 exists offline, so we make one (`specdec_lab.draft_model`): **2 decoder layers**
 # initialized from the target's first two, the target's (shared, frozen) embeddings and tied head, and a
 # 576×576 **readout** A before the head, logits = E·(A h). A starts as a least-squares "tuned lens" that
-# maps the draft's last hidden state onto the target's; then LoRA deltas (rank 64), the norms and A are
-# distilled on the target's own greedy answers to 1710 training prompts, 155k response tokens (KL to the
-# target's distribution at every position, read from the cached target hidden states). Only the trained tensors are stored
-# (a few MB); the rest is rebuilt from the target at load time.
+# maps the draft's last hidden state onto the target's; then LoRA deltas, the norms and A are distilled
+# on the target's own greedy answers to the training prompts (KL to the target's distribution at every
+# position, read from the cached target hidden states). Only the trained tensors are stored (a few MB);
+# the rest is rebuilt from the target at load time.
 #
 # The draft evaluates only a **drafting vocabulary** (the most frequent tokens of the distillation
-# responses, at most 8192, plus the prompt's own tokens), EAGLE-3 style: the head costs 1/6 of a full
-# one, and q = 0 outside the vocabulary keeps speculative sampling exact (q only needs to be a
-# distribution).
+# responses plus the prompt's own tokens), EAGLE-3 style: a smaller head, and q = 0 outside the
+# vocabulary keeps speculative sampling exact (q only needs to be a distribution). The sizes, from the
+# draft's manifest:
 
 # %%
 lm = load_model(model_name)
 d = get_draft(draft, lm.model)
 manifest = d.manifest
 print(f"draft {d.name!r}: {d.n_layers} layers, vocabulary {'full' if d.vocab is None else len(d.vocab)}")
+if manifest and d.vocab is not None:
+    display(Markdown(
+        f"LoRA rank {manifest['spec']['lora_rank']}, distilled on {manifest['data']['train_examples']} training "
+        f"prompts ({manifest['data']['response_tokens'] / 1e3:.0f}k response tokens); a drafting vocabulary of "
+        f"{len(d.vocab)} of the target's {lm.model.config.vocab_size} tokens, so the draft's head costs "
+        f"{len(d.vocab) / lm.model.config.vocab_size:.0%} of a full one."
+    ))  # fmt: skip
 
 # %% tags=["nbval-check-output"]
 if manifest:
@@ -256,20 +280,31 @@ fig
 # The same harness as `python -m specdec_lab.bench` (every method timed from outside, order rotated per
 # prompt, greedy): autoregressive decoding, our `draft` method, and transformers' assisted generation
 # (`hf_assisted`) with the *same* draft weights exported as a standalone full-vocabulary HF model.
-# A few prompts here; the full table on the 56 benchmark prompts is recorded next to the draft.
+# A few prompts here; the full table on the benchmark prompts is recorded next to the draft (below it).
 
 # %%
 bench = run_benchmark(lm, load_prompts("../data/prompts.jsonl")[::19][:bench_prompts],
                       methods="autoregressive,draft,hf_assisted", max_new_tokens=bench_tokens, progress=False)  # fmt: skip
+# one timed run per method and prompt: check the machine was quiet (a short cost curve, repeats kept)
+_, bench_noise = measure_cost_curve_with_noise(lm.model, sizes=[1, k_fixed + 1], repeats=5)
+display(bench_noise.note())
 COLUMNS = ["prompts", "new_tokens", "tokens_per_s", "mean_accepted", "speedup", "identical_to_autoregressive"]
-pd.DataFrame(bench["summary"]).T[COLUMNS]
+DIGITS = {"tokens_per_s": 1, "mean_accepted": 2, "speedup": 2, "identical_to_autoregressive": 2}
+
+
+def summary_table(summary: dict) -> pd.DataFrame:
+    """The harness's per-method summary, rounded for reading."""
+    return pd.DataFrame(summary).T[COLUMNS].infer_objects().round(DIGITS)
+
+
+summary_table(bench["summary"])
 
 # %%
 recorded = Path("../data/draft/smollm2-135m-2l/bench.json")
 if draft == "default" and recorded.is_file():
     full = json.loads(recorded.read_text())
     print(f"recorded: {full['config']['max_new_tokens']} new tokens, {full['prompts_done']} prompts, {full['machine'].get('cpu', '')}")
-    display(pd.DataFrame(full["summary"]).T[COLUMNS])
+    display(summary_table(full["summary"]))
 
 # %% [markdown]
 # Predicted from the parts: the measured α̂, the measured draft step time and the target's measured cost
@@ -285,27 +320,30 @@ pd.DataFrame(rows).set_index("k").T
 # %% [markdown]
 # ## 6. Dashboard
 #
-# The plain cell runs the default; the controls call the same function (`speculative.run_draft_demo`).
+# The plain cell runs the default; the controls call the same function (`losslessness.run_draft_demo`)
+# and redraw under them on every change (a static snapshot of the default view stands there until then).
 
 # %%
-html, numbers = run_draft_demo(lm, prompts[prompt_id].text, draft=draft, max_new_tokens=32)
+demo_tokens = 32  # tokens per dashboard run: short, so a change redraws in seconds
+html, numbers = run_draft_demo(lm, prompts[prompt_id].text, draft=draft, max_new_tokens=demo_tokens)
 print(numbers)
 
 # %% tags=["nbval-skip"]
-import ipywidgets as w
-
-
 def _demo(question_id: int, temperature: float, draft_length: str):
     k = int(draft_length) if draft_length.isdigit() else draft_length
-    page, nums = run_draft_demo(lm, prompts[question_id].text, draft=draft, temperature=temperature,
-                                top_p=top_p if temperature > 0 else None, draft_length=k, max_new_tokens=max_new_tokens)  # fmt: skip
-    display(HTML(page))
-    print(nums)
+    return run_draft_demo(lm, prompts[question_id].text, draft=draft, temperature=temperature,
+                          top_p=top_p if temperature > 0 else None, draft_length=k, max_new_tokens=demo_tokens)  # fmt: skip
 
 
-_ = w.interact_manual(
+Dashboard(
+    {
+        "question_id": w.Dropdown(options=sorted(prompts), value=prompt_id, description="prompt"),
+        "temperature": w.FloatSlider(value=0.0, min=0.0, max=1.5, step=0.1, description="temperature",
+                                     continuous_update=False),
+        "draft_length": w.Dropdown(options=["cost", "heuristic", "2", "4", "6", "8"], value="4", description="k"),
+    },
     _demo,
-    question_id=w.Dropdown(options=sorted(prompts), value=prompt_id, description="prompt"),
-    temperature=w.FloatSlider(value=0.0, min=0.0, max=1.5, step=0.1, description="temperature"),
-    draft_length=w.Dropdown(options=["cost", "heuristic", "2", "4", "6", "8"], value="cost", description="k"),
-)
+    header="<b>Change a control</b> to decode again with the draft (greedy at temperature 0).",
+    initial=(html, numbers),
+    what=f"prompt {prompt_id}, temperature 0, k = 4",
+)  # fmt: skip

@@ -13,23 +13,13 @@ import sys
 import torch
 
 from ..attention import ATTENTION
-from ..io import PromptError, load_prompts
+from ..io import PromptError, load_prompts, positive_int
 from ..models import ModelNotFoundError, load_model
 from .harness import BenchConfig, ResumeError, run_benchmark
 from .methods import BenchInputError, known_methods, parse_methods
 from .report import format_table
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
@@ -47,9 +37,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
         default=d.methods,
         help="comma-separated name[:key=value...], e.g. prompt_lookup:max_draft=4:draft_length=heuristic",
     )
-    p.add_argument("--max-new-tokens", type=_positive_int, default=d.max_new_tokens)
-    p.add_argument("--limit", type=_positive_int, default=None, help="first N prompts only")
-    p.add_argument("--per-category", type=_positive_int, default=None, help="first N prompts of each category")
+    p.add_argument("--max-new-tokens", type=positive_int, default=d.max_new_tokens)
+    p.add_argument("--limit", type=positive_int, default=None, help="first N prompts only")
+    p.add_argument("--per-category", type=positive_int, default=None, help="first N prompts of each category")
     p.add_argument("--out", default="results/bench.json", help="results JSON (written after every prompt)")
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
     p.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
@@ -62,7 +52,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
                    help=f"{ATTENTION}: SDPA with grouped-query attention inside the kernel also under a mask (no K/V "
                    "copies; specdec_lab.attention); sdpa: transformers' own")  # fmt: skip
     p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--warmup-tokens", type=_positive_int, default=d.warmup_tokens)
+    p.add_argument("--warmup-tokens", type=positive_int, default=d.warmup_tokens)
+    p.add_argument("--traces", action=argparse.BooleanOptionalAction, default=d.traces,
+                   help="record our loop's per-step trace in each row (tree size, tokens emitted, phase seconds; "
+                   "what specdec_lab.replay re-times); --no-traces for smaller files")  # fmt: skip
     p.add_argument("--fresh", action="store_true", help="overwrite --out instead of resuming from it")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
@@ -81,6 +74,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
         dtype=a.dtype,
         linear=a.linear,
         attention=a.attention,
+        traces=a.traces,
     )
     return config, a.no_progress
 

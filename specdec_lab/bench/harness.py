@@ -5,7 +5,7 @@
                          always hit the same method):
             sync; t0; tokens = method(prompt ids); sync; t1
         compare every output with autoregressive's; where one differs, measure the AR top-2 logit gap there
-        append one row per method, write results.json atomically
+        append one row per method (our loop's rows with their per-step trace), write results.json atomically
 
 Methods (ours through `specdec_lab.generate`, transformers' anchors from `ANCHORS`) come from
 methods.py as `run(ids, max_new_tokens, seed) -> RunOutput` callables; this file only runs and times them.
@@ -14,6 +14,15 @@ Every method is timed the same way, from outside (tokenization and text decoding
 our loop and transformers' are compared like with like. Warm-up runs every method once before any clock
 is read: first-call costs (allocator, kernel selection, prompt lookup's cost-curve measurement) would
 otherwise land on whichever method runs first.
+
+Traces (`traces=True`, the default; CLI --no-traces): our loop's runs keep a `StepTrace` per step and each
+of their rows records it compacted (`runner.TRACE_FIELDS`: nodes, candidates, emitted, t_propose, t_verify,
+t_accept, chain per step) with the prefill seconds, under "trace"; `specdec_lab.replay` re-times a run from
+it. The clock is read from outside as always. Tracing adds the per-step bookkeeping (a few short lists per
+step of tens of ms: well under 0.1% on CPU; compacted after the clock stops) to every method of our loop
+alike, autoregressive included, and the anchors nothing. On CUDA it also synchronizes the device per phase
+(what the phase timings need), which can cost more: compare a --no-traces run there before quoting
+speedups. Files written without traces load as before (their rows have no "trace").
 """
 
 from __future__ import annotations
@@ -31,12 +40,14 @@ import torch
 from ..attention import attention_kind
 from ..device import sync
 from ..fast_linear import linear_kind, linear_plan
+from ..generate import generate
 from ..io import Prompt, as_prompts, eos_ids, write_json
 from ..machine import machine_info
 from ..models import LoadedModel
-from .methods import BenchInputError, build_runner, parse_methods
+from ..proposers import METHODS
+from .methods import BenchInputError, MethodSpec, build_runner, parse_methods
 from .report import summarize
-from .runner import Runner, RunOutput
+from .runner import TRACE_FIELDS, Runner, RunOutput, compact_steps
 
 __all__ = [
     "BenchConfig",
@@ -76,9 +87,11 @@ class BenchConfig:
     dtype: str | None = None  # filled from the model when None
     linear: str | None = None  # `fast_linear.linear_kind`: "tuned" (default), "fast+onednn", "fast", "stock"
     attention: str | None = None  # the model's attention implementation: "sdpa_gqa" (default) or "sdpa"
+    traces: bool = True  # record our loop's per-step trace in each row (module docstring)
 
 
-RESUME_IGNORES = ("limit", "per_category", "out", "fresh")
+# traces only adds a field to rows: a run resumed with or without them aggregates the same speeds
+RESUME_IGNORES = ("limit", "per_category", "out", "fresh", "traces")
 
 
 # ---- prompts ----------------------------------------------------------------------------------------
@@ -144,6 +157,30 @@ def _timed(run: Runner, ids: list[int], max_new_tokens: int, seed: int, device) 
     return out, time.perf_counter() - t0
 
 
+def _traced_loop_runner(spec: MethodSpec, model, eos: list[int]) -> Runner:
+    """Our loop as methods.py runs it (bare model, token ids, greedy unless the spec samples), traced."""
+
+    def run(ids: list[int], max_new_tokens: int, seed: int) -> RunOutput:
+        r = generate(model, ids, method=spec.name, max_new_tokens=max_new_tokens, eos_token_id=eos or None,
+                     seed=seed, trace=True, **spec.params)  # fmt: skip
+        return RunOutput(tokens=r.tokens, forwards=r.forwards, stop_reason=r.stop_reason, info=r.proposer,
+                         steps=r.steps, prefill_seconds=r.prefill_seconds)  # fmt: skip
+
+    return run
+
+
+def _runner(spec: MethodSpec, model, eos: list[int], traces: bool) -> Runner:
+    return _traced_loop_runner(spec, model, eos) if traces and spec.name in METHODS else build_runner(spec, model, eos)
+
+
+def _trace(r: RunOutput) -> dict | None:
+    """The row's "trace": prefill seconds and one short list per step (`runner.TRACE_FIELDS`); None for
+    untraced runs (anchors, --no-traces)."""
+    if r.steps is None:
+        return None
+    return {"prefill_seconds": round(r.prefill_seconds or 0.0, 6), "steps": compact_steps(r.steps)}
+
+
 # ---- resume -----------------------------------------------------------------------------------------
 def _resume_rows(out: Path, config: dict, machine: dict, labels: list[str]) -> list[dict]:
     """Rows of prompts finished for every method in an earlier run of the same configuration."""
@@ -192,6 +229,7 @@ class _Results:
             "config": self.config,
             "machine": self.machine,
             "methods": self.labels,
+            "trace_fields": list(TRACE_FIELDS),
             "prompts_done": len({r["question_id"] for r in self.rows}),
             "prompts_total": self.prompts_total,
             "summary": summarize(self.rows, self.labels, baseline=BASELINE),
@@ -261,7 +299,7 @@ def run_benchmark(
     if todo:
         torch.manual_seed(config.seed)
         eos = eos_ids(model, tokenizer, eos_token_id)
-        runners = {s.label: build_runner(s, model, eos) for s in specs}
+        runners = {s.label: _runner(s, model, eos, config.traces) for s in specs}
         ids = {p.question_id: _prompt_ids(p, lm) for _, p in todo}  # tokenized before any clock starts
         # Everything alive now (torch, transformers, the model) stays alive: freezing it takes it out of
         # the collector's walks, so the gc.collect() before each timed run costs ~ms instead of ~0.5 s.
@@ -323,5 +361,8 @@ def _run_prompts(
                         "tokens": r.tokens,
                     }
                 )
+                trace = _trace(r)
+                if trace is not None:
+                    results.rows[-1]["trace"] = trace
             results.save()
             bar.update(1)

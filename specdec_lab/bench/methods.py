@@ -52,7 +52,9 @@ class MethodSpec:
     params: dict = field(default_factory=dict, hash=False)
 
 
-def _value(text: str) -> int | float | str:
+def _value(text: str) -> bool | int | float | str:
+    if text.lower() in ("true", "false"):  # remember=false, pool_from_prompt=true
+        return text.lower() == "true"
     for cast in (int, float):
         try:
             return cast(text)

@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from ..io import write_json
+from .dynamic import confidence_from_probs
 from .heads import IGNORE_INDEX, MedusaHeads, medusa_labels
 
 __all__ = [
@@ -37,7 +38,9 @@ __all__ = [
     "true_ranks",
     "calibrate",
     "head_ranks",
+    "head_confidence",
     "calibrate_heads",
+    "calibrate_confidence",
     "main",
 ]
 
@@ -167,6 +170,51 @@ def head_ranks(model, heads: MedusaHeads, ids: Sequence[int], prompt_length: int
     return ranks
 
 
+@torch.inference_mode()
+def head_confidence(model, heads: MedusaHeads, ids: Sequence[int], prompt_length: int, rows=None, top: int = 4,
+                    chunk: int = 64):  # fmt: skip
+    """Observations for `dynamic.confidence_from_probs` from one teacher-forced forward over ids.
+
+    Returns probs (T, K, S): each head's top-S softmax probabilities over `rows` (the vocabulary it drafts
+    from at decode time, e.g. the drafting vocabulary ∪ the prompt's tokens; None = all), correct (T, K, S):
+    whether each is the true token, present (T, K): the head has a label there.
+    """
+    device = next(model.parameters()).device
+    hidden = model.get_decoder()(input_ids=torch.tensor([list(ids)], device=device)).last_hidden_state[0]  # (T, H)
+    labels = medusa_labels(torch.tensor(list(ids)), prompt_length, heads.num_heads)[:, 1:].to(device)  # (T, K)
+    present = labels != IGNORE_INDEX  # (T, K)
+    keep = present.any(dim=1).nonzero().flatten()  # positions with any label
+    probs, correct = [], []
+    for a in range(0, len(keep), chunk):
+        r = keep[a : a + chunk]
+        x = heads.features(hidden[r])  # (C, K, H)
+        if heads.config.shared_lm_head:  # project onto the scored rows only
+            w = heads.lm_head_weight if rows is None else heads.lm_head_weight[rows]  # (M, H)
+            logits = x.to(w.dtype) @ w.T  # (C, K, M)
+        else:
+            logits = heads.project(x) if rows is None else heads.project(x)[..., rows]  # (C, K, M)
+        p = logits.float().softmax(-1).topk(top, dim=-1)  # (C, K, S)
+        ids_top = p.indices if rows is None else rows[p.indices]
+        probs.append(p.values.cpu())
+        correct.append((ids_top == labels[r][..., None]).cpu())
+    return torch.cat(probs), torch.cat(correct), present[keep].cpu()
+
+
+def calibrate_confidence(model, heads: MedusaHeads, examples, vocab=None, top: int = 4, progress: bool = True):
+    """HeadConfidence (c_k(p) for dynamic trees) of `heads` on DistillExamples, scored on the drafting
+    vocabulary `vocab` (target ids) ∪ each prompt's tokens, as `method="medusa"` scores them."""
+    from tqdm.auto import tqdm
+
+    obs = []
+    for e in tqdm(examples, desc="calibrating confidence", disable=not progress):
+        rows = None
+        if vocab is not None:
+            rows = torch.tensor(sorted(set(vocab.tolist()) | set(e.prompt_ids)), device=vocab.device)
+        obs.append(head_confidence(model, heads, e.ids, len(e.prompt_ids), rows=rows, top=top))
+    probs, correct, present = (torch.cat(x) for x in zip(*obs, strict=True))
+    return confidence_from_probs(probs, correct, present)
+
+
 def calibrate_heads(model, heads: MedusaHeads, examples, top: int = 10, progress: bool = True) -> HeadAccuracies:
     """Accuracies of `heads` on DistillExamples (prompt_ids, response_ids) by teacher forcing."""
     from tqdm.auto import tqdm
@@ -204,8 +252,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     heads = load_heads(args.heads, lm.model)
     t0 = time.perf_counter()
     acc = calibrate_heads(lm.model, heads, held, top=args.top, progress=not args.quiet)
+    # c_k(p) for dynamic trees, on the vocabulary the heads draft from (the shipped draft's, as get_drafter does)
+    from ..proposers.medusa import _shipped_vocab
+
+    shipped = Path(args.heads).resolve() == shipped_heads_path().resolve()
+    vocab = _shipped_vocab(lm.model) if shipped else None
+    confidence = calibrate_confidence(lm.model, heads, held, vocab=vocab, progress=not args.quiet)
     out = Path(args.out or Path(args.heads) / "calibration.json")
     record = acc.to_dict()
+    record["confidence"] = confidence.to_dict()
     record["source"] = {
         "distill": args.distill,
         "split": "held-out (question_id % 10 == 0)",

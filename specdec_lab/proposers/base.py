@@ -48,6 +48,8 @@ class DecodeState:
     model:         the target model (proposers that need it, e.g. Medusa heads or layer-skip, read it)
     verify_seconds: wall time of the last verify forward and its acceptance (None before the first); cost-
                    aware proposers learn the verify cost at the current context from it
+    cache:         the target's KVCache, committed entries [0, cache_length) (read-only: a layer-skip draft
+                   copies the K/V of the layers it shares with the target from it)
     """
 
     tokens: list[int]
@@ -59,6 +61,7 @@ class DecodeState:
     sampling: Sampling = GREEDY  # how the target samples; a sampling draft uses the same warping for q
     generator: torch.Generator | None = None  # the run's RNG (seeded by generate(seed=...))
     verify_seconds: float | None = None
+    cache: object = None
 
     @property
     def root(self) -> int:

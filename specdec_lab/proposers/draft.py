@@ -24,7 +24,9 @@ and the probe schedule are kept on the `Draft` between calls (`remember`): a cal
 one left off, backed off from its first step if the draft had stopped paying and probing on the schedule
 the failed probes set, rather than re-learning that with failed drafts and early probes in every call.
 
-`method="layer_skip"` is the same proposer with the training-free draft made of the target's first layers.
+`method="layer_skip"` is the same proposer with the training-free draft made of the target's first layers; as
+those layers are the target's own, the draft copies their K/V for committed tokens from the target's cache
+(`KVCache.extend_from`) instead of running them again: its catch-up after a backed-off stretch is free.
 """
 
 from __future__ import annotations
@@ -145,6 +147,14 @@ class DraftProposer(Proposer):
             # only probes refresh it, so they — not the prior meeting the cost threshold — decide when the
             # draft runs again.
             return Tree.root(state.root)
+        if self.draft.shared_layers and state.cache is not None and len(x) > 1:
+            # Layer skip: the draft's layers are the target's first ones, so the K/V of every token the target
+            # has committed is already in the target's cache — copy it (the catch-up of a backed-off stretch,
+            # the prompt at the first draft) and feed only the root: a probe costs one draft token, not a
+            # forward of the draft's layers over everything it missed.
+            self.cache.extend_from(state.cache, self.seen, state.cache_length)
+            self.seen = state.cache_length
+            x = state.tokens[self.seen :]  # the root
         sampling, greedy = state.sampling, state.sampling.greedy
         self.pending = len(x)
         drafts: list[int] = []

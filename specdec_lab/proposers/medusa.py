@@ -27,7 +27,9 @@ Which tree. `tree="auto"` picks, once per model and heads, the node budget n tha
 E[L](n) / (t(n + 1) + heads' cost): E[L] from the heads' calibrated accuracies (`calibration.json` next to
 the heads, made by `python -m specdec_lab.medusa calibrate`), t the verify cost curve measured on this
 device (`cost.py`, with a tree mask), the heads' cost measured here for each depth. A steep (CPU) curve picks
-a short chain or nothing; a flat (GPU-like) curve picks tens of nodes. Any tree can be given instead.
+a short chain or nothing; a flat (GPU-like) curve picks tens of nodes. `tree="dynamic"` builds each step's
+tree from the heads' own calibrated confidence instead (`medusa/dynamic.py`): more nodes where the heads are
+sure, none where they are not. Any tree can be given instead.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from ..accept import TREE_RULES
 from ..cost import cost_curve_for
 from ..fast_linear import small_linear
 from ..medusa.checkpoint import load_heads
+from ..medusa.dynamic import HeadConfidence, dynamic_tree
 from ..medusa.heads import MedusaHeads
 from ..medusa.trees import (
     BudgetChoice,
@@ -70,9 +73,10 @@ CALIBRATION = "calibration.json"  # next to the heads' checkpoint
 class MedusaDecodeConfig:
     heads: str | MedusaHeads | Drafter = "default"  # "default" (shipped heads of SmolLM2-135M), a folder,
     # MedusaHeads (full vocabulary, no calibration: give a tree), or a ready Drafter (heads + calibration)
-    tree: str | Sequence = "auto"  # "auto" (budget from the measured cost curve), "chain:N", "cartesian:s1,s2",
-    # a medusa_choices file (.json or .py), or a list of rank paths
-    max_budget: int = 32  # "auto": the largest node budget considered
+    tree: str | Sequence = "auto"  # "auto" (budget from the measured cost curve), "dynamic" (each step's tree
+    # from the heads' calibrated confidence and the curve), "chain:N", "cartesian:s1,s2", a medusa_choices file
+    # (.json or .py), or a list of rank paths
+    max_budget: int = 32  # "auto"/"dynamic": the largest node budget considered
     accuracy: str = "conditional"  # "auto": the calibrated accuracy model, "independent" or "conditional"
     vocab: str = "auto"  # "draft": score only the drafting vocabulary (+ prompt tokens); "full"; "auto": draft
     # when the shipped draft's vocabulary is for this target (the shipped heads), full otherwise
@@ -84,7 +88,7 @@ class MedusaDecodeConfig:
             raise ValueError(f"accuracy must be 'independent' or 'conditional', got {self.accuracy!r}")
         if self.vocab not in ("auto", "draft", "full"):
             raise ValueError(f"vocab must be 'auto', 'draft' or 'full', got {self.vocab!r}")
-        if isinstance(self.tree, str) and self.tree != "auto":
+        if isinstance(self.tree, str) and self.tree not in ("auto", "dynamic"):
             parse_tree(self.tree)  # fails early, naming the problem
 
 
@@ -113,6 +117,7 @@ class Drafter:
     source: Path | None  # the heads' folder (None for heads passed as an object)
     vocab: torch.Tensor | None  # (M0,) target ids the heads may propose; None = all V
     accuracies: HeadAccuracies | None  # calibration, when the heads' folder has one
+    confidence: HeadConfidence | None = None  # c_k(p) for dynamic trees, when the calibration has it
     head_seconds: dict[int, float] = field(default_factory=dict)  # depth D -> seconds to draft D heads
     choices: dict = field(default_factory=dict)  # (setup, accuracy, max_budget) -> BudgetChoice
 
@@ -137,6 +142,22 @@ class Drafter:
             logits = torch.einsum("dh,dvh->dv", x, heads.w2[:depth] if rows is None else heads.w2[:depth, rows])
         top = logits.topk(width, dim=-1).indices  # (D, s)
         return top if rows is None else rows[top]
+
+    @torch.inference_mode()
+    def head_top(self, h: torch.Tensor, head: int, width: int, weight: torch.Tensor, rows) -> tuple[list, list]:
+        """Head `head` (0-based) alone on h (H,): its top-`width` softmax probabilities over the scored rows
+        and their token ids (a dynamic tree computes heads one at a time, only as deep as it goes)."""
+        heads = self.heads
+        x = h.to(heads.w1.dtype)  # (H,)
+        for layer in range(heads.config.num_layers):
+            x = x + F.silu(heads.w1[layer, head] @ x + heads.b1[layer, head])
+        if heads.config.shared_lm_head:
+            logits = small_linear(x[None], weight)[0]  # (M,)
+        else:
+            logits = (heads.w2[head] if rows is None else heads.w2[head, rows]) @ x
+        top = logits.float().softmax(-1).topk(width)
+        ids = top.indices if rows is None else rows[top.indices]
+        return top.values.tolist(), ids.tolist()
 
     def measure_heads(self, weight: torch.Tensor, rows, repeats: int = 7) -> dict[int, float]:
         """Median seconds of `candidates` for each depth 1..K (top-10), on this device."""
@@ -182,11 +203,13 @@ def get_drafter(heads: str | MedusaHeads, target, vocab: str = "auto") -> Drafte
                              f"the target has {target.get_output_embeddings().weight.shape[0]}")  # fmt: skip
         use_draft_vocab = vocab == "draft" or (vocab == "auto" and heads == "default")
         calib = folder / CALIBRATION
+        record = json.loads(calib.read_text()) if calib.exists() else None
         loaded[key] = Drafter(
             heads=loaded_heads,
             source=folder,
             vocab=_shipped_vocab(target) if use_draft_vocab else None,
-            accuracies=HeadAccuracies.from_dict(json.loads(calib.read_text())) if calib.exists() else None,
+            accuracies=HeadAccuracies.from_dict(record) if record else None,
+            confidence=HeadConfidence.from_dict(record["confidence"]) if record and record.get("confidence") else None,
         )
     return loaded[key]
 
@@ -201,6 +224,9 @@ class MedusaProposer(Proposer):
         self.paths: list[tuple[int, ...]] = []
         self.choice: BudgetChoice | None = None
         self.h: torch.Tensor | None = None  # (H,) hidden state at the last accepted node
+        self.dynamic = self.config.tree == "dynamic"
+        self.curve: list[float] = []  # dynamic: t(n) for n = 1..max_budget+1
+        self.counts = {"steps": 0, "nodes": 0, "expected": 0.0, "heads_run": 0}  # dynamic: sums for `summary`
         self._last: dict = {}
 
     # ---- setup ------------------------------------------------------------------------------------
@@ -212,8 +238,11 @@ class MedusaProposer(Proposer):
         self.weight = weight if self.row_ids is None else weight[self.row_ids].contiguous()  # (M, H)
         if not drafter.head_seconds:
             drafter.measure_heads(self.weight, self.row_ids)
-        self.paths = self._tree(model)
-        self._structure()
+        if self.dynamic:
+            self._start_dynamic(model)
+        else:
+            self.paths = self._tree(model)
+            self._structure()
         self.h = prompt.hidden[-1] if prompt is not None and len(prompt.hidden) else None
 
     def _tree(self, model) -> list[tuple[int, ...]]:
@@ -242,6 +271,24 @@ class MedusaProposer(Proposer):
             raise ValueError(f"tree is {depth} deep but the heads are only {drafter.heads.num_heads}")
         return paths
 
+    def _start_dynamic(self, model) -> None:
+        drafter, cfg = self.drafter, self.config
+        if drafter.confidence is None:
+            raise ValueError(
+                "tree='dynamic' needs the heads' confidence calibration (the 'confidence' entry of calibration.json "
+                "next to the heads: `python -m specdec_lab.medusa calibrate`); or use tree='auto' or a fixed tree"
+            )
+        if drafter.confidence.num_heads != drafter.heads.num_heads:
+            raise ValueError(f"the confidence calibration is for {drafter.confidence.num_heads} heads, "
+                             f"these heads are {drafter.heads.num_heads}")  # fmt: skip
+        curve = cost_curve_for(model, max_tokens=cfg.max_budget + 1, tree=True)
+        self.curve = [float(curve(n)) for n in range(1, cfg.max_budget + 2)]  # (max_budget+1,)
+        # one head alone costs about what the first of a batch does; heads are computed one at a time
+        one = drafter.head_seconds.get(1, 0.0)
+        self.head_cost = lambda depth: one * depth
+        self.depth = drafter.heads.num_heads
+        self.width = drafter.confidence.top  # candidates per head: the top-S calibrated on
+
     def _structure(self) -> None:
         """Node order, parents and (depth, rank) of the rank paths: fixed, so built once."""
         # validated (prefix-closed, non-negative ranks) and sorted parents-first by `trees.normalize_paths`
@@ -256,6 +303,8 @@ class MedusaProposer(Proposer):
     # ---- the two calls of the loop ----------------------------------------------------------------
     @torch.inference_mode()
     def propose(self, state: DecodeState) -> Tree:
+        if self.dynamic:
+            return self._propose_dynamic(state)
         if self.h is None or self.depth == 0:  # nothing to draft from yet (one-token prompt), or n = 0
             self._last = {"nodes": 0}
             return Tree.root(state.root)
@@ -263,6 +312,32 @@ class MedusaProposer(Proposer):
         tokens = torch.cat([torch.tensor([state.root], device=top.device), top[self.node_depth, self.node_rank]])
         self._last = {"nodes": len(tokens) - 1}
         return Tree(tokens, self.parents.to(top.device))
+
+    def _propose_dynamic(self, state: DecodeState) -> Tree:
+        if self.h is None:
+            self._last = {"nodes": 0}
+            return Tree.root(state.root)
+        h, drafter = self.h, self.drafter
+        step = dynamic_tree(
+            lambda j: drafter.head_top(h, j, self.width, self.weight, self.row_ids),
+            drafter.confidence,
+            self.curve,
+            self.head_cost,
+            max_budget=self.config.max_budget,
+            max_depth=min(self.depth, state.max_depth),
+        )
+        n = len(step.paths)
+        self._last = {"nodes": n, "expected_length": round(step.expected_length, 3), "heads_run": step.heads_run}
+        c = self.counts
+        c["steps"] += 1
+        c["nodes"] += n
+        c["expected"] += step.expected_length
+        c["heads_run"] += step.heads_run
+        if n == 0:
+            return Tree.root(state.root)
+        device = self.h.device
+        tokens = torch.tensor([state.root, *step.tokens], device=device)  # (n+1,)
+        return Tree(tokens, torch.tensor([-1, *step.parents], device=device))
 
     def update(self, state, tree, acceptance, output) -> None:
         self.h = output.hidden[acceptance.path[-1]]  # (H,) the next step's heads read the last accepted node
@@ -272,7 +347,13 @@ class MedusaProposer(Proposer):
         return dict(self._last)
 
     def summary(self) -> dict:
-        """The tree used: its size, depth and predicted E[L] (with the chosen budget's rate, when auto)."""
+        """The tree used: its size, depth and predicted E[L] (with the chosen budget's rate, when auto).
+        Dynamic trees: the mean nodes, predicted E[L] and heads run per step."""
+        if self.dynamic:
+            steps = max(self.counts["steps"], 1)
+            return {"tree": "dynamic", "nodes": round(self.counts["nodes"] / steps, 3),
+                    "expected_length": round(self.counts["expected"] / steps, 3),
+                    "heads_run": round(self.counts["heads_run"] / steps, 3)}  # fmt: skip
         out = {"nodes": len(self.paths), "depth": self.depth, "expected_length": self.expected_length()}
         if self.choice is not None:
             out["budget"] = self.choice.budget
@@ -281,6 +362,9 @@ class MedusaProposer(Proposer):
         return out
 
     def expected_length(self) -> float | None:
-        """E[L] of the tree in use under the calibrated accuracy model (None without calibration)."""
+        """E[L] of the tree in use under the calibrated accuracy model (None without calibration); dynamic
+        trees: the mean over the steps so far of each step's predicted E[L]."""
+        if self.dynamic:
+            return self.counts["expected"] / self.counts["steps"] if self.counts["steps"] else None
         acc = self.drafter.accuracies if self.drafter is not None else None
         return None if acc is None else expected_length(self.paths, acc.model(self.config.accuracy))

@@ -7,5 +7,9 @@ Submodules are imported on use so that `import specdec_lab` never pulls in plotl
     from specdec_lab.viz.tokens import show_tokens, tokens_html, trace_table   # a GenerationResult's tokens
     from specdec_lab.viz.trees import tree_figure, tree_mask_figure, tidy_layout
 
-No function here calls a model: notebooks run the library, then hand the results to these functions.
+    from specdec_lab.viz.lab import LabDashboard               # notebook 08's dashboard over every method
+    from specdec_lab.viz.results import ...                   # notebook 09's tables and figures
+
+Figure functions call no model: notebooks run the library, then hand the results to them. The dashboards
+(`viz.lab`, `viz.medusa`'s live ones) are the exception: a widget change runs the library again.
 """

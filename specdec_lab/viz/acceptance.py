@@ -45,10 +45,21 @@ def speedup_surface_figure(c: float = 0.05, k_max: int = 12, points: int = 50) -
             mode="lines", line={"color": "red", "width": 6}, name="optimal k",
         )
     )  # fmt: skip
+    # The camera looks from the (α = 0, k = 0) corner, so the peak (high α, long drafts) stands at the back,
+    # in full view, and the fixed axis ranges keep every corner of the surface inside the scene's box.
     fig.update_layout(
         title=f"Expected speedup (1 − α^(k+1)) / ((1 − α)(kc + 1)), c = {c}",
-        scene={"xaxis_title": "α", "yaxis_title": "k", "zaxis_title": "speedup"},
-        height=520,
+        scene={
+            "xaxis": {"title": {"text": "α"}, "range": [0.0, 1.0]},
+            "yaxis": {"title": {"text": "k"}, "range": [0, k_max]},
+            "zaxis": {"title": {"text": "speedup"}, "range": [0.0, float(z.max()) * 1.05]},
+            "camera": {"eye": {"x": -1.55, "y": -1.55, "z": 0.95}, "center": {"x": 0, "y": 0, "z": -0.1}},
+            "aspectmode": "cube",
+        },
+        width=820,
+        height=620,
+        margin={"l": 10, "r": 10, "t": 60, "b": 10},
+        legend={"x": 0.0, "y": 1.0},
     )
     return fig
 

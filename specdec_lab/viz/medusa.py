@@ -273,12 +273,14 @@ class MedusaTrainingDashboard:
 
     train_fn(steps, lr, decay, callback) -> (TrainLog, HeadAccuracy) is supplied by the notebook (it
     holds the rows and the model); the dashboard only wires widgets to it and to `update_loss_figure`.
+    snapshot: a `specdec_lab.widgets.Snapshot` of the default view (the run its default settings give),
+    displayed under the controls (stored notebooks keep no widget state) and retired by the first run.
     """
 
-    def __init__(self, train_fn, num_heads: int, steps: int = 100, lr: float = 2e-3, decay: float = 0.8):
+    def __init__(self, train_fn, num_heads: int, steps: int = 100, lr: float = 2e-3, decay: float = 0.8, snapshot=None):
         import ipywidgets as w
 
-        self.train_fn = train_fn
+        self.train_fn, self.snapshot = train_fn, snapshot
         self.figure = go.FigureWidget(loss_figure(None, num_heads, title="Medusa-1, live"))
         self.steps = w.IntSlider(value=steps, min=10, max=1000, step=10, description="steps")
         self.lr = w.FloatLogSlider(value=lr, base=10, min=-4, max=-1, description="lr")
@@ -291,6 +293,8 @@ class MedusaTrainingDashboard:
     def run(self):
         """Train with the sliders' values; the figure updates every logged step."""
         self.button.disabled = True
+        if self.snapshot is not None:
+            self.snapshot.retire()
         try:
             log, acc = self.train_fn(
                 self.steps.value,
@@ -305,6 +309,8 @@ class MedusaTrainingDashboard:
         return log, acc
 
     def _ipython_display_(self):
-        from IPython.display import display
+        from ..widgets import PLACEHOLDER, _show_widget
 
-        display(self.widget)
+        _show_widget(self.widget, PLACEHOLDER)
+        if self.snapshot is not None:
+            self.snapshot.display()

@@ -1,0 +1,190 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -papermill,-execution
+#     formats: ipynb,py//py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (specdec_lab)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 08 · The speedup lab: any method against autoregressive decoding, token by token
+#
+# Notebooks 00–07 built the methods one at a time. This one puts them side by side on *your* prompt:
+# pick a method and its parameters, run it and plain autoregressive decoding on the same prompt in the
+# same process (`specdec_lab.lab.run_experiment`), and see
+#
+# * every emitted token coloured by how it was produced — an **accepted draft** token (proposed by the
+#   method, confirmed by the target), the target's **bonus** token after the accepted path, or a
+#   **plain step** (nothing was proposed: an ordinary decoding step);
+# * the tokens per step (target forward) — the "mean accepted" of the theory, bonus included;
+# * tokens/s of both runs and the speed-up, and whether the output is identical (it must be, greedily);
+# * the tree verified at each step.
+#
+# The method list and each method's parameters are read from the registry
+# (`specdec_lab.proposers.METHODS` and its config dataclasses), so a method added with `register_method`
+# appears in the dashboard without editing this notebook. The cell below runs the default experiment
+# without widgets (papermill and nbval see a complete notebook); the dashboard follows.
+#
+# **Sweeps** execute this notebook once per grid point (`python -m specdec_lab.sweep SPEC.yaml`) with
+# the parameters `method` (a bench spec such as `"draft:max_draft=4"`), `temperature`, `max_new_tokens`,
+# `prompt_id` (one id or a list), `seed`, `quick` and `result_path`, where the result is written as JSON.
+
+# %% tags=["parameters"]
+quick: bool = False  # CI: fewer tokens (same code paths)
+model_name: str = "smollm2-135m"  # target: shipped name, HF directory or .gguf
+prompt_id: int = 46  # question_id in data/prompts.jsonl, or a list of them (46: a rag prompt that copies a lot)
+method: str = "prompt_lookup"  # the method measured: a bench spec (name plus settings, as in the text above)
+temperature: float = 0.0  # sampling temperature (0: greedy, the output must equal autoregressive's)
+max_new_tokens: int = 64  # tokens generated per prompt, by the method and by the baseline
+seed: int = 0  # sampling seed (both runs)
+result_path: str = None  # when set: write the experiment's JSON record there (sweeps read it)
+default_step: int = 1  # the step whose tree is shown first
+figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
+
+# %%
+if quick:
+    max_new_tokens = min(max_new_tokens, 24)
+    figures_dir = "../results/figures"  # CI runs leave the committed figures alone
+
+import os
+import time
+from pathlib import Path
+
+import torch
+from IPython.display import HTML, Markdown, display
+from tqdm.auto import tqdm
+from transformers.utils import logging as hf_logging
+
+from specdec_lab import load_model
+from specdec_lab.io import load_prompts, write_json
+from specdec_lab.lab import experiment_record, run_experiment
+from specdec_lab.machine import machine
+from specdec_lab.viz.figures import save_figure
+from specdec_lab.viz.lab import LabDashboard
+from specdec_lab.viz.lab_figures import (
+    accepted_figure,
+    numbers_frame,
+    numbers_html,
+    provenance_html,
+    steps_slider_figure,
+)
+
+T_START = time.perf_counter()
+FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
+hf_logging.disable_progress_bar()
+torch.manual_seed(seed)
+all_prompts = load_prompts("../data/prompts.jsonl")
+by_id = {p.question_id: p for p in all_prompts}
+if isinstance(prompt_id, str):  # papermill -p passes "3,7" as text
+    prompt_id = [int(x) for x in prompt_id.replace(",", " ").split()]
+prompt_ids = list(prompt_id) if isinstance(prompt_id, list | tuple) else [prompt_id]
+missing = [q for q in prompt_ids if q not in by_id]
+if missing:
+    raise ValueError(f"prompt_id {missing} not in data/prompts.jsonl (ids {min(by_id)}..{max(by_id)})")
+print(f"{machine().describe()}; quick={quick}")
+
+# %% [markdown]
+# ## 1. The default experiment
+#
+# One warm-up run of each method first (first-call costs — allocator, cost-curve measurement, loading
+# a draft — would otherwise land on whichever runs first), then the method, then autoregressive decoding
+# on the same chat-templated prompt, temperature and seed.
+
+# %% tags=["nbval-ignore-output"]
+lm = load_model(model_name)
+labs = []
+for qid in tqdm(prompt_ids, desc="prompts", disable=len(prompt_ids) == 1):
+    p = by_id[qid]
+    settings = {"temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed}
+    labs.append(run_experiment(lm, p.text, method, **settings, extra={"prompt_id": qid, "category": p.category}))
+lab = labs[0]
+print(f"[{by_id[prompt_ids[0]].category}] {lab.prompt[:300]}...")
+
+# %% [markdown]
+# The output of the method, coloured by provenance (hover a token for its step). Tokens that arrive as
+# accepted drafts are the speed-up: each step emits its accepted run plus one bonus token for one
+# target forward.
+
+# %% tags=["nbval-ignore-output"]
+display(HTML(provenance_html(lab, lm.tokenizer) + numbers_html(lab)))
+numbers_frame(lab)
+
+# %% [markdown]
+# What does not depend on timing is checked against the stored outputs (nbval): the tokens and their
+# number, and — at temperature 0 — that the method reproduced autoregressive decoding exactly.
+
+# %% tags=["nbval-check-output"]
+print(f"method {lab.spec}, temperature {lab.temperature:g}, prompt {prompt_ids[0]}")
+print(f"new tokens {len(lab.result.tokens)}, stop: {lab.result.stop_reason}")
+print(f"autoregressive's text: {lab.baseline.text[:160]!r}...")
+print(f"identical to autoregressive: {lab.identical}")
+if temperature == 0:
+    assert lab.identical, "greedy decoding must reproduce autoregressive decoding"
+
+# %% [markdown]
+# How the tokens were produced is *not* fixed by the prompt alone: prompt lookup's default draft length
+# (`draft_length="cost"`) proposes $k$ tokens where $E[\text{tokens}]/t(k+1)$ is largest on the verify
+# cost $t$ measured on this machine, so another CPU drafts differently — with the same output. (With
+# `prompt_lookup:draft_length=heuristic`, transformers' +2/−1 rule, the counts depend on the text only.)
+
+# %% tags=["nbval-ignore-output"]
+print(f"{len(lab.result.tokens)} tokens in {lab.result.forwards} target forwards (mean accepted "
+      f"{lab.mean_accepted:.2f}): {lab.provenance_counts}")  # fmt: skip
+
+# %% tags=["nbval-ignore-output"]
+fig = accepted_figure(lab)
+print(f"saved {save_figure(fig, '08_accepted_per_step', FIGURES)}")
+fig
+
+# %% tags=["nbval-ignore-output"]
+record = experiment_record(labs)
+summary = (
+    f"**{record['method']}** on {len(labs)} prompt(s) at temperature {record['temperature']:g}: "
+    f"{record['mean_accepted']:.2f} tokens per target forward, {record['tokens_per_s']:.1f} tokens/s against "
+    f"autoregressive's {record['baseline_tokens_per_s']:.1f} — a **{record['speedup']:.2f}×** speed-up on "
+    f"this machine ({machine().describe()}); output identical to autoregressive: {record['identical']}."
+)
+if record["speedup"] < 1:
+    summary += (" Below 1: on a CPU every extra token in the verify forward costs time, and the accepted "
+                "drafts did not pay for the proposals here.")  # fmt: skip
+if record["noisy"]:
+    summary += (f" **These timings are unreliable**: autoregressive steps, which all do the same work, varied "
+                f"by {record['timing_spread']:.1f}× (p90/median) — the CPU was busy; re-run when it is idle.")  # fmt: skip
+elif record["timing_spread"] is not None:
+    summary += f" Timing noise: autoregressive step times p90/median = {record['timing_spread']:.2f}."
+if result_path:
+    print(f"wrote {write_json(result_path, record)}")
+Markdown(summary)
+
+# %% [markdown]
+# ## 2. The dashboard
+#
+# Pick a shipped prompt (or type your own — the line under the box says which it is), a method and its
+# parameters, the temperature, and press **Run**; **Stop** ends a long run at the next step and shows
+# what was generated so far. The spec line shows the same point as a bench/sweep spec. It opens on the
+# default experiment above: move the **step** slider to see each step's tree.
+
+# %% tags=["nbval-skip"]
+dash = LabDashboard(lm, all_prompts, initial=lab, seed=seed)
+dash
+
+# %% [markdown]
+# **The default view, stored.** The dashboard needs a running kernel; this is what it shows for the
+# default experiment, as a static figure: each step's verified tree (green: the accepted path, whose
+# tokens were emitted with the bonus token after it), one step at a time on the figure's own slider.
+
+# %% tags=["nbval-ignore-output"]
+fig = steps_slider_figure(lab, lm.tokenizer, step=default_step)
+print(f"saved {save_figure(fig, '08_step_trees', FIGURES)}")
+fig
+
+# %% tags=["nbval-ignore-output"]
+print(f"notebook wall time: {time.perf_counter() - T_START:.0f} s")

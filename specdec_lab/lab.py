@@ -1,0 +1,440 @@
+"""The speedup lab: one method against autoregressive decoding on one prompt, in one process, token by token.
+
+    run_experiment(lm, prompt, "prompt_lookup:max_draft=4")      # -> LabResult
+        warm-up: both methods, a few tokens each (first-call costs: allocator, cost-curve measurement,
+                 draft loading — they would otherwise land on whichever runs first)
+        method:  generate(..., trace=True)  — every step's tree, accepted path and emitted tokens
+        baseline: generate(method="autoregressive") on the same ids, temperature and seed
+    -> provenance of every emitted token, accepted length per step, tokens/s of both, speed-up,
+       identical-to-baseline (the losslessness check; meaningful at temperature 0)
+
+Provenance of an emitted token, from its step's trace:
+    "accepted draft"  proposed by the method and confirmed by the target (on the accepted path)
+    "bonus"           the target's own token after the accepted path, in a step that proposed something
+    "plain step"      the only token of a step whose tree had no candidate beyond the root: an ordinary
+                      decoding step (autoregressive always; prompt lookup when nothing matched)
+
+`method_parameters(name)` reads a method's parameters from its config dataclass (the registry's
+`Method.config`), so a method registered with `register_method` shows up in the dashboard
+(`viz/lab.py`) and in sweeps without editing either. Method specs are the bench's ("name:key=value:...",
+parsed by `bench.methods.parse_method_spec`). Notebook 08 runs this; `python -m specdec_lab.sweep`
+executes notebook 08 once per grid point and reads `LabResult.to_dict()` (or `experiment_record`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+import statistics
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
+
+from .bench.methods import LOOP_PARAMS, MethodSpec, parse_method_spec, parse_methods
+from .generate import GenerationResult, StepTrace, generate
+from .machine import machine
+from .models import LoadedModel, chat_ids
+from .proposers import METHODS, get_method
+
+__all__ = [
+    "Param",
+    "method_parameters",
+    "LabResult",
+    "run_experiment",
+    "experiment_record",
+    "provenance",
+    "PROVENANCE",
+    "NOISY_SPREAD",
+]
+
+PROVENANCE = ("accepted draft", "bonus", "plain step")
+NOISY_SPREAD = 1.5  # baseline step times p90/median above this: the timings are flagged unreliable
+BASELINE = "autoregressive"
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+# ---- a method's parameters ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Param:
+    """One field of a method's config dataclass, as a form shows it.
+
+    kind: "int" | "float" | "bool" for exactly those annotations, else "text" (str, unions such as
+    `int | str`, objects): text is parsed back by the bench's spec parser (int, else float, else str).
+    """
+
+    name: str
+    type: str  # the annotation as written, e.g. "int | str"
+    default: object  # None where the field has no default
+    help: str = ""  # the field's trailing comment in the source ("" when there is none or no source)
+
+    @property
+    def kind(self) -> str:
+        return self.type if self.type in ("int", "float", "bool") else "text"
+
+
+def _annotation(t) -> str:
+    return t.__name__ if isinstance(t, type) else str(t)  # `from __future__ import annotations`: a string
+
+
+def _field_comments(cls) -> dict[str, str]:
+    """name -> the `# comment` after `name: type = default`, continued by comment-only lines below it."""
+    try:
+        lines = inspect.getsource(cls).splitlines()
+    except (OSError, TypeError):  # no source (interactive class, frozen app): no help text
+        return {}
+    out: dict[str, str] = {}
+    last = None
+    for line in lines:
+        m = re.match(r"\s+(\w+)\s*:[^#]*?(?:#\s?(.*))?$", line)
+        if m and not line.lstrip().startswith("#"):
+            last = m.group(1)
+            if m.group(2):
+                out[last] = m.group(2).strip()
+        elif last in out and line.strip().startswith("#"):
+            out[last] += " " + line.strip().lstrip("#").strip()
+        else:
+            last = None
+    return out
+
+
+def method_parameters(name: str) -> list[Param]:
+    """The parameters of registered method `name` (config dataclass fields, in order); [] without config."""
+    config = get_method(name).config
+    if config is None:
+        return []
+    if not is_dataclass(config):
+        raise ValueError(f"method {name!r}: its config {config!r} is not a dataclass, so its parameters are unknown")
+    comments = _field_comments(config)
+    params = []
+    for f in fields(config):
+        if f.default is not MISSING:
+            default = f.default
+        elif f.default_factory is not MISSING:
+            default = f.default_factory()
+        else:
+            default = None
+        params.append(Param(f.name, _annotation(f.type), default, comments.get(f.name, "")))
+    return params
+
+
+def _coerce_bools(spec: MethodSpec) -> MethodSpec:
+    """Bool fields given in a spec as true/false (the spec parser reads them as text)."""
+    kinds = {p.name: p.kind for p in method_parameters(spec.name)} if spec.name in METHODS else {}
+    params = dict(spec.params)
+    for key, value in params.items():
+        if kinds.get(key) == "bool" and not isinstance(value, bool):
+            if str(value).lower() not in _BOOLS:
+                raise ValueError(f"method spec {spec.label!r}: {key}={value!r} is not a bool (true/false)")
+            params[key] = _BOOLS[str(value).lower()]
+    return MethodSpec(label=spec.label, name=spec.name, params=params)
+
+
+# ---- provenance ----------------------------------------------------------------------------------------
+def provenance(steps: Sequence[StepTrace]) -> list[str]:
+    """One label of PROVENANCE per emitted token, in order (see the module docstring)."""
+    out: list[str] = []
+    for s in steps:
+        if s.proposed == 0:
+            out += ["plain step"] * len(s.emitted)
+            continue
+        n_acc = min(s.accepted, len(s.emitted))  # EOS may cut the path short
+        out += ["accepted draft"] * n_acc + ["bonus"] * (len(s.emitted) - n_acc)
+    return out
+
+
+# ---- one experiment ------------------------------------------------------------------------------------
+@dataclass
+class LabResult:
+    """The method's and the baseline's runs on one prompt, and what the lab shows of them."""
+
+    spec: str  # the method spec as given (its label)
+    method: str  # the registered name
+    params: dict  # proposer parameters from the spec
+    temperature: float
+    seed: int
+    max_new_tokens: int
+    result: GenerationResult  # the method's run (traced)
+    baseline: GenerationResult | None  # None when stopped before the baseline ran
+    baseline_method: str = BASELINE
+    prompt: str | None = None  # the prompt text (None for token ids)
+    extra: dict = field(default_factory=dict)  # caller's labels (prompt_id, category, ...)
+
+    @property
+    def stopped(self) -> bool:
+        return self.result.stop_reason == "stopped" or (self.baseline is None or self.baseline.stop_reason == "stopped")
+
+    @property
+    def provenance(self) -> list[str]:
+        return provenance(self.result.steps)
+
+    @property
+    def provenance_counts(self) -> dict[str, int]:
+        counts = Counter(self.provenance)
+        return {k: counts.get(k, 0) for k in PROVENANCE}
+
+    @property
+    def accepted_lengths(self) -> list[int]:
+        """Draft tokens accepted per step (bonus excluded; 0 for a plain step)."""
+        return [min(s.accepted, len(s.emitted)) for s in self.result.steps]
+
+    @property
+    def mean_accepted(self) -> float:
+        return self.result.mean_accepted  # tokens per target forward, bonus included
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.result.tokens_per_s
+
+    @property
+    def baseline_tokens_per_s(self) -> float:
+        return self.baseline.tokens_per_s if self.baseline is not None else float("nan")
+
+    @property
+    def speedup(self) -> float:
+        """Tokens/s of the method ÷ the baseline's (= time ratio when both emitted the same tokens)."""
+        return self.tokens_per_s / self.baseline_tokens_per_s if self.baseline is not None else float("nan")
+
+    @property
+    def identical(self) -> bool | None:
+        """Same tokens as the baseline (over the common length when a run was stopped); None without one."""
+        if self.baseline is None:
+            return None
+        a, b = self.result.tokens, self.baseline.tokens
+        if self.stopped:
+            n = min(len(a), len(b))
+            return a[:n] == b[:n]
+        return a == b
+
+    @property
+    def baseline_step_ms(self) -> float:
+        """Median wall time of one autoregressive step (ms): one target forward of one token."""
+        if self.baseline is None or not self.baseline.steps:
+            return float("nan")
+        return 1e3 * statistics.median(_step_seconds(self.baseline))
+
+    @property
+    def timing_spread(self) -> float:
+        """p90 / median of the baseline's step times: every step does the same work, so a spread well above
+        1 (NOISY_SPREAD) means the CPU was busy with something else and the timings are unreliable."""
+        if self.baseline is None or len(self.baseline.steps) < 4:
+            return float("nan")
+        times = sorted(_step_seconds(self.baseline))
+        return times[int(0.9 * (len(times) - 1))] / statistics.median(times)
+
+    @property
+    def noisy(self) -> bool:
+        return self.timing_spread > NOISY_SPREAD
+
+    def to_dict(self, steps: bool = True) -> dict:
+        """JSON-ready record (what the sweep runner stores per point); steps=False drops the traces."""
+        base = self.baseline
+        out = {
+            "method": self.spec,
+            "method_name": self.method,
+            "params": dict(self.params),
+            "baseline_method": self.baseline_method,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "max_new_tokens": self.max_new_tokens,
+            **self.extra,
+            "speedup": _num(self.speedup),
+            "mean_accepted": _num(self.mean_accepted),
+            "tokens_per_s": _num(self.tokens_per_s),
+            "baseline_tokens_per_s": _num(self.baseline_tokens_per_s),
+            "identical": self.identical,
+            "stopped": self.stopped,
+            "baseline_step_ms": _num(self.baseline_step_ms),
+            "timing_spread": _num(self.timing_spread),
+            "noisy": self.noisy,
+            "new_tokens": len(self.result.tokens),
+            "baseline_new_tokens": None if base is None else len(base.tokens),
+            "forwards": self.result.forwards,
+            "seconds": _num(self.result.seconds),
+            "baseline_seconds": None if base is None else _num(base.seconds),
+            "stop_reason": self.result.stop_reason,
+            "provenance_counts": self.provenance_counts,
+            "accepted_lengths": self.accepted_lengths,
+            "prompt": self.prompt,
+            "prompt_tokens": len(self.result.prompt_tokens),
+            "text": self.result.text,
+            "baseline_text": None if base is None else base.text,
+            "tokens": list(self.result.tokens),
+            "provenance": self.provenance,
+            "proposer": _jsonable(self.result.proposer),
+            "machine": machine().as_dict(),
+        }
+        if steps:
+            out["steps"] = [_jsonable(asdict(s)) for s in self.result.steps]
+        return out
+
+
+def _step_seconds(result: GenerationResult) -> list[float]:
+    return [s.t_propose + s.t_verify + s.t_accept for s in result.steps]
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 6)
+
+
+def _jsonable(obj):
+    """Proposer summaries/info may hold tuples, numpy or torch scalars: make them plain JSON values."""
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if obj is None or isinstance(obj, bool | int | str):
+        return obj
+    if isinstance(obj, float):
+        return None if math.isnan(obj) or math.isinf(obj) else obj
+    if hasattr(obj, "item") and callable(obj.item):  # numpy / torch scalars
+        try:
+            return _jsonable(obj.item())
+        except (ValueError, RuntimeError):
+            pass
+    return str(obj)
+
+
+# progress hook of run_experiment: (phase "warmup" | "method" | "baseline", step, trace, emitted) -> False stops
+LabHook = Callable[[str, int, StepTrace | None, int], bool | None]
+
+
+def run_experiment(
+    model,
+    prompt,
+    spec: str,
+    *,
+    temperature: float = 0.0,
+    max_new_tokens: int = 64,
+    seed: int = 0,
+    baseline: str = BASELINE,
+    on_step: LabHook | None = None,
+    tokenizer=None,
+    chat: bool = True,
+    warmup_tokens: int = 8,
+    extra: dict | None = None,
+) -> LabResult:
+    """Run `spec` (e.g. "draft:max_draft=4") and `baseline` on the same prompt; see the module docstring.
+
+    model:   a LoadedModel (text prompts are chat-templated when chat=True) or a bare HF model + ids
+    spec:    the bench's method spec; loop keys go to generate (accept: the method's run only; top_k,
+             top_p: both runs). temperature may be in the spec too, but must agree with `temperature`
+    on_step: progress/stop hook, called after every step of every run with its phase; returning False
+             stops: the method's tokens so far are kept and the remaining runs are skipped
+    warmup_tokens: a short untimed run of each method first (0: none)
+    """
+    if isinstance(model, LoadedModel):
+        tokenizer = tokenizer if tokenizer is not None else model.tokenizer
+        model = model.model
+    parsed = _coerce_bools(parse_method_spec(spec))
+    if parsed.name not in METHODS:
+        raise ValueError(
+            f"method {parsed.name!r} is not a registered method (the lab needs our loop's traces); "
+            f"registered: {', '.join(sorted(METHODS))}"
+        )
+    if baseline not in METHODS:
+        raise ValueError(f"baseline {baseline!r} is not a registered method; registered: {', '.join(sorted(METHODS))}")
+    parsed = parse_methods([parsed])[0]  # the bench's checks: unknown keys, ill-typed values, unusable rules
+    loop = {k: v for k, v in parsed.params.items() if k in LOOP_PARAMS}
+    params = {k: v for k, v in parsed.params.items() if k not in LOOP_PARAMS}
+    if "temperature" in loop and float(loop.pop("temperature")) != float(temperature):
+        raise ValueError(
+            f"method spec {spec!r} sets temperature={parsed.params['temperature']} but temperature={temperature} "
+            "was passed: give it once"
+        )
+    text = prompt if isinstance(prompt, str) else None
+    if isinstance(prompt, str) and chat and tokenizer is not None:
+        if not prompt.strip():
+            raise ValueError("prompt is empty: give some text to continue")
+        prompt = chat_ids(tokenizer, prompt)
+    common = dict(tokenizer=tokenizer, temperature=float(temperature), seed=seed)
+
+    state = {"stop": False}
+
+    def hook(phase: str):
+        def step_hook(step: int, trace: StepTrace | None, emitted: int):
+            if on_step is not None and on_step(phase, step, trace, emitted) is False:
+                state["stop"] = True
+                return False
+            return None
+
+        return step_hook
+
+    sampling = {k: v for k, v in loop.items() if k != "accept"}  # top_k/top_p: both runs sample alike
+
+    def run(name: str, phase: str, n: int) -> GenerationResult:
+        own = {**loop, **params} if name == parsed.name else sampling  # the baseline: its default rule
+        return generate(model, prompt, method=name, max_new_tokens=n, on_step=hook(phase), **common, **own)
+
+    if warmup_tokens > 0:
+        for name in (parsed.name, baseline):
+            if not state["stop"]:
+                run(name, "warmup", min(warmup_tokens, max_new_tokens))
+    if state["stop"]:  # stopped during warm-up: nothing was measured
+        ids = [int(t) for t in prompt] if not isinstance(prompt, str) else []
+        result = GenerationResult([], ids, "", "stopped", parsed.name, 0.0, 0.0)
+        base = None
+    else:
+        result = run(parsed.name, "method", max_new_tokens)
+        base = None if state["stop"] else run(baseline, "baseline", max_new_tokens)
+    return LabResult(
+        spec=parsed.label,
+        method=parsed.name,
+        params=params,
+        temperature=float(temperature),
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        result=result,
+        baseline=base,
+        baseline_method=baseline,
+        prompt=text,
+        extra=dict(extra or {}),
+    )
+
+
+def experiment_record(results: Sequence[LabResult], steps: bool = False) -> dict:
+    """One sweep point over one or more prompts: pooled numbers on top, each prompt's `to_dict` in "runs".
+
+    tokens_per_s pools tokens and seconds over the prompts (long prompts weigh more, as in a benchmark);
+    speedup = pooled method tokens/s ÷ pooled baseline tokens/s; identical = every prompt identical.
+    """
+    if not results:
+        raise ValueError("experiment_record needs at least one LabResult")
+    first = results[0]
+    tokens = sum(len(r.result.tokens) for r in results)
+    seconds = sum(r.result.seconds for r in results)
+    forwards = sum(r.result.forwards for r in results)
+    done = [r for r in results if r.baseline is not None]
+    base_tokens = sum(len(r.baseline.tokens) for r in done)
+    base_seconds = sum(r.baseline.seconds for r in done)
+    tps = tokens / seconds if seconds > 0 else float("nan")
+    base_tps = base_tokens / base_seconds if base_seconds > 0 else float("nan")
+    counts = Counter()
+    for r in results:
+        counts.update(r.provenance_counts)
+    runs = [r.to_dict(steps=steps) for r in results]
+    for run in runs:
+        run.pop("machine")
+    return {
+        "method": first.spec,
+        "method_name": first.method,
+        "params": dict(first.params),
+        "baseline_method": first.baseline_method,
+        "temperature": first.temperature,
+        "seed": first.seed,
+        "max_new_tokens": first.max_new_tokens,
+        "prompts": len(results),
+        "speedup": _num(tps / base_tps) if done else None,
+        "mean_accepted": _num(tokens / max(forwards, 1)),
+        "tokens_per_s": _num(tps),
+        "baseline_tokens_per_s": _num(base_tps),
+        "identical": all(r.identical for r in results) if len(done) == len(results) else None,
+        "stopped": any(r.stopped for r in results),
+        "timing_spread": _num(max((x for r in results if not math.isnan(x := r.timing_spread)), default=math.nan)),
+        "noisy": any(r.noisy for r in results),
+        "new_tokens": tokens,
+        "forwards": forwards,
+        "provenance_counts": {k: counts.get(k, 0) for k in PROVENANCE},
+        "machine": machine().as_dict(),
+        "runs": runs,
+    }

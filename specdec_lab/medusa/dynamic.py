@@ -1,0 +1,198 @@
+"""Dynamic Medusa trees: each step's tree from the heads' own confidence, sized on the verify cost curve.
+
+A static tree (`trees.py`) spends its node budget the same way at every step: it is sized on the heads'
+*average* accuracies. But a head's softmax probability for its candidate says how likely that candidate is
+right at *this* step (EAGLE-2 makes the same observation for its draft's confidence). Raw probabilities are
+not accuracies, so they are calibrated on held-out text (`calibration.py`):
+
+    c_k(p) = P(head k's candidate is the target's token | its probability p, the path above it right)
+
+(binned in p, made monotone). A node's value is the probability that the whole path to it is accepted,
+
+    v(r_1..r_d) = Π_{j ≤ d} c_j(p_j[r_j])            (non-increasing along a path: every c ≤ 1)
+
+so popping nodes in decreasing value (best-first) yields a prefix-closed tree at every size n, and the
+expected accepted length of the first n nodes is E[L](n) = 1 + Σ v (the bonus counted). The step's tree is
+the n that maximises the rate on this device's curve:
+
+    n* = argmax_n  E[L](n) / (t(n + 1) + heads(depth))
+
+On a steep (CPU) curve that is zero to a few nodes — more when the heads are sure, none when they are
+not —; on a flat (GPU-like) curve, tens. The heads all read the same hidden state, so head j's candidates
+are the children of *every* depth-(j−1) node; heads are computed lazily, head j + 1 only when a chosen
+depth-j node's best possible child could still raise the rate.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["DEFAULT_EDGES", "HeadConfidence", "confidence_from_probs", "StepTree", "dynamic_tree"]
+
+# probability bins: fine near 0 (most candidates), coarser above
+DEFAULT_EDGES = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0)
+
+
+@dataclass
+class HeadConfidence:
+    """c_k(p): per head, the calibrated accuracy of a candidate with softmax probability p (binned)."""
+
+    edges: Sequence[float]  # (B+1,) bin edges from 0 to 1
+    accuracy: torch.Tensor  # (K, B) P(right | p in bin b, the path above right); non-decreasing in b
+    positions: int = 0  # calibration positions
+    top: int = 4  # candidates per head (top-S) it was calibrated on: the width a dynamic tree considers
+
+    def __post_init__(self):
+        self.edges = [float(e) for e in self.edges]
+        self.accuracy = torch.as_tensor(self.accuracy, dtype=torch.float64)
+        if self.accuracy.ndim != 2 or self.accuracy.shape[1] != len(self.edges) - 1:
+            raise ValueError(f"accuracy must be (K, {len(self.edges) - 1}) for {len(self.edges)} edges, "
+                             f"got {tuple(self.accuracy.shape)}")  # fmt: skip
+        if self.edges[0] != 0.0 or self.edges[-1] != 1.0 or sorted(self.edges) != self.edges:
+            raise ValueError(f"edges must increase from 0 to 1, got {self.edges}")
+        self._inner = torch.tensor(self.edges[1:-1], dtype=torch.float64)
+        self._rows = self.accuracy.tolist()  # python lists: a step looks up a handful of values
+
+    @property
+    def num_heads(self) -> int:
+        return self.accuracy.shape[0]
+
+    def value(self, head: int, p: float) -> float:
+        """c_head(p) for one probability (head 0-based)."""
+        b = int(torch.bucketize(torch.tensor(float(p), dtype=torch.float64), self._inner))
+        return self._rows[head][b]
+
+    def values(self, head: int, probs: Sequence[float]) -> list[float]:
+        b = torch.bucketize(torch.as_tensor(probs, dtype=torch.float64), self._inner).tolist()
+        return [self._rows[head][i] for i in b]
+
+    def best(self, head: int) -> float:
+        """The largest c_head: a bound on any candidate of that head."""
+        return max(self._rows[head])
+
+    def to_dict(self) -> dict:
+        return {"edges": list(self.edges), "accuracy": self.accuracy.tolist(), "positions": int(self.positions),
+                "top": int(self.top)}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: dict) -> HeadConfidence:
+        return cls(edges=d["edges"], accuracy=d["accuracy"], positions=d.get("positions", 0), top=d.get("top", 4))
+
+
+def _monotone(y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Weighted isotonic (non-decreasing) fit of y (B,) by pool-adjacent-violators."""
+    blocks: list[list[float]] = []  # [mean, weight, count]
+    for yi, wi in zip(y.tolist(), w.tolist(), strict=True):
+        blocks.append([yi, wi, 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            m2, w2, c2 = blocks.pop()
+            m1, w1, c1 = blocks.pop()
+            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2, c1 + c2])
+    return torch.tensor([m for m, _, c in blocks for _ in range(c)], dtype=torch.float64)
+
+
+def confidence_from_probs(
+    probs: torch.Tensor, correct: torch.Tensor, present: torch.Tensor, edges: Sequence[float] = DEFAULT_EDGES
+) -> HeadConfidence:
+    """Calibrate c_k(p) from observations.
+
+    probs:   (T, K, S) each head's top-S softmax probabilities (over the vocabulary it drafts from)
+    correct: (T, K, S) whether that candidate is the true token
+    present: (T, K) the position has a label for the head
+    Head k's statistic uses the positions where heads 1..k−1 had the truth in their top-S (the path above can
+    be right), as the conditional accuracies do. Each bin: (right + 1) / (seen + 2), then a monotone fit.
+    """
+    probs = torch.as_tensor(probs).double()
+    correct, present = torch.as_tensor(correct).bool(), torch.as_tensor(present).bool()
+    if probs.ndim != 3 or correct.shape != probs.shape or present.shape != probs.shape[:2]:
+        raise ValueError(f"probs/correct must be (T, K, S) and present (T, K); got {tuple(probs.shape)}, "
+                         f"{tuple(correct.shape)}, {tuple(present.shape)}")  # fmt: skip
+    t, k, _ = probs.shape
+    hit = correct.any(-1) & present  # (T, K)
+    above = torch.cat([torch.ones(t, 1, dtype=torch.bool), hit[:, :-1].long().cumprod(1).bool()], dim=1)  # (T, K)
+    inner = torch.tensor(list(edges)[1:-1], dtype=torch.float64)
+    n_bins = len(edges) - 1
+    acc = torch.zeros(k, n_bins, dtype=torch.float64)
+    for head in range(k):
+        rows = above[:, head] & present[:, head]  # (T,)
+        p, c = probs[rows, head].flatten(), correct[rows, head].flatten().double()
+        b = torch.bucketize(p, inner)
+        seen = torch.bincount(b, minlength=n_bins).double()
+        right = torch.bincount(b, weights=c, minlength=n_bins)
+        acc[head] = _monotone((right + 1) / (seen + 2), seen + 2)
+    return HeadConfidence(edges=edges, accuracy=acc, positions=int(present[:, 0].sum()), top=probs.shape[2])
+
+
+@dataclass
+class StepTree:
+    """One step's dynamic tree: rank paths (parents first), the token of each, and what was expected."""
+
+    paths: list[tuple[int, ...]]
+    tokens: list[int]  # (n,) token of each path's node
+    parents: list[int]  # (n,) parent node index (0 = root; nodes are 1..n in `paths` order)
+    expected_length: float  # 1 + Σ values of the chosen nodes
+    heads_run: int  # heads computed this step
+
+
+def dynamic_tree(
+    head: Callable[[int], tuple[Sequence[float], Sequence[int]]],
+    confidence: HeadConfidence,
+    verify_cost: Sequence[float],
+    head_cost: Callable[[int], float],
+    max_budget: int,
+    max_depth: int,
+) -> StepTree:
+    """Best-first tree for one step.
+
+    head(j):      (probs, tokens) of head j's (0-based) top-S candidates, computed on first use
+    verify_cost:  t(n) for n = 1..max_budget+1 tokens, as a list (index n − 1)
+    head_cost(d): seconds for computing heads 1..d
+    """
+    if max_depth < 1 or max_budget < 1:
+        return StepTree([], [], [], 1.0, 0)
+    computed: dict[int, tuple[list[float], list[int]]] = {}
+
+    def get(j: int):
+        if j not in computed:
+            probs, tokens = head(j)
+            computed[j] = (confidence.values(j, probs), list(tokens))
+        return computed[j]
+
+    vals, _ = get(0)
+    frontier = [(-v, (r,)) for r, v in enumerate(vals)]  # max-heap on value
+    heapq.heapify(frontier)
+    chosen: list[tuple[tuple[int, ...], float]] = []
+    expected, depth = 1.0, 0
+    best_rate, best_n = 1.0 / verify_cost[0], 0  # n = 0: a plain step, no heads needed
+    while frontier and len(chosen) < max_budget:
+        neg, path = heapq.heappop(frontier)
+        chosen.append((path, -neg))
+        expected += -neg
+        depth = max(depth, len(path))
+        n = len(chosen)
+        rate = expected / (verify_cost[n] + head_cost(depth))
+        if rate > best_rate:
+            best_rate, best_n = rate, n
+        j = len(path)  # the children of `path` are head j's candidates (0-based)
+        if j < max_depth and n < max_budget:
+            if j not in computed:
+                # compute head j only if its best conceivable child could still raise the rate
+                bound = -neg * confidence.best(j)
+                if (expected + bound) / (verify_cost[n + 1] + head_cost(j + 1)) <= best_rate:
+                    continue
+            child_vals, _ = get(j)
+            for r, v in enumerate(child_vals):
+                heapq.heappush(frontier, (neg * v, (*path, r)))  # -(value · c)
+    chosen = chosen[:best_n]
+    index = {(): 0} | {path: i for i, (path, _) in enumerate(chosen, start=1)}
+    return StepTree(
+        paths=[p for p, _ in chosen],
+        tokens=[computed[len(p) - 1][1][p[-1]] for p, _ in chosen],
+        parents=[index[p[:-1]] for p, _ in chosen],
+        expected_length=1.0 + sum(v for _, v in chosen),
+        heads_run=len(computed),
+    )

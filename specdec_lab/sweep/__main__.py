@@ -1,0 +1,94 @@
+"""CLI: python -m specdec_lab.sweep data/sweeps/draft_length_temperature.yaml [--quick] [--workers N] [--out DIR]
+
+Checks the spec (keys, grid, the notebook and its parameters, every `method` spec string) before any
+notebook runs; runs the points not yet done (a progress bar over points: done / skipped / failed); then
+gathers table.csv, table.json and the figure into the out folder and prints the best point. Rerunning the
+same command resumes; --gather-only rebuilds the table and figure from what is there.
+
+Exit status: 0 every point has a result; 1 some point failed (its error.json says why); 2 bad spec or
+arguments; 130 interrupted (finished points are kept: rerun to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from ..io import positive_int
+from .gather import format_best, gather
+from .runner import RunConfig, point_dir, run_sweep
+from .spec import SpecError, check_methods, expand, load_spec
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m specdec_lab.sweep",
+        description="Run a parameter grid by executing a notebook with papermill once per point; resumable.",
+        epilog="Specs: data/sweeps/*.yaml. Output: <out>/points/<id>/{notebook.ipynb,result.json,error.json}, "
+        "<out>/table.csv, table.json, <name>_<metric>.html/.png.",
+    )
+    p.add_argument("spec", help="sweep spec (YAML): name, notebook, parameters, grid, templates, metric, quick")
+    p.add_argument("--out", default=None, help="output folder (default results/sweeps/<name>, or <name>-quick)")
+    p.add_argument("--quick", action="store_true", help="run the spec's small `quick` section (CI)")
+    p.add_argument("--workers", type=positive_int, default=1,
+                   help="points run in parallel (default 1). Each point's kernel uses every core: on a 2-core "
+                   "machine more workers make every point slower and its timings (speedups) unreliable")  # fmt: skip
+    p.add_argument("--retry-failed", action="store_true",
+                   help="run points that failed in an earlier run again (default: keep their error.json)")  # fmt: skip
+    p.add_argument("--cell-timeout", type=positive_int, default=900, help="seconds per notebook cell (default 900)")
+    p.add_argument("--kernel", default="python3", help="Jupyter kernel (default python3: the venv's)")
+    p.add_argument("--dry-run", action="store_true", help="check the spec and list the points; run nothing")
+    p.add_argument("--gather-only", action="store_true", help="rebuild the table and figure; run nothing")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    try:
+        spec = load_spec(a.spec)
+        if a.quick:
+            spec = spec.quick_spec()
+        points = expand(spec)
+        check_methods(spec, points)
+    except SpecError as err:
+        print(f"specdec_lab.sweep: error: {err}", file=sys.stderr)
+        return 2
+    out = Path(a.out) if a.out else Path("results/sweeps") / (spec.name + ("-quick" if a.quick else ""))
+    print(f"{spec.name}: {len(points)} points of {spec.notebook.name} -> {out}")
+    if a.dry_run:
+        for p in points:
+            print(f"  {p.id}  {p.parameters}")
+        return 0
+    config = RunConfig(
+        out=out, workers=a.workers, retry_failed=a.retry_failed, kernel=a.kernel, cell_timeout=a.cell_timeout,
+        progress=not a.no_progress,
+    )  # fmt: skip
+    t0 = time.perf_counter()
+    if not a.gather_only:
+        try:
+            s = run_sweep(spec, points, config)
+        except KeyboardInterrupt:
+            msg = f"interrupted: finished points are in {out}/points; rerun the same command to resume"
+            print(f"\n{msg}", file=sys.stderr)
+            return 130
+        kept = f"; {s.kept_failed} failed before, not retried (--retry-failed)" if s.kept_failed else ""
+        took = time.perf_counter() - t0
+        ran = f"ran {s.ran + s.failed} points in {took:.0f} s ({s.ran} done, {s.failed} failed)"
+        print(f"{ran}; {s.skipped} already done{kept}")
+    table = gather(spec, points, out, quick=a.quick)
+    failed = [r["id"] for r in table["rows"] if r["status"] == "failed"]
+    for pid in failed:
+        print(f"failed: {pid}: see {point_dir(out, next(p for p in points if p.id == pid)) / 'error.json'}")
+    print(format_best(table["best"], spec.metric))
+    figure = table.get("figure")
+    print(f"wrote {out / 'table.csv'}, {out / 'table.json'}" + (f", {out / figure['html']}" if figure else ""))
+    if table["counts"]["pending"]:
+        print(f"{table['counts']['pending']} points not run yet")
+    return 1 if failed or table["counts"]["pending"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

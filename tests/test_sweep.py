@@ -1,0 +1,304 @@
+"""The sweep runner (specdec_lab.sweep) on a tiny model-free notebook, executed by the real papermill.
+
+The notebook (written into tmp_path) takes x, y, a few control parameters and result_path; it appends a
+line to `counter_path` each time it runs (how resume is checked: finished points never run twice), raises
+when x == fail_on, writes no result when y == "none", and waits while `pause_file` exists (so a test can
+interrupt it mid-point). Its result: speedup = x * (2 if y == "b" else 1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from specdec_lab.sweep import (
+    RunConfig,
+    SpecError,
+    check_methods,
+    expand,
+    gather,
+    load_spec,
+    point_dir,
+    run_sweep,
+    short_labels,
+    sweep_figure,
+)
+from specdec_lab.sweep.__main__ import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+PARAMETERS = """\
+x: int = 1  # an axis
+y: str = "a"  # an axis
+method: str = "autoregressive"  # unused here; lets specs pass a method
+fail_on: int = -1  # raise when x equals this
+counter_path: str = ""  # one line appended per execution
+pause_file: str = ""  # wait while this file exists
+result_path: str = ""  # where the result JSON goes
+"""
+
+BODY = """\
+import json, os, time
+if counter_path:
+    with open(counter_path, "a") as f:
+        f.write(f"{x},{y}\\n")
+if os.environ.get("SPECDEC_LAB_FIGURES"):  # where save_figure would write: the point's own folder
+    os.makedirs(os.environ["SPECDEC_LAB_FIGURES"], exist_ok=True)
+    open(os.path.join(os.environ["SPECDEC_LAB_FIGURES"], "marker.txt"), "w").close()
+while pause_file and os.path.exists(pause_file):
+    time.sleep(0.05)
+if x == fail_on:
+    raise ValueError(f"point x={x} fails on purpose")
+"""
+
+WRITE = """\
+if y != "none" and result_path:  # plain json, not specdec_lab.io: importing specdec_lab imports torch (seconds)
+    result = {"x": x, "y": y, "speedup": x * (2 if y == "b" else 1), "label": f"{x}{y}", "machine": {"cpu": "test"}}
+    with open(result_path + ".tmp", "w") as f:
+        json.dump(result, f)
+    os.replace(result_path + ".tmp", result_path)
+"""
+
+
+@pytest.fixture(scope="session")
+def notebook(tmp_path_factory) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell(PARAMETERS)
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(BODY), nbformat.v4.new_code_cell(WRITE)]
+    path = tmp_path_factory.mktemp("nb") / "sweep_point.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def write_spec(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def base_spec(tmp_path: Path, notebook: Path, extra: str = "", grid: str = "grid: {x: [1, 2, 3], y: [a]}") -> Path:
+    return write_spec(
+        tmp_path / "spec.yaml",
+        f"name: tiny\nnotebook: {notebook}\n"
+        f"parameters: {{fail_on: 2, counter_path: {tmp_path / 'counter.txt'}}}\n{grid}\n{extra}",
+    )
+
+
+def runs(tmp_path: Path) -> list[str]:
+    counter = tmp_path / "counter.txt"
+    return counter.read_text().split() if counter.exists() else []
+
+
+# ---- the spec ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("grid: {x: [1]}\ngird: {}", "unknown key 'gird'"),
+        ("grid: {}", "the grid is empty"),
+        ("grid: {x: []}", "grid.x: empty list"),
+        ("grid: {x: [1, 1]}", "value 1 listed twice"),
+        ("grid: {x: [1]}\nparameters: {x: 2}", "'x' is both a fixed parameter and a grid axis"),
+        ("grid: {x: [1]}\nparameters: {z: 2}", "'z' is not a parameter of sweep_point.ipynb"),
+        ("grid: {x: [1]}\nparameters: {result_path: a}", "'result_path' is set by the runner"),
+        ("grid: {x: [1]}\ntemplates: {method: 'm:{w}'}", "uses {w}, which is not a grid axis"),
+        ("grid: {x: [1]}\nquick: {grid: {w: [1]}}", "quick.grid.w: not an axis of grid"),
+        ("grid: {x: [1]}\nquick: {grdi: {}}", "quick: unknown key 'grdi'"),
+        ("grid: {x: [{a: 1}]}", "grid.x: {'a': 1} is a dict"),
+    ],
+)
+def test_spec_errors_name_the_problem(tmp_path, notebook, text, needle):
+    spec = write_spec(tmp_path / "bad.yaml", f"name: t\nnotebook: {notebook}\n{text}\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    assert needle in str(err.value) and "bad.yaml" in str(err.value)
+
+
+def test_missing_notebook_and_keys(tmp_path):
+    with pytest.raises(SpecError, match="notebook 'nope.ipynb' does not exist"):
+        load_spec(write_spec(tmp_path / "a.yaml", "name: t\nnotebook: nope.ipynb\ngrid: {x: [1]}\n"))
+    with pytest.raises(SpecError, match="missing key 'grid'"):
+        load_spec(write_spec(tmp_path / "b.yaml", "name: t\nnotebook: nope.ipynb\n"))
+    with pytest.raises(SpecError, match="not found"):
+        load_spec(tmp_path / "absent.yaml")
+
+
+def test_grid_expansion_ids_and_templates(tmp_path, notebook):
+    spec = load_spec(
+        write_spec(
+            tmp_path / "s.yaml",
+            f"name: t\nnotebook: {notebook}\nparameters: {{fail_on: 9}}\n"
+            "grid: {x: [1, 2], y: [a, b, c]}\ntemplates: {method: 'lookahead:W={x}:G=2'}\n"
+            "quick: {grid: {y: [b]}, parameters: {fail_on: 8}}\n",
+        )
+    )
+    points = expand(spec)
+    assert [p.values for p in points][:4] == [{"x": 1, "y": y} for y in "abc"] + [{"x": 2, "y": "a"}]
+    assert points[0].parameters == {"fail_on": 9, "y": "a", "method": "lookahead:W=1:G=2"}  # x consumed by the template
+    assert points[0].id.startswith("x-1.y-a-") and len({p.id for p in points}) == 6
+    assert [p.id for p in expand(load_spec(spec.source))] == [p.id for p in points]  # stable across loads
+    quick = spec.quick_spec()
+    assert quick.grid == {"x": [1, 2], "y": ["b"]} and quick.parameters["fail_on"] == 8
+    assert {p.id for p in expand(quick)}.isdisjoint(p.id for p in points)  # other parameters, other points
+    assert spec.varying == ["x", "y"] and quick.varying == ["x"]
+
+
+def test_method_strings_are_checked(tmp_path, notebook):
+    text = f"name: t\nnotebook: {notebook}\ngrid: {{method: ['draft:draft_length=2', 'draft:draft_lenght=2']}}\n"
+    spec = load_spec(write_spec(tmp_path / "m.yaml", text))
+    with pytest.raises(SpecError, match="draft_lenght"):
+        check_methods(spec, expand(spec))
+
+
+def test_short_labels():
+    assert short_labels(["draft:draft_length=1", "draft:draft_length=cost"]) == (["1", "cost"], "draft:draft_length=…")
+    assert short_labels(["medusa:tree=chain:1", "medusa:max_budget=4"])[0] == ["tree=chain:1", "max_budget=4"]
+    assert short_labels([1, 2]) == (["1", "2"], "")
+
+
+# ---- running ----------------------------------------------------------------------------------------
+def test_run_one_failing_point_then_resume(tmp_path, notebook, monkeypatch):
+    spec = load_spec(base_spec(tmp_path, notebook))
+    monkeypatch.chdir(tmp_path)
+    points, out = expand(spec), Path("out")  # relative: the kernel runs elsewhere (the notebook's folder)
+    # "interrupted" earlier: only the first point ran
+    s = run_sweep(spec, points[:1], RunConfig(out=out, progress=False))
+    assert (s.ran, s.failed) == (1, 0) and runs(tmp_path) == ["1,a"]
+    first = point_dir(out, points[0]) / "result.json"
+    mtime = first.stat().st_mtime_ns
+
+    s = run_sweep(spec, points, RunConfig(out=out, progress=False))
+    assert (s.ran, s.failed, s.skipped) == (1, 1, 1)
+    assert runs(tmp_path) == ["1,a", "2,a", "3,a"]  # the finished point was not executed again
+    assert first.stat().st_mtime_ns == mtime
+    failed = point_dir(out, points[1])
+    err = json.loads((failed / "error.json").read_text())
+    assert err["error"] == "ValueError" and "fails on purpose" in err["message"]
+    assert "raise ValueError" in err["source"] and err["parameters"]["x"] == 2
+    assert not (failed / "result.json").exists() and (failed / "notebook.ipynb").exists()  # kept for debugging
+    for p in (points[0], points[2]):
+        assert json.loads((point_dir(out, p) / "result.json").read_text())["speedup"] == p.values["x"]
+        executed = nbformat.read(point_dir(out, p) / "notebook.ipynb", as_version=4)
+        assert executed.metadata.papermill.parameters["x"] == p.values["x"]
+        assert (point_dir(out, p) / "figures" / "marker.txt").is_file()  # its figures went to its own folder
+    assert not [f for f in out.rglob(".*") if f.is_file()]  # no temp or pending files left
+
+    # a failed point is kept as failed ...
+    s = run_sweep(spec, points, RunConfig(out=out, progress=False))
+    assert (s.ran, s.failed, s.skipped, s.kept_failed) == (0, 0, 2, 1) and len(runs(tmp_path)) == 3
+    # ... until --retry-failed (still failing here)
+    s = run_sweep(spec, points, RunConfig(out=out, progress=False, retry_failed=True))
+    assert (s.ran, s.failed) == (0, 1) and runs(tmp_path)[-1] == "2,a"
+
+    table = gather(spec, points, out)
+    assert [r["status"] for r in table["rows"]] == ["done", "failed", "done"]
+    assert table["counts"] == {"done": 2, "failed": 1, "pending": 0}
+    assert table["best"]["id"] == points[2].id and table["best"]["value"] == 3
+    assert table["best"]["result"]["machine"] == {"cpu": "test"}  # nested values kept in best
+    assert table["rows"][1]["error"].startswith("ValueError: point x=2 fails on purpose")
+    assert "machine" not in table["columns"]
+    assert {"x", "y", "speedup", "label", "status", "seconds"} <= set(table["columns"])
+    assert json.loads((out / "table.json").read_text())["best"]["id"] == points[2].id
+    csv_lines = (out / "table.csv").read_text().splitlines()
+    assert csv_lines[0].split(",")[:3] == ["id", "status", "x"] and len(csv_lines) == 4
+    assert csv_lines[2].startswith(f"{points[1].id},failed,2,a,2,")
+    assert (out / "tiny_speedup.html").is_file() and (out / "plotly.min.js").is_file()
+    assert table["figure"]["html"] == "tiny_speedup.html"
+
+
+def test_no_result_is_a_failure_and_cli(tmp_path, notebook, capsys):
+    spec = base_spec(tmp_path, notebook, grid="grid: {x: [1, 4], y: [b, none]}")
+    rc = main([str(spec), "--out", str(tmp_path / "out"), "--no-progress", "--workers", "2"])
+    out = capsys.readouterr().out
+    assert rc == 1  # some point failed
+    assert "best speedup = 8 at x=4, y=b" in out and "2 failed" in out
+    table = json.loads((tmp_path / "out" / "table.json").read_text())
+    status = {(r["x"], r["y"]): r["status"] for r in table["rows"]}
+    assert status == {(1, "b"): "done", (1, "none"): "failed", (4, "b"): "done", (4, "none"): "failed"}
+    errors = [json.loads(f.read_text())["error"] for f in sorted((tmp_path / "out").rglob("error.json"))]
+    assert errors == ["NoResult", "NoResult"]
+
+
+def test_interrupt_leaves_no_half_written_files(tmp_path, notebook):
+    pause = tmp_path / "pause"
+    pause.touch()
+    spec = base_spec(tmp_path, notebook, extra=f"quick: {{parameters: {{pause_file: {pause}}}}}")
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "specdec_lab.sweep", str(spec), "--quick", "--out", str(out), "--no-progress"]
+    # like Ctrl-C in a terminal: SIGINT to the whole process group (runner and kernel)
+    proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while not runs(tmp_path) and time.monotonic() < deadline:  # the first point is running (and paused)
+        time.sleep(0.1)
+    assert runs(tmp_path) == ["1,a"], proc.communicate(timeout=5)[0].decode()
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    log = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode == 130, log
+    assert "rerun the same command to resume" in log
+    leftovers = [f.name for f in out.rglob("*") if f.is_file() and "figures" not in f.parts]  # marker.txt: ours
+    assert leftovers == [], leftovers  # no temp notebook, no pending result, no half table
+    pause.unlink()
+    rc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert rc.returncode == 1, rc.stdout + rc.stderr  # point 2 fails on purpose
+    assert runs(tmp_path) == ["1,a", "1,a", "2,a", "3,a"]  # the interrupted point ran again, once
+
+
+def test_figure_facets_and_mixed_axis(tmp_path, notebook):
+    spec = load_spec(
+        write_spec(
+            tmp_path / "f.yaml",
+            f"name: f\nnotebook: {notebook}\ngrid: {{method: ['d:k=1', 'd:k=cost'], x: [1, 2], y: [a, b]}}\n",
+        )
+    )
+    rows = [{"id": p.id, "status": "done", **p.values, "speedup": 1.0 + 0.1 * i} for i, p in enumerate(expand(spec))]
+    rows[0]["status"] = "failed"
+    fig = sweep_figure(spec, rows)
+    assert len(fig.data) == 4  # 2 lines (x) x 2 facets (y)
+    assert list(fig.layout.xaxis.categoryarray) == ["1", "cost"]
+    assert "method (d:k=…)" in fig.layout.xaxis.title.text or "method (d:k=…)" in fig.layout.xaxis2.title.text
+    assert sum(len(t.x) for t in fig.data) == 7  # the failed point is left out
+    assert sweep_figure(spec, [{**r, "status": "failed"} for r in rows]) is None
+
+
+def test_png_failure_warns_not_crashes(tmp_path, notebook, monkeypatch):
+    import specdec_lab.viz.figures as figures
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no chromium here")
+
+    monkeypatch.setattr(figures, "_write_png", broken)
+    spec = load_spec(base_spec(tmp_path, notebook, grid="grid: {x: [1], y: [a, b]}"))
+    points = expand(spec)
+    out = tmp_path / "out"
+    for p in points:  # results as a finished run leaves them, without running anything
+        (point_dir(out, p)).mkdir(parents=True)
+        (point_dir(out, p) / "result.json").write_text(json.dumps({"speedup": 1.5}))
+    with pytest.warns(RuntimeWarning, match="static PNG export"):
+        table = gather(spec, points, out)
+    assert table["figure"] == {"html": "tiny_speedup.html", "png": None}
+
+
+# ---- the shipped specs ------------------------------------------------------------------------------
+SHIPPED = sorted((REPO / "data" / "sweeps").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_shipped_specs_are_valid(path):
+    if not (REPO / "notebooks" / "08_speedup_lab.ipynb").exists():
+        pytest.skip("notebooks/08_speedup_lab.ipynb not written yet")
+    spec = load_spec(path)
+    points = expand(spec)
+    check_methods(spec, points)
+    quick = expand(spec.quick_spec())
+    check_methods(spec, quick)
+    assert 2 <= len(quick) <= 3 and len(points) > len(quick)
+    assert len({p.id for p in points}) == len(points)

@@ -25,6 +25,7 @@ depth-j node's best possible child could still raise the rate.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -54,8 +55,8 @@ class HeadConfidence:
                              f"got {tuple(self.accuracy.shape)}")  # fmt: skip
         if self.edges[0] != 0.0 or self.edges[-1] != 1.0 or sorted(self.edges) != self.edges:
             raise ValueError(f"edges must increase from 0 to 1, got {self.edges}")
-        self._inner = torch.tensor(self.edges[1:-1], dtype=torch.float64)
-        self._rows = self.accuracy.tolist()  # python lists: a step looks up a handful of values
+        self._inner = self.edges[1:-1]  # bin b holds edges[b] < p <= edges[b+1] (torch.bucketize's convention)
+        self._rows = self.accuracy.tolist()  # python lists: a step looks up a handful of values, no tensors
 
     @property
     def num_heads(self) -> int:
@@ -63,12 +64,10 @@ class HeadConfidence:
 
     def value(self, head: int, p: float) -> float:
         """c_head(p) for one probability (head 0-based)."""
-        b = int(torch.bucketize(torch.tensor(float(p), dtype=torch.float64), self._inner))
-        return self._rows[head][b]
+        return self._rows[head][bisect.bisect_left(self._inner, float(p))]
 
     def values(self, head: int, probs: Sequence[float]) -> list[float]:
-        b = torch.bucketize(torch.as_tensor(probs, dtype=torch.float64), self._inner).tolist()
-        return [self._rows[head][i] for i in b]
+        return [self._rows[head][bisect.bisect_left(self._inner, float(p))] for p in probs]
 
     def best(self, head: int) -> float:
         """The largest c_head: a bound on any candidate of that head."""

@@ -15,6 +15,7 @@ usually wrong backs off to plain decoding instead of paying for failed verificat
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 import weakref
@@ -198,6 +199,14 @@ class AcceptanceTracker:
         prior = self.priors.get(key, self.prior)
         return (s + prior * self.prior_weight) / (s + f + self.prior_weight)
 
+    def lower_bound(self, key=None, z: float = 1.0) -> float:
+        """α̂ − z·sd: a lower confidence bound on α (normal approximation). The estimate stands on the decayed
+        counts plus the prior's pseudo-counts, n = s + f + prior_weight observations; sd = sqrt(α̂(1 − α̂)/n).
+        One accepted token after many rejected ones moves α̂, hardly the bound."""
+        a = self.alpha(key)
+        n = self.successes.get(key, 0.0) + self.failures.get(key, 0.0) + self.prior_weight
+        return max(0.0, a - z * math.sqrt(a * (1.0 - a) / n))
+
     def observe(self, key, proposed: int, accepted: int) -> None:
         if proposed <= 0:
             return
@@ -225,10 +234,18 @@ class DraftLength:
                            and wins where no draft pays: it backs off to plain decoding, and probes
 
     The measured curve is taken at a short context (64 tokens) on an idle machine; the loop's own verify
-    timings (`observe_verify`) correct it as decoding goes: t̂(n) = t(n) · r(n), r(n) a moving average of
-    observed / measured seconds for size n, or of the nearest observed size for sizes not verified yet
-    (longer contexts raise the cost of multi-token verifies more than that of one token: attention over the
-    cache grows with both). Without the correction a long prompt made cost mode pick k = 3 where k = 1 pays.
+    timings (`observe_verify`) correct it as decoding goes (longer contexts raise the cost of multi-token
+    verifies more than that of one token: attention over the cache grows with both). Without the correction
+    a long prompt made cost mode pick k = 3 where k = 1 pays.
+
+    The correction has two parts, t̂(n) = t(n) · load · shape(n). `load`, a moving average over every
+    observed verify of observed / (measured · shape), is how busy the machine is now; `shape(n)` (the
+    nearest observed size's for sizes not seen yet) is what remains for size n, and moves slowly. Why not
+    one ratio per size: a size that stops being verified keeps its last ratio, so while drafting (only
+    2-token verifies) the 1-token ratio stayed as a burst of foreign load had left it, a 2-token verify
+    looked cheaper than a 1-token one, and a draft accepting 19% ran for 60 steps (a bench prompt, qa).
+    shape(n) of a size not seen before starts from the shape it was priced at and moves 3% per verify,
+    so a single probe's timing (one noisy forward) cannot reorder the sizes.
 
     Backing off and probing. The estimates that made cost mode stop (α̂, a draft model's step time) are
     refreshed only by drafting, so while backed off it probes: the `probe_interval`-th consecutive k = 0
@@ -241,6 +258,14 @@ class DraftLength:
     The price, noticing late that the text turned predictable, is bounded by probe_max steps, and the
     first probes come soon, so one unlucky measurement (a step timed while the machine was busy) cannot
     switch a proposer off for long.
+
+    Resuming. Once backed off, the rule resumes drafting only when k ≥ 1 pays at a lower confidence bound
+    on α, α̂ − z·sd (`AcceptanceTracker.lower_bound`, z = `resume_z`); while drafting it uses α̂ itself. The
+    asymmetry is hysteresis: with z = 0, one accepted probe after a run of rejections lifted α̂ just over
+    the threshold, the draft ran a few steps, failed, backed off, and the next accepted probe started it
+    again — each round paying draft steps for nothing. With z ≥ 1 an accepted probe only brings the next
+    probe forward; a few accepted in a row resume. Model drafts (a failed token costs a draft forward) use
+    z = 1; prompt lookup, whose drafts are free, uses 0.
     """
 
     def __init__(
@@ -251,6 +276,7 @@ class DraftLength:
         tracker: AcceptanceTracker | None = None,
         probe_every: int = 16,
         probe_max: int = 128,
+        resume_z: float = 0.0,
     ):
         if isinstance(mode, str) and mode not in ("cost", "heuristic"):
             raise ValueError(f"draft_length must be an int, 'cost' or 'heuristic', got {mode!r}")
@@ -269,24 +295,40 @@ class DraftLength:
         self.probe_interval = probe_every  # the wait now: doubles after a failed probe (class docstring)
         self.idle_run = 0  # consecutive cost-mode choices of k = 0 (a probe ends the run)
         self.probing = False  # the last choice was a probe; its outcome (`observe`) sets the next wait
-        self.correction: dict[int, float] = {}  # n -> moving average of observed / measured t(n)
-        self.correction_decay = 0.8
+        if resume_z < 0:
+            raise ValueError(f"resume_confidence must be >= 0, got {resume_z}")
+        self.resume_z = resume_z  # z of the bound on α that resuming from a back-off must pay with
+        self.backed_off = False  # the rule's last own choice (probes aside) was k = 0
+        # t̂(n) = t(n) · load · shape(n) (class docstring): load, how busy the machine is now, follows every
+        # verify of any size; shape(n), how the context has changed size n's cost relative to the others,
+        # follows only size n's own verifies, slowly.
+        self.load = 1.0
+        self.shape: dict[int, float] = {}
+        self.load_decay, self.shape_decay = 0.6, 0.97
 
     def observe_verify(self, n: int, seconds: float | None) -> None:
         """One verify forward of n tokens took `seconds` (the loop's timing): refine t̂(n)."""
         if self.curve is None or not seconds or seconds <= 0:
             return
         ratio = min(max(seconds / self.curve(n), 0.25), 4.0)  # a hiccup (page fault, other load) is clipped
-        old = self.correction.get(n)
-        self.correction[n] = ratio if old is None else self.correction_decay * old + (1 - self.correction_decay) * ratio
+        a, b = self.load_decay, self.shape_decay
+        self.load = a * self.load + (1 - a) * ratio / self._shape(n)
+        # A size seen for the first time starts from the shape it was priced at (the nearest size's), not
+        # from its first residual: one noisy probe would otherwise fix how a 2-token verify compares with a
+        # 1-token one — a fast probe made 2 tokens look cheaper than 1, and a draft accepting 19% ran on.
+        self.shape[n] = b * self.shape.get(n, self._shape(n)) + (1 - b) * ratio / self.load
+
+    def _shape(self, n: int) -> float:
+        """shape(n): size n's own, else the nearest observed size's (ties: the larger), else 1."""
+        if not self.shape:
+            return 1.0
+        near = n if n in self.shape else min(self.shape, key=lambda m: (abs(m - n), -m))
+        return self.shape[near]
 
     def verify_cost(self, n: int) -> float:
-        """t̂(n): the measured curve times the correction observed for n (or for the nearest observed size)."""
+        """t̂(n) = t(n) · load · shape(n): the measured curve, corrected by what the loop has observed."""
         assert self.curve is not None
-        if not self.correction:
-            return self.curve(n)
-        near = n if n in self.correction else min(self.correction, key=lambda m: (abs(m - n), -m))  # ties: larger
-        return self.curve(n) * self.correction[near]
+        return self.curve(n) * self.load * self._shape(n)
 
     def start(self, model) -> None:
         if self.mode == "cost" and self.curve is None:
@@ -300,10 +342,15 @@ class DraftLength:
             return min(self.k_heuristic, cap)
         assert self.curve is not None, "DraftLength.start(model) measures the cost curve first"
         self.probing = False
-        k = self.curve.best_chain_length(self.tracker.alpha(key), cap, self.draft_step, t=self.verify_cost)
+        alpha = self.tracker.alpha(key)
+        if self.backed_off and self.resume_z:
+            alpha = self.tracker.lower_bound(key, self.resume_z)  # resuming: α must pay at its bound
+        k = self.curve.best_chain_length(alpha, cap, self.draft_step, t=self.verify_cost)
         if k > 0:
             self.probe_interval = self.probe_every  # drafting pays again: a later back-off probes early
+            self.backed_off = False
         elif cap > 0:
+            self.backed_off = True
             self.idle_run += 1
             if self.probe_every and self.idle_run >= self.probe_interval:
                 k, self.probing = 1, True  # probe: refresh α̂ and the step time (class docstring)

@@ -105,7 +105,7 @@ def run_prompt_lookup(
 
 
 # ---- static snapshots of a dashboard's default view --------------------------------------------------------
-def _bundle(item) -> dict:
+def mime_bundle(item) -> dict:
     """A raw IPython mime bundle for a snapshot item: a plotly Figure, an HTML string, or anything else
     (dict, number: printed as text)."""
     import plotly.graph_objects as go
@@ -120,6 +120,17 @@ def _bundle(item) -> dict:
         return {"text/html": item, "text/plain": "(HTML output: open the notebook in Jupyter to see it)"}
     text = _html.escape(str(item))
     return {"text/html": f"<pre style='margin:2px 0'>{text}</pre>", "text/plain": str(item)}
+
+
+def output_record(item) -> dict:
+    """`item` as one entry of an `ipywidgets.Output`'s `outputs` (a display_data message).
+
+    Why not `Output.append_display_data(fig)`: plotly figures display through `_ipython_display_`, which
+    IPython's formatter runs as a side effect (the figure goes to whatever cell is current) and answers
+    with an empty bundle, so the Output stays blank. Setting `outputs` also works from a background
+    thread, where `with output:` capture does not.
+    """
+    return {"output_type": "display_data", "data": mime_bundle(item), "metadata": {}}
 
 
 class Snapshot:
@@ -144,7 +155,7 @@ class Snapshot:
     def display(self) -> None:
         from IPython.display import display
 
-        self.handles = [display(_bundle(x), raw=True, display_id=True) for x in (self.caption, *self.items)]
+        self.handles = [display(mime_bundle(x), raw=True, display_id=True) for x in (self.caption, *self.items)]
 
     def retire(self) -> None:
         """Replace the snapshot by a short note (no-op if it was never displayed or is already gone)."""
@@ -218,7 +229,7 @@ class Dashboard:
         self.output.clear_output(wait=True)
         with self.output:
             for item in items:
-                display(_bundle(item), raw=True)
+                display(mime_bundle(item), raw=True)
         if self.snapshot is not None:
             self.snapshot.retire()
         return self.result

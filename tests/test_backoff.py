@@ -254,3 +254,40 @@ def test_alpha_is_remembered_across_calls_and_backed_off_calls_skip_the_draft_pr
 
     fresh = S.generate(target, PROMPT, max_new_tokens=5, proposer=proposer(draft, remember=False))
     assert fresh.steps[0].info["k"] >= 1  # without memory: the prior again
+
+
+# ---- (e) resuming needs evidence: a lower confidence bound on α ----------------------------------------
+def test_lower_bound_moves_little_on_one_lucky_token():
+    tracker = AcceptanceTracker()
+    for _ in range(6):
+        tracker.observe(None, 1, 0)  # a draft that has not been paying
+    low = tracker.alpha(None)
+    tracker.observe(None, 1, 1)  # one accepted probe
+    assert tracker.alpha(None) > low + 0.15  # the point estimate jumps ...
+    assert tracker.lower_bound(None, 1.0) < tracker.alpha(None) - 0.2  # ... its bound stays well below
+    assert tracker.lower_bound(None, 0.0) == tracker.alpha(None)
+    for _ in range(4):
+        tracker.observe(None, 1, 1)
+    assert tracker.lower_bound(None, 1.0) > 0.5  # a run of accepted tokens lifts the bound too
+
+
+@pytest.mark.parametrize("z,probes_to_resume", [(0.0, 1), (1.0, 2)])
+def test_backed_off_rule_resumes_at_the_bound(z, probes_to_resume):
+    """Backed off after rejections, accepted probes resume drafting: the first one already with z = 0 (the
+    flapping the bound removes), only a run of them with z = 1. Each accepted probe resets the wait."""
+    length = DraftLength("cost", k_max=4, probe_every=2, probe_max=8, resume_z=z)
+    length.curve, length.draft_step = CURVE, 0.0  # one token pays iff α > 0.3 (module docstring)
+    for _ in range(6):  # drafting fails: α̂ falls, the rule backs off
+        k = length.choose(available=4)
+        length.observe(None, k, 0)
+    assert length.backed_off
+    probes = 0
+    for _ in range(40):
+        k = length.choose(available=4)
+        if k and not length.probing:
+            break  # the rule itself drafts again
+        if k:
+            probes += 1
+            length.observe(None, k, k)  # the probe's token is accepted
+    assert probes == probes_to_resume and not length.backed_off
+    assert length.probe_interval == length.probe_every

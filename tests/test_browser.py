@@ -221,18 +221,7 @@ def _dialog_text(page) -> str | None:
 
 
 # ---- the test ---------------------------------------------------------------------------------------------
-# 08's live step slider stopped redrawing its tree in the browser after its last re-execution (it passed the
-# run before); known, under investigation: reported, not hidden — strict=False so a fix shows as XPASS.
-_KNOWN = {"08_speedup_lab": "08's step slider does not redraw the tree in the browser (open, issue 15)"}
-
-
-@pytest.mark.parametrize(
-    "stem",
-    [
-        pytest.param(s, marks=pytest.mark.xfail(reason=_KNOWN[s], strict=False)) if s in _KNOWN else s
-        for s in DASHBOARDS
-    ],  # fmt: skip
-)
+@pytest.mark.parametrize("stem", list(DASHBOARDS))
 def test_notebook_in_jupyterlab(stem, lab, browser):
     if not (NOTEBOOKS / f"{stem}.ipynb").exists():
         pytest.skip(f"notebook {stem[:2]} not present (notebooks/{stem}.ipynb)")
@@ -375,12 +364,22 @@ def _gesture_00(page, dashboard) -> None:
     _wait_changed(page, dashboard, HTML_OUTPUTS_JS, output_before, "a new decoding in the output", run_over=True)
 
 
+# plotly figures drawn inside a dashboard (its Output widgets)
+DASHBOARD_PLOTS_JS = """(root) => Array.from(root.querySelectorAll('.js-plotly-plot'))
+  .filter(e => e.querySelector('svg.main-svg')).length"""
+
+
 def _gesture_08(page, dashboard) -> None:
-    # The step slider: the kernel redraws the tree of another step of the shown run (no new run) ...
+    # The run shown: its tokens-per-step plot and its step's tree are drawn inside the dashboard ...
+    _wait(page, f"(root) => ({DASHBOARD_PLOTS_JS})(root) >= 2", "the dashboard's two plotly figures", WIDGET_TIMEOUT_S,
+          arg=dashboard.element_handle())  # fmt: skip
+    # ... the step slider: the kernel redraws the tree of another step of the shown run (no new run) ...
     before = dashboard.evaluate(OUTPUT_AREAS_JS)
     step = dashboard.locator(".widget-slider", has=page.locator(".widget-label", has_text=re.compile(r"^\s*step\s*$")))
     _step_slider(page, step.last if step.count() else dashboard.locator(".widget-slider").last)
     _wait_changed(page, dashboard, OUTPUT_AREAS_JS, before, "the step slider to redraw the step's tree")
+    _wait(page, f"(root) => ({DASHBOARD_PLOTS_JS})(root) >= 2", "the redrawn tree", WIDGET_TIMEOUT_S,
+          arg=dashboard.element_handle())  # fmt: skip
     # ... and another prompt, Run (method, then autoregressive, in a background thread): a new run shown.
     text_before = dashboard.evaluate(TEXTBOXES_JS)
     _pick_another(dashboard.locator("select").first)

@@ -98,3 +98,20 @@ def test_generic_dashboard_redraws_and_reports_bad_input(shown):
     assert dash.snapshot.handles == []
     slider.value = -1
     assert "n must be" in dash.status.value
+
+
+def test_no_stored_notebook_shows_a_widget_repr():
+    """A reader of a stored notebook (no widget state) sees placeholders, never `VBox(children=(...))`."""
+    import re
+    from pathlib import Path
+
+    import nbformat
+
+    bad = []
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9]*.ipynb")):
+        for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            for out in cell.get("outputs", []):
+                text = out.get("data", {}).get("text/plain", "")
+                if re.match(r"\s*[HV]Box\(children=", "".join(text)):
+                    bad.append(f"{path.name} cell {i}")
+    assert not bad, f"stored widget reprs (re-execute these notebooks): {bad}"

@@ -184,6 +184,13 @@ def test_dashboard_run_stop_and_step_slider(model, mixed):
     assert lab is not None and lab.spec == "prompt_lookup:max_draft=4:draft_length=3"
     assert dash.last is lab and len(lab.result.tokens) == 12 and "speed-up" in dash.numbers.value
     assert dash.progress.value == 24 and not dash.run_button.disabled
+    # the figures reach the Output widgets as plotly mime data (what the browser draws), and the step
+    # slider swaps the tree for another step's
+    plotly = "application/vnd.plotly.v1+json"
+    assert [plotly in out["data"] for out in (*dash.plot.outputs, *dash.tree.outputs)] == [True, True]
+    before = dash.tree.outputs[0]["data"][plotly]
+    dash.step.value = 0 if dash.step.value else 1
+    assert dash.tree.outputs[0]["data"][plotly] != before
     dash._stop.set()  # Stop pressed before the first step: the warm-up ends the run
     dash.on_stop()
     lab = dash._work(IDS, dash.spec(), 0.0, 12)

@@ -121,3 +121,23 @@ def test_real_model_medusa_equals_autoregressive(real_model):
         r = S.generate(real_model, ids, max_new_tokens=48, proposer=prop)
         assert r.tokens == ar.tokens
         assert r.mean_accepted > 1.2  # the shipped heads are right often enough to matter
+
+
+def test_head_block_kernels_agree_and_the_faster_is_kept(target):
+    """The heads' residual blocks as one bmm or as a loop of mv give the same candidates; `measure_heads`
+    times both and keeps the faster (recorded in the proposer's summary)."""
+    heads = random_heads(target, num_heads=3, seed=1)
+    drafter = Drafter(heads=heads, source=None, vocab=None, accuracies=None)
+    weight = target.get_output_embeddings().weight.detach()
+    h = torch.randn(weight.shape[1], generator=torch.Generator().manual_seed(0))
+    out = {}
+    for kernel in ("bmm", "mv"):
+        drafter.block_kernel = kernel
+        torch.testing.assert_close(drafter.blocks(h, 3), Drafter(heads, None, None, None).blocks(h, 3))
+        out[kernel] = drafter.candidates(h, 3, 4, weight, None)
+    assert torch.equal(out["bmm"], out["mv"])
+    drafter.measure_heads(weight, None, repeats=1)
+    assert set(drafter.block_seconds) == {"bmm", "mv"}
+    assert drafter.block_kernel == min(drafter.block_seconds, key=drafter.block_seconds.get)
+    r = S.generate(target, PROMPT, method="medusa", max_new_tokens=8, heads=drafter, tree="chain:2")
+    assert r.proposer["block_kernel"] == drafter.block_kernel

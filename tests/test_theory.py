@@ -129,15 +129,38 @@ def test_cost_mode_corrects_the_curve_with_observed_verify_times():
     length.tracker.successes[None], length.tracker.failures[None] = 70.0, 30.0  # α̂ ≈ 0.7
     assert length.choose(available=3) == 3  # at the measured curve a 4-token verify pays
     assert length.verify_cost(4) == curve(4)
-    for _ in range(30):
+    for _ in range(100):
         length.observe_verify(2, 0.036)  # long context: 2 tokens cost 16% more than measured ...
         length.observe_verify(4, 0.056)  # ... 4 tokens 40% more
-    assert length.verify_cost(2) == pytest.approx(0.036, rel=1e-3)
-    assert length.verify_cost(3) == pytest.approx(curve(3) * 0.056 / 0.040, rel=1e-3)  # nearest: 4 (ties up)
-    assert length.verify_cost(1) == pytest.approx(0.030 * 0.036 / 0.031, rel=1e-3)  # nearest: 2
+    assert length.verify_cost(2) == pytest.approx(0.036, rel=2e-2)
+    assert length.verify_cost(3) == pytest.approx(curve(3) * 0.056 / 0.040, rel=2e-2)  # nearest: 4 (ties up)
+    assert length.verify_cost(1) == pytest.approx(0.030 * 0.036 / 0.031, rel=2e-2)  # nearest: 2
     assert length.choose(available=3) == 1
+    before = length.verify_cost(2)
     length.observe_verify(2, 0.0)  # no timing: ignored
-    assert length.verify_cost(2) == pytest.approx(0.036, rel=1e-3)
+    assert length.verify_cost(2) == before
+
+
+def test_cost_correction_keeps_sizes_consistent_after_a_burst_of_load():
+    """A 2-token verify seen once at normal load, then a burst of foreign load while backed off (1-token
+    verifies at 2x), then drafting (2-token verifies only, load back to normal): the 1-token cost must come
+    back down with the load. (One ratio per size kept the burst's 1-token ratio, so a 2-token verify looked
+    cheaper than a 1-token one and a draft accepting 19% never stopped.)"""
+    curve = CostCurve(sizes=[1, 2, 4], seconds=[0.060, 0.064, 0.070])
+    length = DraftLength("cost", k_max=3, probe_every=0)
+    length.curve = curve
+    for _ in range(20):
+        length.observe_verify(1, 0.060)
+    length.observe_verify(2, 0.064)  # a probe
+    for _ in range(12):
+        length.observe_verify(1, 0.120)  # the burst
+    for _ in range(20):
+        length.observe_verify(2, 0.064)  # drafting at normal load again
+    assert length.verify_cost(1) == pytest.approx(0.060, rel=0.1)
+    assert length.verify_cost(2) == pytest.approx(0.064, rel=0.05)
+    length.tracker.successes[None], length.tracker.failures[None] = 19.0, 81.0  # α̂ ≈ 0.19
+    length.draft_step = 0.015
+    assert length.choose(available=3) == 0  # a 19% draft does not pay
 
 
 @pytest.mark.parametrize("alpha,k", [(0.3, 3), (0.75, 5), (0.9, 8), (0.0, 4), (1.0, 4)])
@@ -175,3 +198,23 @@ def test_slider_callback_and_position_counts():
     assert stats["reached"].tolist() == [3, 2, 1]  # position i reached when >= i-1 drafts were accepted
     assert stats["accepted"].tolist() == [2, 1, 1]
     assert position_figure(stats, 0.5).data
+
+
+def test_one_noisy_probe_does_not_reorder_the_sizes():
+    """Backed off (1-token verifies at 60 ms), one probe's 2-token verify timed fast (48 ms: noise), then
+    steady 2-token verifies at 64 ms: a 2-token verify must never look cheaper than a 1-token one, so a 19%
+    draft stays off. (Taking a size's first residual as its shape did exactly that, and drafting then ran
+    on: while only 2-token verifies are seen, nothing can correct how the two sizes compare.)"""
+    curve = CostCurve(sizes=[1, 2, 4], seconds=[0.060, 0.064, 0.070])
+    length = DraftLength("cost", k_max=3, probe_every=0)
+    length.curve, length.draft_step = curve, 0.012
+    length.tracker.successes[None], length.tracker.failures[None] = 19.0, 81.0  # α̂ ≈ 0.19
+    for _ in range(20):
+        length.observe_verify(1, 0.060)
+    length.observe_verify(2, 0.048)  # the fast probe
+    assert length.verify_cost(2) > length.verify_cost(1)
+    assert length.choose(available=3) == 0
+    for _ in range(60):
+        length.observe_verify(2, 0.064)
+        assert length.verify_cost(2) > length.verify_cost(1)
+    assert length.choose(available=3) == 0

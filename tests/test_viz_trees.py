@@ -11,6 +11,7 @@ import torch
 from specdec_lab import Tree
 from specdec_lab.medusa.trees import BudgetChoice, HeadAccuracies, choose_budget, greedy_steps, greedy_tree
 from specdec_lab.viz.tree_figures import (
+    EXPLORER_PLACEHOLDER,
     Explorer,
     accuracy_figure,
     budget_rate_figure,
@@ -94,6 +95,13 @@ def test_explorer_with_extras_and_no_initial_draw():
     assert ex.result is None and calls == []
     slider.value = 3
     assert calls == [3] and ex.result[1] == {"v": 3}
+    # displayed, it publishes the widget with a readable text/plain (a stored notebook has no widget state)
+    from unittest import mock
+
+    with mock.patch("IPython.display.display") as shown:
+        ex._ipython_display_()
+    bundle = shown.call_args.args[0]
+    assert bundle["text/plain"] == EXPLORER_PLACEHOLDER and "application/vnd.jupyter.widget-view+json" in bundle
 
 
 # ---- rank-path trees ----------------------------------------------------------------------------------

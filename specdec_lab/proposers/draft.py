@@ -57,6 +57,8 @@ class DraftConfig:
     probe_max: int = 128  # the wait doubling after each failed probe up to this (`DraftLength`)
     remember: bool = True  # carry α̂ and the probe schedule across generate calls (per target and draft);
     # False: every call starts from the tracker's prior and probes after probe_every steps
+    resume_confidence: float = 1.0  # backed off, draft again only when k >= 1 pays at α̂ - z·sd (this z;
+    # 0: at α̂ itself), so one lucky probe does not restart a draft that has not been paying (`DraftLength`)
 
     def __post_init__(self):
         if self.max_draft < 1:
@@ -68,7 +70,7 @@ class DraftConfig:
     def length(self) -> DraftLength:
         """A fresh `DraftLength` with this config's rule, k_max and probe schedule."""
         return DraftLength(self.draft_length, k_max=self.max_draft, probe_every=self.probe_every,
-                           probe_max=self.probe_max)  # fmt: skip
+                           probe_max=self.probe_max, resume_z=self.resume_confidence)  # fmt: skip
 
 
 class DraftProposer(Proposer):
@@ -111,6 +113,7 @@ class DraftProposer(Proposer):
                 self.length.tracker = memory["tracker"]
                 self.length.probe_interval = memory.get("probe_interval", self.length.probe_interval)
                 self.length.idle_run = memory.get("idle_run", 0)
+                self.length.backed_off = memory.get("backed_off", False)
         self.length.start(state.model)
         if self.draft.step_seconds is None:
             self.draft.step_seconds = draft_step_seconds(self)  # on the empty cache; refined as it drafts
@@ -195,7 +198,8 @@ class DraftProposer(Proposer):
         k = len(tree) - 1
         self.length.observe_verify(len(tree), state.verify_seconds)
         if self.config.remember:
-            self.draft.memory.update(probe_interval=self.length.probe_interval, idle_run=self.length.idle_run)
+            self.draft.memory.update(probe_interval=self.length.probe_interval, idle_run=self.length.idle_run,
+                                     backed_off=self.length.backed_off)  # fmt: skip
         if k == 0:  # backed off: nothing written to the draft cache; `seen` stays, the gap grows
             return
         a = acceptance.accepted_draft
@@ -234,6 +238,7 @@ class LayerSkipConfig:
     probe_every: int = 16  # backed off: the probe schedule, as in DraftConfig
     probe_max: int = 128
     remember: bool = True  # carry α̂ across generate calls, as in DraftConfig
+    resume_confidence: float = 1.0  # backed off: resume at a lower bound on α̂, as in DraftConfig
 
 
 class LayerSkipProposer(DraftProposer):
@@ -252,5 +257,6 @@ class LayerSkipProposer(DraftProposer):
                 probe_every=config.probe_every,
                 probe_max=config.probe_max,
                 remember=config.remember,
+                resume_confidence=config.resume_confidence,
             )
         )

@@ -48,6 +48,7 @@ import torch.nn.functional as F
 
 from ..accept import TREE_RULES
 from ..cost import cost_curve_for
+from ..device import sync
 from ..fast_linear import small_linear
 from ..medusa.checkpoint import load_heads
 from ..medusa.dynamic import HeadConfidence, dynamic_tree
@@ -120,6 +121,29 @@ class Drafter:
     confidence: HeadConfidence | None = None  # c_k(p) for dynamic trees, when the calibration has it
     head_seconds: dict[int, float] = field(default_factory=dict)  # depth D -> seconds to draft D heads
     choices: dict = field(default_factory=dict)  # (setup, accuracy, max_budget) -> BudgetChoice
+    # How D heads' residual blocks run: "bmm" (one batched matmul of D matrix-vector products per layer) or
+    # "mv" (D matrix-vector products in a loop). Same numbers; which is faster is the device's business
+    # (a CPU's bmm of matrix-vector products can take a slow path), so `measure_heads` times both.
+    block_kernel: str = "bmm"
+    block_seconds: dict[str, float] = field(default_factory=dict)  # kernel -> seconds for all K heads
+
+    def blocks(self, h: torch.Tensor, depth: int) -> torch.Tensor:
+        """(D, H) heads 1..depth's residual blocks on h (H,): x_k <- x_k + SiLU(W1_k x_k + b1_k), per layer."""
+        heads = self.heads
+        x = h.to(heads.w1.dtype)
+        if self.block_kernel == "mv":
+            out = []
+            for k in range(depth):
+                xk = x
+                for layer in range(heads.config.num_layers):
+                    xk = xk + F.silu(torch.mv(heads.w1[layer, k], xk) + heads.b1[layer, k])
+                out.append(xk)
+            return torch.stack(out)  # (D, H)
+        x = x[None].expand(depth, -1)  # (D, H) every head reads the same h_a
+        for layer in range(heads.config.num_layers):
+            w1, b1 = heads.w1[layer, :depth], heads.b1[layer, :depth]  # (D, H, H), (D, H)
+            x = x + F.silu(torch.bmm(w1, x[:, :, None])[:, :, 0] + b1)
+        return x
 
     def rows(self, prompt: Sequence[int]) -> torch.Tensor | None:
         """(M,) sorted head rows to score: the drafting vocabulary ∪ the prompt's tokens; None = all."""
@@ -132,10 +156,7 @@ class Drafter:
     def candidates(self, h: torch.Tensor, depth: int, width: int, weight: torch.Tensor, rows) -> torch.Tensor:
         """(D, s) token ids: heads 1..depth's top-`width` on h (H,), scored on `weight` (M, H) = head rows."""
         heads = self.heads
-        x = h.to(heads.w1.dtype)[None].expand(depth, -1)  # (D, H) every head reads the same h_a
-        for layer in range(heads.config.num_layers):  # x_k <- x_k + SiLU(W1_k x_k + b1_k), heads 1..D only
-            w1, b1 = heads.w1[layer, :depth], heads.b1[layer, :depth]  # (D, H, H), (D, H)
-            x = x + F.silu(torch.bmm(w1, x[:, :, None])[:, :, 0] + b1)
+        x = self.blocks(h, depth)  # (D, H) heads 1..D only
         if heads.config.shared_lm_head:
             logits = small_linear(x, weight)  # (D, M) one matmul for all heads: the same W2 rows
         else:
@@ -159,14 +180,28 @@ class Drafter:
         ids = top.indices if rows is None else rows[top.indices]
         return top.values.tolist(), ids.tolist()
 
+    @torch.inference_mode()
     def measure_heads(self, weight: torch.Tensor, rows, repeats: int = 7) -> dict[int, float]:
-        """Median seconds of `candidates` for each depth 1..K (top-10), on this device."""
+        """Pick the faster block kernel (all K heads, both kernels timed), then the median seconds of
+        `candidates` for each depth 1..K (top-10), on this device."""
         h = torch.zeros(weight.shape[1], device=weight.device, dtype=weight.dtype)
-        for depth in range(1, self.heads.num_heads + 1):
+        K = self.heads.num_heads
+        for kernel in ("bmm", "mv"):
+            self.block_kernel = kernel
+            times = []
+            for _ in range(repeats + 2):
+                t0 = time.perf_counter()
+                self.blocks(h, K)
+                sync(h.device)
+                times.append(time.perf_counter() - t0)
+            self.block_seconds[kernel] = statistics.median(times[2:])
+        self.block_kernel = min(self.block_seconds, key=self.block_seconds.get)
+        for depth in range(1, K + 1):
             times = []
             for _ in range(repeats + 2):
                 t0 = time.perf_counter()
                 self.candidates(h, depth, 10, weight, rows)
+                sync(h.device)
                 times.append(time.perf_counter() - t0)
             self.head_seconds[depth] = statistics.median(times[2:])
         return self.head_seconds
@@ -353,8 +388,10 @@ class MedusaProposer(Proposer):
             steps = max(self.counts["steps"], 1)
             return {"tree": "dynamic", "nodes": round(self.counts["nodes"] / steps, 3),
                     "expected_length": round(self.counts["expected"] / steps, 3),
-                    "heads_run": round(self.counts["heads_run"] / steps, 3)}  # fmt: skip
-        out = {"nodes": len(self.paths), "depth": self.depth, "expected_length": self.expected_length()}
+                    "heads_run": round(self.counts["heads_run"] / steps, 3),
+                    "block_kernel": self.drafter.block_kernel}  # fmt: skip
+        out = {"nodes": len(self.paths), "depth": self.depth, "expected_length": self.expected_length(),
+               "block_kernel": self.drafter.block_kernel}  # fmt: skip
         if self.choice is not None:
             out["budget"] = self.choice.budget
         if self.config.tree == "auto" or len(self.paths) <= 64:

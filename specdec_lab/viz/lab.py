@@ -28,6 +28,7 @@ from ..io import Prompt
 from ..lab import LabResult, Param, method_parameters, run_experiment
 from ..models import LoadedModel
 from ..proposers import METHODS
+from ..widgets import output_record
 from .decoding import step_tree_figure
 from .lab_figures import accepted_figure, numbers_html, provenance_html
 
@@ -293,9 +294,7 @@ class LabDashboard:
         self.last = lab
         self.text.value = provenance_html(lab, self.tokenizer)
         self.numbers.value = numbers_html(lab)
-        self.plot.outputs = ()
-        if lab.result.steps:
-            self.plot.append_display_data(accepted_figure(lab))
+        self.plot.outputs = (output_record(accepted_figure(lab)),) if lab.result.steps else ()
         last = max(len(lab.result.steps) - 1, 0)
         with self.step.hold_trait_notifications():
             self.step.max, self.step.value = last, min(1, last)
@@ -304,9 +303,10 @@ class LabDashboard:
 
     def show_step(self, step: int) -> None:
         """Redraw the tree of `step` of the last run (the slider's callback)."""
-        self.tree.outputs = ()
         if self.last is not None and 0 <= step < len(self.last.result.steps):
-            self.tree.append_display_data(step_tree_figure(self.last.result, step, self.tokenizer))
+            self.tree.outputs = (output_record(step_tree_figure(self.last.result, step, self.tokenizer)),)
+        else:
+            self.tree.outputs = ()
 
     def _repr_mimebundle_(self, **kwargs):
         # a stored notebook keeps no widget state: its reader sees this text/plain, not `VBox(children=...)`

@@ -90,6 +90,9 @@ def node_view(tree, node: int, tokenizer=None, cache_length: int = 0) -> tuple[g
     return tree_fig, mask_fig
 
 
+EXPLORER_PLACEHOLDER = "[interactive control: it appears when the notebook runs; its default view is the output above]"
+
+
 class Explorer:
     """An ipywidgets control plus an Output: on a value change, `callback(value)` -> figure(s) (or a tuple
     with printable extras) is displayed there. `show(value)` is the same redraw without a browser; the last
@@ -122,9 +125,10 @@ class Explorer:
         return self.result
 
     def _ipython_display_(self):
-        from IPython.display import display
+        # a stored notebook keeps no widget state: its reader sees this line, not `VBox(children=...)`
+        from ..widgets import _show_widget
 
-        display(self.widget)
+        _show_widget(self.widget, EXPLORER_PLACEHOLDER)
 
 
 def node_explorer(

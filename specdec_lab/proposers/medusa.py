@@ -132,17 +132,18 @@ class Drafter:
         heads = self.heads
         x = h.to(heads.w1.dtype)
         if self.block_kernel == "mv":
-            out = []
-            for k in range(depth):
-                xk = x
-                for layer in range(heads.config.num_layers):
-                    xk = xk + F.silu(torch.mv(heads.w1[layer, k], xk) + heads.b1[layer, k])
-                out.append(xk)
-            return torch.stack(out)  # (D, H)
+            return torch.stack([self.head_block(x, k) for k in range(depth)])  # (D, H)
         x = x[None].expand(depth, -1)  # (D, H) every head reads the same h_a
         for layer in range(heads.config.num_layers):
             w1, b1 = heads.w1[layer, :depth], heads.b1[layer, :depth]  # (D, H, H), (D, H)
             x = x + F.silu(torch.bmm(w1, x[:, :, None])[:, :, 0] + b1)
+        return x
+
+    def head_block(self, x: torch.Tensor, head: int) -> torch.Tensor:
+        """(H,) head `head` (0-based)'s residual blocks alone on x (H,), one matrix-vector product a layer."""
+        heads = self.heads
+        for layer in range(heads.config.num_layers):
+            x = x + F.silu(torch.mv(heads.w1[layer, head], x) + heads.b1[layer, head])
         return x
 
     def rows(self, prompt: Sequence[int]) -> torch.Tensor | None:
@@ -169,9 +170,7 @@ class Drafter:
         """Head `head` (0-based) alone on h (H,): its top-`width` softmax probabilities over the scored rows
         and their token ids (a dynamic tree computes heads one at a time, only as deep as it goes)."""
         heads = self.heads
-        x = h.to(heads.w1.dtype)  # (H,)
-        for layer in range(heads.config.num_layers):
-            x = x + F.silu(heads.w1[layer, head] @ x + heads.b1[layer, head])
+        x = self.head_block(h.to(heads.w1.dtype), head)  # (H,)
         if heads.config.shared_lm_head:
             logits = small_linear(x[None], weight)[0]  # (M,)
         else:
@@ -188,23 +187,24 @@ class Drafter:
         K = self.heads.num_heads
         for kernel in ("bmm", "mv"):
             self.block_kernel = kernel
-            times = []
-            for _ in range(repeats + 2):
-                t0 = time.perf_counter()
-                self.blocks(h, K)
-                sync(h.device)
-                times.append(time.perf_counter() - t0)
-            self.block_seconds[kernel] = statistics.median(times[2:])
+            self.block_seconds[kernel] = _median_seconds(lambda: self.blocks(h, K), h.device, repeats)
         self.block_kernel = min(self.block_seconds, key=self.block_seconds.get)
         for depth in range(1, K + 1):
-            times = []
-            for _ in range(repeats + 2):
-                t0 = time.perf_counter()
-                self.candidates(h, depth, 10, weight, rows)
-                sync(h.device)
-                times.append(time.perf_counter() - t0)
-            self.head_seconds[depth] = statistics.median(times[2:])
+            self.head_seconds[depth] = _median_seconds(
+                lambda d=depth: self.candidates(h, d, 10, weight, rows), h.device, repeats
+            )
         return self.head_seconds
+
+
+def _median_seconds(fn, device, repeats: int) -> float:
+    """Median wall time of `fn()` over `repeats` calls, after two warm-up calls (device synchronised)."""
+    times = []
+    for _ in range(repeats + 2):
+        t0 = time.perf_counter()
+        fn()
+        sync(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[2:])
 
 
 # target -> {heads argument: Drafter}; weakly keyed like draft_model._LOADED (a freed model's entries go too)

@@ -11,6 +11,7 @@ import specdec_lab as S
 from specdec_lab import KVCache, Tree, prefill, verify_tree
 from specdec_lab.cost import CostCurve, set_cost_curve
 from specdec_lab.medusa import MedusaHeads
+from specdec_lab.medusa.projection import int8_kernel_works, quantize_rows
 from specdec_lab.medusa.trees import HeadAccuracies, cartesian_paths
 from specdec_lab.proposers.medusa import Drafter, MedusaDecodeConfig, MedusaProposer, parse_tree
 
@@ -134,10 +135,46 @@ def test_head_block_kernels_agree_and_the_faster_is_kept(target):
     for kernel in ("bmm", "mv"):
         drafter.block_kernel = kernel
         torch.testing.assert_close(drafter.blocks(h, 3), Drafter(heads, None, None, None).blocks(h, 3))
-        out[kernel] = drafter.candidates(h, 3, 4, weight, None)
+        out[kernel] = drafter.candidates(h, 3, 4, drafter.scorer(weight, None), None)
     assert torch.equal(out["bmm"], out["mv"])
     drafter.measure_heads(weight, None, repeats=1)
     assert set(drafter.block_seconds) == {"bmm", "mv"}
     assert drafter.block_kernel == min(drafter.block_seconds, key=drafter.block_seconds.get)
     r = S.generate(target, PROMPT, method="medusa", max_new_tokens=8, heads=drafter, tree="chain:2")
     assert r.proposer["block_kernel"] == drafter.block_kernel
+
+
+@pytest.mark.skipif(not int8_kernel_works(), reason="this torch build has no weight-only int8 kernel")
+def test_int8_head_weights_draft_close_to_fp32_and_decode_exactly(target):
+    """head_weights="int8" (W1 and the shared W2's rows weight-only int8, the drafter's approximation): the
+    heads' features and logits stay within ~1% of fp32's, greedy output still equals autoregressive, and
+    "auto" keeps whichever way of drafting `measure_heads` timed faster (recorded in the summary)."""
+    heads = random_heads(target, num_heads=3, seed=2)
+    weight = target.get_output_embeddings().weight.detach()
+    h = torch.randn(weight.shape[1], generator=torch.Generator().manual_seed(1))
+    fp32 = Drafter(heads=heads, source=None, vocab=None, accuracies=None, head_weights="fp32")
+    int8 = Drafter(heads=heads, source=None, vocab=None, accuracies=None, head_weights="int8")
+    x32, x8 = fp32.blocks(h, 3), int8.blocks(h, 3)  # (3, H)
+    assert ((x8 - x32).norm() / x32.norm()).item() < 0.02
+    rows = torch.arange(0, weight.shape[0], 2)  # a drafting vocabulary: every other row
+    l32, l8 = fp32.scorer(weight, rows)(x32), int8.scorer(weight, rows)(x32)  # (3, M)
+    assert l8.dtype == torch.float32 and ((l8 - l32).norm() / l32.norm()).item() < 0.02
+    assert int8.scorer(weight, rows).rows == len(rows)
+    ar = S.generate(target, PROMPT, max_new_tokens=32)
+    r = S.generate(target, PROMPT, method="medusa", max_new_tokens=32, heads=int8, tree="cartesian:2,2,1")
+    assert r.tokens == ar.tokens and r.proposer["head_weights"] == "int8"
+    auto = Drafter(heads=heads, source=None, vocab=None, accuracies=None, head_weights="auto")
+    auto.measure_heads(weight, rows, repeats=1)
+    assert set(auto.score_seconds) == {"fp32", "int8"}
+    assert auto.head_weights == min(auto.score_seconds, key=auto.score_seconds.get)
+    with pytest.raises(ValueError, match="head_weights must be"):
+        MedusaDecodeConfig(head_weights="int4")
+
+
+def test_quantize_rows_round_trips_within_half_a_step():
+    w = torch.randn(50, 40, generator=torch.Generator().manual_seed(0))
+    w[3] = 0.0  # an all-zero row keeps a positive scale
+    q, scales = quantize_rows(w)
+    assert q.dtype == torch.int8 and q.shape == w.shape and scales.shape == (50,) and bool((scales > 0).all())
+    assert bool(((q.float() * scales[:, None] - w).abs() <= scales[:, None] / 2 + 1e-7).all())
+    assert int(q.abs().max()) == 127

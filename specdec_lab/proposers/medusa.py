@@ -21,7 +21,8 @@ At the first step h_a is the prefill's last hidden state (the token before the r
 Cheap drafting. A head's projection through the whole 49k-row LM head costs about a fifth of a target
 forward on a CPU. The heads project onto the drafting vocabulary instead (the shipped draft's most frequent
 tokens, plus the prompt's own tokens): a candidate outside it is never proposed, which can only cost
-acceptance, never exactness — the target verifies every node.
+acceptance, never exactness — the target verifies every node. Where it is faster on the device, those rows
+are scored in int8 (weight-only, a quarter of the bytes; `medusa/projection.py`), on the same terms.
 
 Which tree. `tree="auto"` picks, once per model and heads, the node budget n that maximises
 E[L](n) / (t(n + 1) + heads' cost): E[L] from the heads' calibrated accuracies (`calibration.json` next to
@@ -49,10 +50,10 @@ import torch.nn.functional as F
 from ..accept import TREE_RULES
 from ..cost import cost_curve_for
 from ..device import sync
-from ..fast_linear import small_linear
 from ..medusa.checkpoint import load_heads
 from ..medusa.dynamic import HeadConfidence, dynamic_tree
 from ..medusa.heads import MedusaHeads
+from ..medusa.projection import WEIGHTS, RowScorer, int8_kernel_works, int8_mm, quantize_rows
 from ..medusa.trees import (
     BudgetChoice,
     HeadAccuracies,
@@ -81,6 +82,8 @@ class MedusaDecodeConfig:
     accuracy: str = "conditional"  # "auto": the calibrated accuracy model, "independent" or "conditional"
     vocab: str = "auto"  # "draft": score only the drafting vocabulary (+ prompt tokens); "full"; "auto": draft
     # when the shipped draft's vocabulary is for this target (the shipped heads), full otherwise
+    head_weights: str = "auto"  # how drafting scores the heads on the LM head's rows: "fp32", "int8" (weight-only,
+    # `medusa/projection.py`: changes which tokens are proposed, never the output) or "auto" (the faster here)
 
     def __post_init__(self):
         if self.max_budget < 0:
@@ -89,6 +92,8 @@ class MedusaDecodeConfig:
             raise ValueError(f"accuracy must be 'independent' or 'conditional', got {self.accuracy!r}")
         if self.vocab not in ("auto", "draft", "full"):
             raise ValueError(f"vocab must be 'auto', 'draft' or 'full', got {self.vocab!r}")
+        if self.head_weights not in ("auto", *WEIGHTS):
+            raise ValueError(f"head_weights must be 'auto', 'fp32' or 'int8', got {self.head_weights!r}")
         if isinstance(self.tree, str) and self.tree not in ("auto", "dynamic"):
             parse_tree(self.tree)  # fails early, naming the problem
 
@@ -126,25 +131,58 @@ class Drafter:
     # (a CPU's bmm of matrix-vector products can take a slow path), so `measure_heads` times both.
     block_kernel: str = "bmm"
     block_seconds: dict[str, float] = field(default_factory=dict)  # kernel -> seconds for all K heads
+    # The heads' weights while drafting (their W1 and the shared W2's rows; `medusa/projection.py`): "fp32",
+    # "int8" (weight-only: a quarter of the bytes, the drafter's approximation, never the target's) or "auto"
+    # (`measure_heads` times both where the int8 kernel runs and keeps the faster).
+    head_weights: str = "fp32"
+    score_seconds: dict[str, float] = field(default_factory=dict)  # weights -> seconds to draft all K heads
+    _quantized: dict = field(default_factory=dict, repr=False)  # "int8": LM head and W1, quantised once
+
+    def __post_init__(self):
+        if self.head_weights not in ("auto", *WEIGHTS):
+            raise ValueError(f"head_weights must be 'auto', 'fp32' or 'int8', got {self.head_weights!r}")
+
+    def scorer(self, weight: torch.Tensor, rows: torch.Tensor | None, weights: str | None = None):
+        """RowScorer of the heads' features on `rows` of `weight` (V, H), the shared W2; None when every head
+        has its own W2."""
+        if not self.heads.config.shared_lm_head:
+            return None
+        weights = weights or self.head_weights
+        return RowScorer.build(weight, rows, "fp32" if weights == "auto" else weights, self._quantized)
 
     def blocks(self, h: torch.Tensor, depth: int) -> torch.Tensor:
         """(D, H) heads 1..depth's residual blocks on h (H,): x_k <- x_k + SiLU(W1_k x_k + b1_k), per layer."""
         heads = self.heads
         x = h.to(heads.w1.dtype)
-        if self.block_kernel == "mv":
+        if self.block_kernel == "mv" or self.head_weights == "int8":
             return torch.stack([self.head_block(x, k) for k in range(depth)])  # (D, H)
         x = x[None].expand(depth, -1)  # (D, H) every head reads the same h_a
         for layer in range(heads.config.num_layers):
             w1, b1 = heads.w1[layer, :depth], heads.b1[layer, :depth]  # (D, H, H), (D, H)
-            x = x + F.silu(torch.bmm(w1, x[:, :, None])[:, :, 0] + b1)
+            x = x + F.silu(torch.baddbmm(b1[:, :, None], w1, x[:, :, None])[:, :, 0])
         return x
 
     def head_block(self, x: torch.Tensor, head: int) -> torch.Tensor:
-        """(H,) head `head` (0-based)'s residual blocks alone on x (H,), one matrix-vector product a layer."""
+        """(H,) head `head` (0-based)'s residual blocks alone on x (H,), one matrix-vector product a layer
+        (int8 weights: one weight-only int8 product a layer; the residual stream stays in x's dtype)."""
         heads = self.heads
+        if self.head_weights == "int8":
+            q, scales = self._int8_blocks()  # (L, K, H, H) int8, (L, K, H) bf16
+            for layer in range(heads.config.num_layers):
+                w1x = int8_mm(x[None], q[layer, head], scales[layer, head])[0]  # (H,) ≈ W1 x
+                x = x + F.silu(w1x + heads.b1[layer, head])
+            return x
         for layer in range(heads.config.num_layers):
-            x = x + F.silu(torch.mv(heads.w1[layer, head], x) + heads.b1[layer, head])
+            x = x + F.silu(torch.addmv(heads.b1[layer, head], heads.w1[layer, head], x))  # b1 + W1 x, one op
         return x
+
+    def _int8_blocks(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The heads' W1 quantised per output row, once: (L, K, H, H) int8 and (L, K, H) bf16 scales."""
+        if "blocks" not in self._quantized:
+            w1 = self.heads.w1
+            q, scales = quantize_rows(w1.reshape(-1, w1.shape[-1]))
+            self._quantized["blocks"] = (q.view(w1.shape), scales.to(torch.bfloat16).view(w1.shape[:-1]))
+        return self._quantized["blocks"]
 
     def rows(self, prompt: Sequence[int]) -> torch.Tensor | None:
         """(M,) sorted head rows to score: the drafting vocabulary ∪ the prompt's tokens; None = all."""
@@ -154,25 +192,26 @@ class Drafter:
         return torch.tensor(ids, dtype=torch.long, device=self.vocab.device)
 
     @torch.inference_mode()
-    def candidates(self, h: torch.Tensor, depth: int, width: int, weight: torch.Tensor, rows) -> torch.Tensor:
-        """(D, s) token ids: heads 1..depth's top-`width` on h (H,), scored on `weight` (M, H) = head rows."""
+    def candidates(self, h: torch.Tensor, depth: int, width: int, score: RowScorer | None, rows) -> torch.Tensor:
+        """(D, s) token ids: heads 1..depth's top-`width` on h (H,), scored by `score` (shared W2: one matmul
+        for all D heads, the same rows) or by each head's own W2 (`score` None)."""
         heads = self.heads
         x = self.blocks(h, depth)  # (D, H) heads 1..D only
-        if heads.config.shared_lm_head:
-            logits = small_linear(x, weight)  # (D, M) one matmul for all heads: the same W2 rows
+        if score is not None:
+            logits = score(x)  # (D, M)
         else:
             logits = torch.einsum("dh,dvh->dv", x, heads.w2[:depth] if rows is None else heads.w2[:depth, rows])
         top = logits.topk(width, dim=-1).indices  # (D, s)
         return top if rows is None else rows[top]
 
     @torch.inference_mode()
-    def head_top(self, h: torch.Tensor, head: int, width: int, weight: torch.Tensor, rows) -> tuple[list, list]:
+    def head_top(self, h: torch.Tensor, head: int, width: int, score: RowScorer | None, rows) -> tuple[list, list]:
         """Head `head` (0-based) alone on h (H,): its top-`width` softmax probabilities over the scored rows
         and their token ids (a dynamic tree computes heads one at a time, only as deep as it goes)."""
         heads = self.heads
         x = self.head_block(h.to(heads.w1.dtype), head)  # (H,)
-        if heads.config.shared_lm_head:
-            logits = small_linear(x[None], weight)[0]  # (M,)
+        if score is not None:
+            logits = score(x[None])[0]  # (M,)
         else:
             logits = (heads.w2[head] if rows is None else heads.w2[head, rows]) @ x
         top = logits.float().softmax(-1).topk(width)
@@ -181,17 +220,27 @@ class Drafter:
 
     @torch.inference_mode()
     def measure_heads(self, weight: torch.Tensor, rows, repeats: int = 7) -> dict[int, float]:
-        """Pick the faster block kernel (all K heads, both kernels timed), then the median seconds of
-        `candidates` for each depth 1..K (top-10), on this device."""
+        """On this device: pick the faster block kernel (all K heads, both kernels timed); under
+        head_weights="auto" the faster scorer (fp32 or int8, where the int8 kernel runs); then the median
+        seconds of `candidates` for each depth 1..K (top-10). `weight` (V, H) is the shared W2."""
         h = torch.zeros(weight.shape[1], device=weight.device, dtype=weight.dtype)
         K = self.heads.num_heads
         for kernel in ("bmm", "mv"):
             self.block_kernel = kernel
             self.block_seconds[kernel] = _median_seconds(lambda: self.blocks(h, K), h.device, repeats)
         self.block_kernel = min(self.block_seconds, key=self.block_seconds.get)
+        if self.head_weights == "auto":  # all K heads drafted both ways; the faster way is kept
+            options = ["fp32"] + (["int8"] if self.heads.config.shared_lm_head and int8_kernel_works(h.device) else [])
+            for weights in options:
+                self.head_weights, score = weights, self.scorer(weight, rows, weights)
+                self.score_seconds[weights] = _median_seconds(
+                    lambda s=score: self.candidates(h, K, 10, s, rows), h.device, repeats
+                )
+            self.head_weights = min(self.score_seconds, key=self.score_seconds.get)
+        score = self.scorer(weight, rows)
         for depth in range(1, K + 1):
             self.head_seconds[depth] = _median_seconds(
-                lambda d=depth: self.candidates(h, d, 10, weight, rows), h.device, repeats
+                lambda d=depth: self.candidates(h, d, 10, score, rows), h.device, repeats
             )
         return self.head_seconds
 
@@ -217,15 +266,15 @@ def _shipped_vocab(target) -> torch.Tensor | None:
     return get_draft("default", target).vocab
 
 
-def get_drafter(heads: str | MedusaHeads, target, vocab: str = "auto") -> Drafter:
+def get_drafter(heads: str | MedusaHeads, target, vocab: str = "auto", head_weights: str = "auto") -> Drafter:
     """Resolve a heads argument ("default", a folder, or MedusaHeads) for `target`, once per process."""
     from ..medusa import shipped_heads_path
 
     if isinstance(heads, Drafter):
         return heads
     if isinstance(heads, MedusaHeads):
-        return Drafter(heads=heads, source=None, vocab=None, accuracies=None)
-    key = (str(heads), vocab)
+        return Drafter(heads=heads, source=None, vocab=None, accuracies=None, head_weights=head_weights)
+    key = (str(heads), vocab, head_weights)
     loaded = _DRAFTERS.setdefault(target, {})
     if key not in loaded:
         folder = shipped_heads_path() if heads == "default" else Path(heads).expanduser()
@@ -245,6 +294,7 @@ def get_drafter(heads: str | MedusaHeads, target, vocab: str = "auto") -> Drafte
             vocab=_shipped_vocab(target) if use_draft_vocab else None,
             accuracies=HeadAccuracies.from_dict(record) if record else None,
             confidence=HeadConfidence.from_dict(record["confidence"]) if record and record.get("confidence") else None,
+            head_weights=head_weights,
         )
     return loaded[key]
 
@@ -267,12 +317,13 @@ class MedusaProposer(Proposer):
     # ---- setup ------------------------------------------------------------------------------------
     def start(self, state: DecodeState, prompt=None) -> None:
         model = state.model
-        self.drafter = drafter = get_drafter(self.config.heads, model, self.config.vocab)
+        cfg = self.config
+        self.drafter = drafter = get_drafter(cfg.heads, model, cfg.vocab, cfg.head_weights)
         self.row_ids = drafter.rows(state.tokens[: state.prompt_length])  # (M,) or None
-        weight = model.get_output_embeddings().weight  # (V, H)
-        self.weight = weight if self.row_ids is None else weight[self.row_ids].contiguous()  # (M, H)
+        weight = model.get_output_embeddings().weight  # (V, H) the shared W2
         if not drafter.head_seconds:
-            drafter.measure_heads(self.weight, self.row_ids)
+            drafter.measure_heads(weight, self.row_ids)
+        self.score = drafter.scorer(weight, self.row_ids)  # (D, H) -> (D, M) logits, or None (own W2s)
         if self.dynamic:
             self._start_dynamic(model)
         else:
@@ -343,7 +394,7 @@ class MedusaProposer(Proposer):
         if self.h is None or self.depth == 0:  # nothing to draft from yet (one-token prompt), or n = 0
             self._last = {"nodes": 0}
             return Tree.root(state.root)
-        top = self.drafter.candidates(self.h, self.depth, self.width, self.weight, self.row_ids)  # (D, s)
+        top = self.drafter.candidates(self.h, self.depth, self.width, self.score, self.row_ids)  # (D, s)
         tokens = torch.cat([torch.tensor([state.root], device=top.device), top[self.node_depth, self.node_rank]])
         self._last = {"nodes": len(tokens) - 1}
         return Tree(tokens, self.parents.to(top.device))
@@ -354,7 +405,7 @@ class MedusaProposer(Proposer):
             return Tree.root(state.root)
         h, drafter = self.h, self.drafter
         step = dynamic_tree(
-            lambda j: drafter.head_top(h, j, self.width, self.weight, self.row_ids),
+            lambda j: drafter.head_top(h, j, self.width, self.score, self.row_ids),
             drafter.confidence,
             self.curve,
             self.head_cost,
@@ -389,9 +440,9 @@ class MedusaProposer(Proposer):
             return {"tree": "dynamic", "nodes": round(self.counts["nodes"] / steps, 3),
                     "expected_length": round(self.counts["expected"] / steps, 3),
                     "heads_run": round(self.counts["heads_run"] / steps, 3),
-                    "block_kernel": self.drafter.block_kernel}  # fmt: skip
+                    "block_kernel": self.drafter.block_kernel, "head_weights": self.drafter.head_weights}  # fmt: skip
         out = {"nodes": len(self.paths), "depth": self.depth, "expected_length": self.expected_length(),
-               "block_kernel": self.drafter.block_kernel}  # fmt: skip
+               "block_kernel": self.drafter.block_kernel, "head_weights": self.drafter.head_weights}  # fmt: skip
         if self.choice is not None:
             out["budget"] = self.choice.budget
         if self.config.tree == "auto" or len(self.paths) <= 64:

@@ -96,12 +96,15 @@ def measure_cost_curve(
     tree: verify branching trees (two branches from the root, n ≥ 3) rather than chains. A chain runs with
     the model's own causal mask; a tree needs an explicit mask, which attention kernels may handle more
     slowly — tree methods (Medusa) size their trees on this curve.
-    statistic: "median" of the repeats, or "min" — the cost without interference: other load only ever
-    adds time, so a curve measured once and used for a whole run (Medusa's tree size) takes the minimum,
-    and one busy moment cannot make every tree look too dear.
+    statistic: "median" of the repeats; "min", the cost without interference (other load only ever adds
+    time); or "paired": t(n) = median over repeats of t_r(n) / t_r(sizes[0]), times the median
+    t(sizes[0]) — each repeat's sizes run back to back, so a ratio within one repeat cancels whatever load
+    that repeat saw. A curve measured once and used for a whole run (Medusa's tree size) decides on such
+    ratios (are 5 tokens worth 4% more accepted than 4?): on a shared 2-core VM, six back-to-back
+    measurements of t(5)/t(4) gave 1.00–1.15 from minima, 1.06–1.15 from medians, 1.12–1.17 paired.
     """
-    if statistic not in ("median", "min"):
-        raise ValueError(f"statistic must be 'median' or 'min', got {statistic!r}")
+    if statistic not in ("median", "min", "paired"):
+        raise ValueError(f"statistic must be 'median', 'min' or 'paired', got {statistic!r}")
     from .kv_cache import KVCache
     from .tree import Tree
     from .verify import prefill, verify_tree
@@ -129,11 +132,21 @@ def measure_cost_curve(
             cache.rollback()
     return CostCurve(
         sizes=list(sizes),
-        seconds=[(statistics.median if statistic == "median" else min)(times[n]) for n in sizes],
+        seconds=summarize_times(times, statistic),
         device=str(device),
         context=context,
         tree=tree,
     )
+
+
+def summarize_times(times: dict[int, list[float]], statistic: str = "median") -> list[float]:
+    """t(n) for each size n (in `times`' order) from its repeats; times[n][r] is repeat r (`measure_cost_curve`)."""
+    sizes = list(times)
+    if statistic == "paired":  # median within-repeat ratio to the first size, times that size's median
+        base = times[sizes[0]]
+        t0 = statistics.median(base)
+        return [t0 * statistics.median(t / b for t, b in zip(times[n], base, strict=True)) for n in sizes]
+    return [(statistics.median if statistic == "median" else min)(times[n]) for n in sizes]
 
 
 # model -> {setup key: curve}. Weakly keyed by the model object itself: a freed model's entries go with it,
@@ -165,8 +178,8 @@ def cost_curve_for(model, max_tokens: int = 16, tree: bool = False) -> CostCurve
     key = (*_setup_key(model), tree)
     if key not in curves:  # a curve that stops short of max_tokens is extrapolated (CostCurve.__call__)
         sizes = sorted({n for n in (TREE_SIZES if tree else DEFAULT_SIZES) if n <= max_tokens} | {max_tokens})
-        if tree:  # used unchanged for the whole run (no online correction): the undisturbed cost, see above
-            curves[key] = measure_cost_curve(model, sizes=sizes, repeats=7, tree=True, statistic="min")
+        if tree:  # used unchanged for the whole run (no online correction): paired ratios, see above
+            curves[key] = measure_cost_curve(model, sizes=sizes, repeats=15, tree=True, statistic="paired")
         else:
             curves[key] = measure_cost_curve(model, sizes)
     return curves[key]

@@ -88,6 +88,21 @@ def test_cost_curve_choice_matches_theory():
             assert k == optimal_k(alpha, draft / curve(1), 10, verify_cost=lambda n: curve(n) / curve(1))
 
 
+def test_paired_cost_statistic_cancels_each_repeats_load():
+    """'paired': t(n) = median t(first size) x the median within-repeat ratio. A repeat in which the one-token
+    forward alone ran fast (the minimum's pick) or in which everything ran slow moves neither."""
+    from specdec_lab.cost import summarize_times
+
+    times = {1: [1.0, 0.8, 3.0, 1.0, 1.0], 2: [1.1, 1.1, 3.3, 1.1, 1.1]}  # true ratio 1.1; repeat 1: a lucky t(1)
+    assert summarize_times(times, "paired") == pytest.approx([1.0, 1.1])
+    assert summarize_times(times, "min") == pytest.approx([0.8, 1.1])  # ratio 1.375: 2 tokens look dear
+    assert summarize_times(times, "median") == pytest.approx([1.0, 1.1])
+    with pytest.raises(ValueError, match="statistic must be"):
+        from specdec_lab.cost import measure_cost_curve
+
+        measure_cost_curve(None, statistic="mean")
+
+
 def test_cost_curve_cache_dies_with_its_model(monkeypatch):
     """Curves are cached per model object, not per id(): a freed model's entry goes with it, so a new model
     (which CPython may well place at the freed one's address) is measured, never handed the old curve."""

@@ -266,8 +266,10 @@ fig
 
 # %% [markdown]
 # `MedusaProposer` with `tree="auto"` makes exactly this choice once per model: the calibrated accuracy
-# model, this cost curve, and the heads' drafting cost measured per depth. A two-token warm-up decode
-# builds it; `choose_budget` called here on the same inputs must agree.
+# model, this cost curve, and the heads' drafting cost measured per depth — with the heads' weights in
+# fp32 or weight-only int8, whichever drafts faster on this device (int8 can change which tokens are
+# proposed, never the output: the target verifies every node in fp32). A two-token warm-up decode builds
+# it; `choose_budget` called here on the same inputs must agree.
 
 # %% tags=["nbval-ignore-output"]
 prompts = load_prompts()
@@ -278,7 +280,8 @@ cpu = choose_budget(A, curve, max_budget=max_budget, head_cost=lambda d: head_se
 assert cpu.budget == proposer.choice.budget and cpu.paths == proposer.choice.paths
 flat = CostCurve(sizes=[1, max_budget + 1], seconds=[curve(1)] * 2, tree=True)  # t(n) = t(1) for n <= 65
 gpu = choose_budget(A, flat, max_budget=max_budget)  # heads ~free next to a GPU forward: no head cost
-print("heads' cost per depth (ms):", {d: round(s * 1e3, 2) for d, s in head_seconds.items()})
+print("heads' cost per depth (ms):", {d: round(s * 1e3, 2) for d, s in head_seconds.items()},
+      f"(weights {proposer.drafter.head_weights}, blocks as {proposer.drafter.block_kernel}: the faster here)")
 pd.DataFrame(
     {name: {"chosen budget n": c.budget, "depth": c.depth, "E[L]": round(c.expected_length, 3),
             "predicted s / step": f"{c.seconds * 1e3:.1f} ms", "predicted speed-up": round(c.speedup, 2)}

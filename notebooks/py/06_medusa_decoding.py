@@ -134,6 +134,18 @@ print(f"saved {save_figure(fig, '06_tree_budget', FIGURES)}")
 fig
 
 # %% [markdown]
+# The cost model ranks neighbouring budgets only as well as one startup curve measures $t(n)$ — on a
+# shared CPU, to within a few percent, about the margin between them. So `tree="auto"` keeps the
+# near-best trees (`arms=3`) and times them while decoding: each step takes the tree with the highest
+# upper confidence bound on its *measured* tokens per second (`medusa/online.py`). Every arm is an exact
+# tree; only the speed depends on the choice. Here are the arms after this prompt (the statistics stay
+# with the heads for the next prompts):
+
+# %% tags=["nbval-ignore-output"]
+if proposer.online is not None:
+    display(pd.DataFrame(proposer.online.to_dict()["arms"]).drop(columns="paths").set_index("budget"))
+
+# %% [markdown]
 # The predicted speed-up falls once the verify forward grows faster than $E[L]$: on this CPU each extra
 # node costs a visible fraction of a forward, while head $d$'s rank-$r$ candidate adds only
 # $\prod_j a_{j, r_j}$ to $E[L]$ (a few hundredths past the first nodes). The heads' accuracy (head 1

@@ -437,6 +437,7 @@ class BudgetChoice:
     rate: float  # expected_length / seconds (tokens per second under the model)
     depth: int = 0  # the tree's depth (= heads that must run)
     table: list[dict] = field(default_factory=list)  # per budget: budget, depth, expected_length, ..., rate
+    trees: dict = field(default_factory=dict, repr=False)  # budget -> its paths (every row of the table)
 
     @property
     def speedup(self) -> float:
@@ -446,6 +447,7 @@ class BudgetChoice:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["paths"] = [list(p) for p in self.paths]
+        d.pop("trees")
         return d
 
 
@@ -504,6 +506,7 @@ def choose_budget(
         rate=pick["rate"],
         depth=pick["depth"],
         table=table,
+        trees=trees,
     )
 
 

@@ -28,7 +28,9 @@ Which tree. `tree="auto"` picks, once per model and heads, the node budget n tha
 E[L](n) / (t(n + 1) + heads' cost): E[L] from the heads' calibrated accuracies (`calibration.json` next to
 the heads, made by `python -m specdec_lab.medusa calibrate`), t the verify cost curve measured on this
 device (`cost.py`, with a tree mask), the heads' cost measured here for each depth. A steep (CPU) curve picks
-a short chain or nothing; a flat (GPU-like) curve picks tens of nodes. `tree="dynamic"` builds each step's
+a short chain or nothing; a flat (GPU-like) curve picks tens of nodes. That model ranks neighbouring budgets
+within its own error, so the near-best trees (`arms`, default 3) are then timed while decoding and the
+fastest measured wins (`medusa/online.py`). `tree="dynamic"` builds each step's
 tree from the heads' own calibrated confidence instead (`medusa/dynamic.py`): more nodes where the heads are
 sure, none where they are not. Any tree can be given instead.
 """
@@ -53,6 +55,7 @@ from ..device import sync
 from ..medusa.checkpoint import load_heads
 from ..medusa.dynamic import HeadConfidence, dynamic_tree
 from ..medusa.heads import MedusaHeads
+from ..medusa.online import OnlineBudget
 from ..medusa.projection import WEIGHTS, RowScorer, int8_kernel_works, int8_mm, quantize_rows
 from ..medusa.trees import (
     BudgetChoice,
@@ -82,6 +85,8 @@ class MedusaDecodeConfig:
     accuracy: str = "conditional"  # "auto": the calibrated accuracy model, "independent" or "conditional"
     vocab: str = "auto"  # "draft": score only the drafting vocabulary (+ prompt tokens); "full"; "auto": draft
     # when the shipped draft's vocabulary is for this target (the shipped heads), full otherwise
+    arms: int = 3  # "auto": the near-best trees (at most this many) are timed while decoding and the fastest
+    # measured wins (`medusa/online.py`); 1 = the startup cost model's choice alone, for the whole run
     head_weights: str = "auto"  # how drafting scores the heads on the LM head's rows: "fp32", "int8" (weight-only,
     # `medusa/projection.py`: changes which tokens are proposed, never the output) or "auto" (the faster here)
 
@@ -94,6 +99,8 @@ class MedusaDecodeConfig:
             raise ValueError(f"vocab must be 'auto', 'draft' or 'full', got {self.vocab!r}")
         if self.head_weights not in ("auto", *WEIGHTS):
             raise ValueError(f"head_weights must be 'auto', 'fp32' or 'int8', got {self.head_weights!r}")
+        if self.arms < 1:
+            raise ValueError(f"arms must be >= 1, got {self.arms}")
         if isinstance(self.tree, str) and self.tree not in ("auto", "dynamic"):
             parse_tree(self.tree)  # fails early, naming the problem
 
@@ -136,6 +143,7 @@ class Drafter:
     # (`measure_heads` times both where the int8 kernel runs and keeps the faster).
     head_weights: str = "fp32"
     score_seconds: dict[str, float] = field(default_factory=dict)  # weights -> seconds to draft all K heads
+    online: dict = field(default_factory=dict, repr=False)  # choice key -> OnlineBudget, shared by the prompts
     _quantized: dict = field(default_factory=dict, repr=False)  # "int8": LM head and W1, quantised once
 
     def __post_init__(self):
@@ -299,6 +307,31 @@ def get_drafter(heads: str | MedusaHeads, target, vocab: str = "auto", head_weig
     return loaded[key]
 
 
+@dataclass
+class _Shape:
+    """A fixed tree's node order, parents and (depth, rank) per node: built once from its rank paths."""
+
+    paths: list[tuple[int, ...]]  # validated (prefix-closed, non-negative ranks), parents first
+    parents: torch.Tensor  # (N,) node 0 is the root
+    node_depth: torch.Tensor  # (N-1,) head index of each non-root node
+    node_rank: torch.Tensor  # (N-1,) its rank among that head's candidates
+    depth: int  # heads to run
+    width: int  # candidates per head
+
+    @classmethod
+    def of(cls, paths) -> _Shape:
+        paths = normalize_paths(list(dict.fromkeys(tuple(p) for p in paths)))  # sorted parents-first
+        index = {path: i for i, path in enumerate(paths, start=1)} | {(): 0}
+        return cls(
+            paths=paths,
+            parents=torch.tensor([-1] + [index[path[:-1]] for path in paths]),
+            node_depth=torch.tensor([len(p) - 1 for p in paths], dtype=torch.long),
+            node_rank=torch.tensor([p[-1] for p in paths], dtype=torch.long),
+            depth=max((len(p) for p in paths), default=0),
+            width=max((p[-1] for p in paths), default=-1) + 1,
+        )
+
+
 class MedusaProposer(Proposer):
     name = "medusa"
     accept_rules = TREE_RULES  # greedy (exact) at temperature 0; typical acceptance (lossy) by name
@@ -312,6 +345,10 @@ class MedusaProposer(Proposer):
         self.dynamic = self.config.tree == "dynamic"
         self.curve: list[float] = []  # dynamic: t(n) for n = 1..max_budget+1
         self.counts = {"steps": 0, "nodes": 0, "expected": 0.0, "heads_run": 0}  # dynamic: sums for `summary`
+        self.online: OnlineBudget | None = None  # "auto" with arms > 1: the candidate trees, timed online
+        self.shapes: list[_Shape] = []  # the arms' trees, built once
+        self._arm: int | None = None  # the arm of the step in flight
+        self._draft_seconds = 0.0
         self._last: dict = {}
 
     # ---- setup ------------------------------------------------------------------------------------
@@ -327,8 +364,10 @@ class MedusaProposer(Proposer):
         if self.dynamic:
             self._start_dynamic(model)
         else:
-            self.paths = self._tree(model)
-            self._structure()
+            self.shape = _Shape.of(self._tree(model))
+            self.paths, self.depth = self.shape.paths, self.shape.depth
+            if self.online is not None:
+                self.shapes = [_Shape.of(arm.paths) for arm in self.online.arms]
         self.h = prompt.hidden[-1] if prompt is not None and len(prompt.hidden) else None
 
     def _tree(self, model) -> list[tuple[int, ...]]:
@@ -352,6 +391,11 @@ class MedusaProposer(Proposer):
                 )
             self.choice = drafter.choices[key]
             paths = list(self.choice.paths)
+            if cfg.arms > 1:
+                if (*key, cfg.arms) not in drafter.online:
+                    drafter.online[(*key, cfg.arms)] = OnlineBudget.from_choice(self.choice, max_arms=cfg.arms)
+                online = drafter.online[(*key, cfg.arms)]
+                self.online = online if len(online.arms) > 1 else None
         depth = max((len(p) for p in paths), default=0)
         if depth > drafter.heads.num_heads:
             raise ValueError(f"tree is {depth} deep but the heads are only {drafter.heads.num_heads}")
@@ -375,29 +419,24 @@ class MedusaProposer(Proposer):
         self.depth = drafter.heads.num_heads
         self.width = drafter.confidence.top  # candidates per head: the top-S calibrated on
 
-    def _structure(self) -> None:
-        """Node order, parents and (depth, rank) of the rank paths: fixed, so built once."""
-        # validated (prefix-closed, non-negative ranks) and sorted parents-first by `trees.normalize_paths`
-        self.paths = normalize_paths(list(dict.fromkeys(self.paths)))
-        index = {path: i for i, path in enumerate(self.paths, start=1)} | {(): 0}  # node 0 is the root
-        self.parents = torch.tensor([-1] + [index[path[:-1]] for path in self.paths])  # (N,)
-        self.node_depth = torch.tensor([len(p) - 1 for p in self.paths], dtype=torch.long)  # (N-1,) head index
-        self.node_rank = torch.tensor([p[-1] for p in self.paths], dtype=torch.long)  # (N-1,)
-        self.depth = max((len(p) for p in self.paths), default=0)  # heads to run
-        self.width = max((p[-1] for p in self.paths), default=-1) + 1  # candidates per head
-
     # ---- the two calls of the loop ----------------------------------------------------------------
     @torch.inference_mode()
     def propose(self, state: DecodeState) -> Tree:
         if self.dynamic:
             return self._propose_dynamic(state)
-        if self.h is None or self.depth == 0:  # nothing to draft from yet (one-token prompt), or n = 0
+        t0 = time.perf_counter()
+        self._arm = None if self.online is None or self.h is None else self.online.pick()
+        shape = self.shape if self._arm is None else self.shapes[self._arm]
+        if self.h is None or shape.depth == 0:  # nothing to draft from yet (one-token prompt), or n = 0
             self._last = {"nodes": 0}
+            self._draft_seconds = time.perf_counter() - t0
             return Tree.root(state.root)
-        top = self.drafter.candidates(self.h, self.depth, self.width, self.score, self.row_ids)  # (D, s)
-        tokens = torch.cat([torch.tensor([state.root], device=top.device), top[self.node_depth, self.node_rank]])
+        top = self.drafter.candidates(self.h, shape.depth, shape.width, self.score, self.row_ids)  # (D, s)
+        tokens = torch.cat([torch.tensor([state.root], device=top.device), top[shape.node_depth, shape.node_rank]])
         self._last = {"nodes": len(tokens) - 1}
-        return Tree(tokens, self.parents.to(top.device))
+        tree = Tree(tokens, shape.parents.to(top.device))
+        self._draft_seconds = time.perf_counter() - t0
+        return tree
 
     def _propose_dynamic(self, state: DecodeState) -> Tree:
         if self.h is None:
@@ -428,6 +467,10 @@ class MedusaProposer(Proposer):
     def update(self, state, tree, acceptance, output) -> None:
         self.h = output.hidden[acceptance.path[-1]]  # (H,) the next step's heads read the last accepted node
         self._last["accepted"] = acceptance.accepted_draft
+        if self._arm is not None:  # the step's tokens and seconds (drafting + verify + acceptance) for its arm
+            seconds = self._draft_seconds + (state.verify_seconds or 0.0)
+            self.online.observe(self._arm, acceptance.accepted_draft + 1, seconds)
+            self._last["arm"] = self.online.arms[self._arm].budget
 
     def info(self) -> dict:
         return dict(self._last)
@@ -445,8 +488,10 @@ class MedusaProposer(Proposer):
                "block_kernel": self.drafter.block_kernel, "head_weights": self.drafter.head_weights}  # fmt: skip
         if self.choice is not None:
             out["budget"] = self.choice.budget
+        if self.online is not None:  # the arms' sums so far (shared by every prompt of this process)
+            out["online"] = self.online.to_dict()
         if self.config.tree == "auto" or len(self.paths) <= 64:
-            out["paths"] = [list(p) for p in self.paths]  # parents first (`_structure`)
+            out["paths"] = [list(p) for p in self.paths]  # parents first (`_Shape.of`)
         return out
 
     def expected_length(self) -> float | None:

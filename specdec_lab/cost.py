@@ -178,10 +178,10 @@ def cost_curve_for(model, max_tokens: int = 16, tree: bool = False) -> CostCurve
     key = (*_setup_key(model), tree)
     if key not in curves:  # a curve that stops short of max_tokens is extrapolated (CostCurve.__call__)
         sizes = sorted({n for n in (TREE_SIZES if tree else DEFAULT_SIZES) if n <= max_tokens} | {max_tokens})
-        if tree:  # used unchanged for the whole run (no online correction): paired ratios, see above
-            curves[key] = measure_cost_curve(model, sizes=sizes, repeats=15, tree=True, statistic="paired")
-        else:
-            curves[key] = measure_cost_curve(model, sizes)
+        # Paired ratios (see `measure_cost_curve`): what a run decides on is how much dearer n tokens are than
+        # one, and a chain's curve is the prior `DraftLength` corrects only slowly (its shape(n)), so a noisy
+        # t(2)/t(1) measured at startup could keep a draft backed off (or drafting) for a whole run.
+        curves[key] = measure_cost_curve(model, sizes=sizes, repeats=15, tree=tree, statistic="paired")
     return curves[key]
 
 

@@ -110,7 +110,7 @@ def test_cost_curve_cache_dies_with_its_model(monkeypatch):
     from specdec_lab.models import tiny_model
 
     fresh = CostCurve(sizes=[1, 2], seconds=[0.01, 0.02])
-    monkeypatch.setattr(cost, "measure_cost_curve", lambda model, sizes: fresh)
+    monkeypatch.setattr(cost, "measure_cost_curve", lambda model, sizes, **kw: fresh)
     old, stale = tiny_model(), CostCurve(sizes=[1, 2], seconds=[1.0, 2.0])
     cost.set_cost_curve(old, stale)
     assert cost.cost_curve_for(old) is stale

@@ -252,6 +252,25 @@ def test_interrupt_leaves_no_half_written_files(tmp_path, notebook):
     assert runs(tmp_path) == ["1,a", "1,a", "2,a", "3,a"]  # the interrupted point ran again, once
 
 
+def test_a_kernel_side_interrupt_stops_the_sweep(tmp_path):
+    """Ctrl-C that ends the kernel's cell (KeyboardInterrupt inside the notebook) is the user's interrupt,
+    also when the runner itself missed the signal: `run_point` raises KeyboardInterrupt, records no failed
+    point and leaves no pending result or temp notebook (else the sweep went on to the next point)."""
+    from specdec_lab.sweep.runner import run_point
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell('result_path = ""')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell("raise KeyboardInterrupt")]
+    path = tmp_path / "interrupted.ipynb"
+    nbformat.write(nb, path)
+    folder = tmp_path / "point"
+    with pytest.raises(KeyboardInterrupt):
+        run_point(path, folder, {})
+    assert [f.name for f in folder.rglob("*") if f.is_file()] == []
+
+
 def test_figure_facets_and_mixed_axis(tmp_path, notebook):
     spec = load_spec(
         write_spec(

@@ -164,6 +164,11 @@ def run_point(notebook: Path, folder: Path, parameters: dict, kernel: str = "pyt
                         execution_timeout=cell_timeout,
                     )
                 except Exception as err:  # a failed point is recorded; KeyboardInterrupt is not caught
+                    if getattr(err, "ename", None) == "KeyboardInterrupt":
+                        # Ctrl-C reached the kernel (same process group) and ended its cell: that is the
+                        # user's interrupt, not a failed point, even when this process missed its own SIGINT
+                        # (else the sweep would go on to the next point, and record this one as failed)
+                        raise KeyboardInterrupt from err
                     error = _error_record(err)
                 if tmp.stat().st_size == 0:  # papermill failed before writing anything: no notebook to keep
                     raise _NothingWritten

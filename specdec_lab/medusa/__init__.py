@@ -6,6 +6,7 @@
     medusa2.py     Medusa-2: joint training with self-distillation (KL) and the backbone-drift measure
     calibration.py head accuracies a[k, i] (independent and conditional models), measured on held-out text
     trees.py       rank-path trees (medusa_choices), E[L], greedy / optimal (DP) trees, hardware-aware budget
+    drafter.py     the heads ready to draft for one target (kernels, int8 or fp32, costs measured)
     online.py      the near-best trees timed while decoding (UCB on measured tokens per second)
     projection.py  drafting's scores on the LM head's rows, fp32 or weight-only int8
     dynamic.py     each step's tree from the heads' calibrated confidence (EAGLE-2 style)

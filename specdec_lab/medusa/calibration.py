@@ -253,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.perf_counter()
     acc = calibrate_heads(lm.model, heads, held, top=args.top, progress=not args.quiet)
     # c_k(p) for dynamic trees, on the vocabulary the heads draft from (the shipped draft's, as get_drafter does)
-    from ..proposers.medusa import _shipped_vocab
+    from .drafter import _shipped_vocab
 
     shipped = Path(args.heads).resolve() == shipped_heads_path().resolve()
     vocab = _shipped_vocab(lm.model) if shipped else None

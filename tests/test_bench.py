@@ -4,6 +4,7 @@ Everything runs on `tiny_model()` (random weights, no tokenizer), so prompts are
 """
 
 import json
+import time
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ from specdec_lab.bench import (
     parse_method_spec,
     parse_methods,
     run_benchmark,
+    speedup_interval,
     summarize,
 )
 from specdec_lab.bench.__main__ import main
@@ -86,6 +88,27 @@ def test_unknown_forwards_and_missing_baseline_give_null():
     assert s["hf"]["speedup"] is None
     assert s["hf"]["identical_to_autoregressive"] is None
     assert s["hf"]["tokens_per_s"] == pytest.approx(10.0)
+
+
+def test_speedup_interval_is_a_paired_bootstrap_over_prompts():
+    # A method exactly 2x faster on every prompt: every resample gives 2.0, however different the prompts.
+    rows = [row(q, "a", "autoregressive", 10, 1.0 + q) for q in range(8)]
+    rows += [row(q, "a", "x", 10, (1.0 + q) / 2) for q in range(8)]
+    x = summarize(rows, ["autoregressive", "x"])["x"]
+    assert x["speedup_95"] == pytest.approx([2.0, 2.0])
+    # Same decoder, noisy times: the interval contains the point estimate and straddles 1; seeded.
+    noisy = [row(q, "a", "autoregressive", 10, 1.0) for q in range(8)]
+    noisy += [row(q, "a", "x", 10, s) for q, s in enumerate([0.8, 1.2, 0.9, 1.1, 1.15, 0.85, 1.0, 1.05])]
+    lo, hi = speedup_interval([r for r in noisy if r["method"] == "x"], noisy[:8])
+    point = summarize(noisy, ["autoregressive", "x"])["x"]["speedup"]
+    assert lo < point < hi and lo < 1.0 < hi
+    assert (lo, hi) == speedup_interval([r for r in noisy if r["method"] == "x"], noisy[:8])
+    assert speedup_interval([row(1, "a", "x", 10, 1.0)], [row(1, "a", "autoregressive", 10, 1.0)]) is None
+    assert "95% interval" in format_table(
+        {"summary": summarize(noisy, ["autoregressive", "x"]), "rows": noisy, "prompts_done": 8, "prompts_total": 8,
+         "config": {"model": "m", "device": "cpu", "dtype": "float32", "max_new_tokens": 10},
+         "machine": {"device_name": "cpu", "torch_threads": 1}}
+    )  # fmt: skip
 
 
 # ---- method specs and input errors ------------------------------------------------------------------
@@ -173,6 +196,34 @@ def test_resume_refuses_a_different_config(model, tmp_path, monkeypatch):
     assert res["prompts_done"] == 2
     res = run_benchmark(model, prompts(2), "counting", max_new_tokens=5, out=str(out), fresh=True, progress=False)
     assert res["config"]["max_new_tokens"] == 5 and all(r["new_tokens"] == 5 for r in res["rows"])
+
+
+def test_repeats_rotate_each_round_and_keep_the_fastest_run(model, monkeypatch):
+    order: list = []
+    slow = iter([0.2, 0.0, 0.2, 0.0, 0.0, 0.0])  # per timed call after warm-up: ma's 1st and mb's 2nd are slow
+
+    def sleepy(name):
+        def factory(model_, eos_ids):
+            def run(ids, max_new_tokens, seed):
+                order.append(name)
+                if len(order) > 2:  # not the warm-ups
+                    time.sleep(next(slow, 0.0))
+                return RunOutput(tokens=[1] * max_new_tokens, forwards=max_new_tokens, stop_reason="max_new_tokens")
+
+            return run
+
+        return factory
+
+    monkeypatch.setitem(ANCHORS, "ma", sleepy("ma"))
+    monkeypatch.setitem(ANCHORS, "mb", sleepy("mb"))
+    res = run_benchmark(model, prompts(1), "ma,mb", max_new_tokens=2, repeats=3, progress=False)
+    assert order[2:] == ["ma", "mb", "mb", "ma", "ma", "mb"]  # round r is rotated by r: ABBAAB
+    for r in res["rows"]:
+        assert len(r["seconds_runs"]) == 3 and r["seconds"] == pytest.approx(min(r["seconds_runs"]), abs=1e-6)
+        assert max(r["seconds_runs"]) >= 0.2 > r["seconds"]  # the slow run is not the one kept
+    with pytest.raises(BenchInputError, match="repeats must be a positive integer"):
+        run_benchmark(model, prompts(1), "ma", max_new_tokens=2, repeats=0, progress=False)
+    assert "seconds_runs" not in run_benchmark(model, prompts(1), "ma", max_new_tokens=2, progress=False)["rows"][0]
 
 
 # ---- end to end -------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ come from `specdec_lab.io`, shared with self-distillation and the dashboards.
 from .harness import BenchConfig, ResumeError, machine_info, run_benchmark
 from .hf import NOTES  # importing hf registers the anchors
 from .methods import BenchInputError, MethodSpec, known_methods, parse_method_spec, parse_methods
-from .report import format_table, method_stats, summarize
+from .report import format_table, method_stats, speedup_interval, summarize
 from .runner import ANCHORS, Runner, RunOutput, register_anchor
 
 __all__ = [
@@ -37,5 +37,6 @@ __all__ = [
     "register_anchor",
     "format_table",
     "method_stats",
+    "speedup_interval",
     "summarize",
 ]

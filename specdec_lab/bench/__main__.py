@@ -56,6 +56,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
     p.add_argument("--traces", action=argparse.BooleanOptionalAction, default=d.traces,
                    help="record our loop's per-step trace in each row (tree size, tokens emitted, phase seconds; "
                    "what specdec_lab.replay re-times); --no-traces for smaller files")  # fmt: skip
+    p.add_argument("--repeats", type=positive_int, default=d.repeats,
+                   help="run every prompt's methods N times (rotated each round) and keep each method's fastest "
+                   "run: noise on a shared machine only adds time. N times slower; rows record every run's "
+                   "seconds")  # fmt: skip
     p.add_argument("--fresh", action="store_true", help="overwrite --out instead of resuming from it")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
@@ -75,6 +79,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
         linear=a.linear,
         attention=a.attention,
         traces=a.traces,
+        repeats=a.repeats,
     )
     return config, a.no_progress
 

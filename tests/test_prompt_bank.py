@@ -107,6 +107,18 @@ def test_committed_file_equals_cli_output(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == [out]  # the atomic write left no temp file behind
 
 
+def test_second_draw_is_the_cli_output_and_disjoint_from_every_other_set(tmp_path):
+    out = tmp_path / "extra2.jsonl"
+    others = ["prompts.jsonl", "train_prompts.jsonl", "train_prompts_extra.jsonl", "train_prompts_docs.jsonl"]
+    argv = ["--n", "2800", "--seed", "0", "--start-id", "5001", "--out", str(out), "--exclude"]
+    assert pb.main(argv + [str(DATA / name) for name in others]) == 0
+    assert out.read_bytes() == (DATA / "train_prompts_extra2.jsonl").read_bytes()
+    texts = _texts(_read_rows(out))
+    assert len(set(texts)) == 2800
+    for name in others:
+        assert not set(texts) & set(pb.read_texts(DATA / name)), name
+
+
 # ---- doc_prompts: requests over real prose from the installed documentation -------------------------
 def test_doc_prompts_are_prose_deterministic_and_exclude_benchmarks():
     dp = _load_module("doc_prompts")

@@ -1,4 +1,4 @@
-"""specdec_lab.viz.lookahead: notebook 07's figures, tables, pool recorder and sweep, on a tiny random model."""
+"""Notebook 07's figures, tables, pool recorder and sweep (viz/lookahead*.py), on a tiny random model."""
 
 from __future__ import annotations
 
@@ -12,11 +12,6 @@ from specdec_lab.cost import CostCurve
 from specdec_lab.proposers import LookaheadConfig
 from specdec_lab.proposers.lookahead import WINDOW, LookaheadProposer, Window
 from specdec_lab.viz.lookahead import (
-    GridPoint,
-    RecordingLookahead,
-    cost_figure,
-    flat_curve,
-    grid,
     jacobi_figure,
     jacobi_frame,
     lookahead_mask_figure,
@@ -24,16 +19,21 @@ from specdec_lab.viz.lookahead import (
     lookahead_step_figure,
     lookahead_tree_figure,
     node_kinds,
+    window_cell,
+)
+from specdec_lab.viz.lookahead_pool import RecordingLookahead, pool_figure, pool_frame
+from specdec_lab.viz.lookahead_sweep import (
+    GridPoint,
+    cost_figure,
+    flat_curve,
+    grid,
     parse_ints,
     point_params,
     point_path,
-    pool_figure,
-    pool_frame,
     predicted_speedups,
     run_sweep,
     sweep_figure,
     sweep_frame,
-    window_cell,
 )
 
 

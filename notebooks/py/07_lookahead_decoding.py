@@ -88,24 +88,24 @@ from specdec_lab.proposers.lookahead_budget import LookaheadBudget
 from specdec_lab.viz.decoding import show_steps
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.lookahead import (
-    RecordingLookahead,
-    cost_figure,
-    flat_curve,
-    grid,
     jacobi_figure,
     jacobi_frame,
     lookahead_mask_figure,
     lookahead_step_callback,
     lookahead_tree_figure,
     node_kinds,
+    window_cell,
+)
+from specdec_lab.viz.lookahead_pool import RecordingLookahead, pool_figure, pool_frame
+from specdec_lab.viz.lookahead_sweep import (
+    cost_figure,
+    flat_curve,
+    grid,
     parse_ints,
-    pool_figure,
-    pool_frame,
     predicted_speedups,
     run_sweep,
     sweep_figure,
     sweep_frame,
-    window_cell,
 )
 from specdec_lab.viz.tree_figures import Explorer
 

@@ -12,13 +12,16 @@ arguments; 130 interrupted (finished points are kept: rerun to resume).
 from __future__ import annotations
 
 import argparse
+import faulthandler
+import os
+import signal
 import sys
 import time
 from pathlib import Path
 
 from ..io import positive_int
 from .gather import format_best, gather
-from .runner import RunConfig, point_dir, run_sweep
+from .runner import RunConfig, point_dir, remove_partial, run_sweep
 from .spec import SpecError, check_methods, expand, load_spec
 
 
@@ -45,6 +48,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def interrupted_message(out: Path) -> str:
+    return f"interrupted: finished points are in {out}/points; rerun the same command to resume"
+
+
+def _second_interrupt_quits(out: Path) -> None:
+    """Ctrl-C once: KeyboardInterrupt, the normal unwinding (run_point removes what it had half written).
+    Ctrl-C again while still running: the first was swallowed or the unwinding hangs (under heavy load a
+    single SIGINT has left a sweep running for minutes: inside papermill/nbclient, not our code). Then
+    remove the partial files of every point, say so and exit 130 at once; the kernel, orphaned, shuts
+    itself down (ipykernel polls its parent). SIGUSR1 dumps every thread's stack (to see where it hung)."""
+    count = 0
+
+    def on_sigint(signum, frame):
+        nonlocal count
+        count += 1
+        if count == 1:
+            raise KeyboardInterrupt
+        remove_partial(out)
+        sys.stdout.flush()
+        print(f"\n{interrupted_message(out)} (second Ctrl-C: stopped at once)", file=sys.stderr, flush=True)
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     try:
@@ -68,11 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     t0 = time.perf_counter()
     if not a.gather_only:
+        if __name__ == "__main__":  # the CLI process owns SIGINT; main() called from Python leaves it alone
+            _second_interrupt_quits(out)
         try:
             s = run_sweep(spec, points, config)
         except KeyboardInterrupt:
-            msg = f"interrupted: finished points are in {out}/points; rerun the same command to resume"
-            print(f"\n{msg}", file=sys.stderr)
+            print(f"\n{interrupted_message(out)}", file=sys.stderr)
             return 130
         kept = f"; {s.kept_failed} failed before, not retried (--retry-failed)" if s.kept_failed else ""
         took = time.perf_counter() - t0

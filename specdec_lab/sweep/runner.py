@@ -50,7 +50,7 @@ from tqdm.auto import tqdm
 from ..io import atomic_path, write_json
 from .spec import RESULT_PATH, Point, SweepSpec
 
-__all__ = ["RunConfig", "RunSummary", "run_sweep", "run_point", "point_dir", "point_state", "env"]
+__all__ = ["RunConfig", "RunSummary", "run_sweep", "run_point", "point_dir", "point_state", "remove_partial", "env"]
 
 NOTEBOOK, RESULT, ERROR = "notebook.ipynb", "result.json", "error.json"
 PENDING = ".result.{}.pending.json"  # {}: unique per execution (module doc)
@@ -79,6 +79,16 @@ class RunSummary:
 
 def point_dir(out: Path, point: Point) -> Path:
     return Path(out) / "points" / point.id
+
+
+def remove_partial(folder: Path) -> None:
+    """Remove what a run stopped mid-write leaves under `folder` (a point's, or a whole sweep's out folder):
+    temp files of atomic writes (`.<name>.XXXX.tmp`) and pending results. Their final names never exist
+    half-written, so this loses nothing finished."""
+    folder = Path(folder)
+    if folder.is_dir():
+        for stale in [*folder.rglob(".*.tmp"), *folder.rglob(PENDING.format("*"))]:
+            stale.unlink(missing_ok=True)
 
 
 def point_state(folder: Path) -> str:
@@ -143,8 +153,7 @@ def run_point(notebook: Path, folder: Path, parameters: dict, kernel: str = "pyt
 
     folder = folder.resolve()  # the kernel runs in the notebook's folder: every path it gets is absolute
     folder.mkdir(parents=True, exist_ok=True)
-    for stale in [*folder.glob(".*.tmp"), *folder.glob(PENDING.format("*"))]:  # left by a process killed hard
-        stale.unlink(missing_ok=True)
+    remove_partial(folder)  # left by a process killed hard
     pending = folder / PENDING.format(uuid.uuid4().hex[:12])
     error: dict | None = None
     t0 = time.perf_counter()

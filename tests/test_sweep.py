@@ -227,19 +227,26 @@ def test_no_result_is_a_failure_and_cli(tmp_path, notebook, capsys):
     assert errors == ["NoResult", "NoResult"]
 
 
-def test_interrupt_leaves_no_half_written_files(tmp_path, notebook):
+def paused_sweep(tmp_path, notebook):
+    """A quick sweep started in its own process group, its first point running and paused on a file ->
+    (proc, cmd, out folder, pause file)."""
     pause = tmp_path / "pause"
     pause.touch()
     spec = base_spec(tmp_path, notebook, extra=f"quick: {{parameters: {{pause_file: {pause}}}}}")
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "specdec_lab.sweep", str(spec), "--quick", "--out", str(out), "--no-progress"]
-    # like Ctrl-C in a terminal: SIGINT to the whole process group (runner and kernel)
     proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while not runs(tmp_path) and time.monotonic() < deadline:  # the first point is running (and paused)
         time.sleep(0.1)
     assert runs(tmp_path) == ["1,a"], proc.communicate(timeout=5)[0].decode()
     time.sleep(0.5)
+    return proc, cmd, out, pause
+
+
+def test_interrupt_leaves_no_half_written_files(tmp_path, notebook):
+    proc, cmd, out, pause = paused_sweep(tmp_path, notebook)
+    # like Ctrl-C in a terminal: SIGINT to the whole process group (runner and kernel)
     # Ctrl-C, and again after 15 s as a user would: under the full suite's load on 2 cores, one SIGINT has
     # (a few times on a fresh clone, never alone) left the sweep running for minutes; a second one stops it
     # at once (`_second_interrupt_quits`). Should that fail too, SIGUSR1 dumps the runner's stacks into the log.
@@ -269,17 +276,7 @@ def test_a_second_interrupt_stops_at_once(tmp_path, notebook):
     """Two Ctrl-C in quick succession, to the runner alone: the second lands while the first is unwinding
     (papermill shutting the kernel down) and quits at once. Either way: exit 130, the resume hint, and no
     temp notebook or pending result left behind."""
-    pause = tmp_path / "pause"
-    pause.touch()
-    spec = base_spec(tmp_path, notebook, extra=f"quick: {{parameters: {{pause_file: {pause}}}}}")
-    out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "specdec_lab.sweep", str(spec), "--quick", "--out", str(out), "--no-progress"]
-    proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while not runs(tmp_path) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert runs(tmp_path) == ["1,a"], proc.communicate(timeout=5)[0].decode()
-    time.sleep(0.5)
+    proc, _, out, pause = paused_sweep(tmp_path, notebook)
     os.kill(proc.pid, signal.SIGINT)
     time.sleep(0.05)
     if proc.poll() is None:

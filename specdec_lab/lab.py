@@ -14,32 +14,26 @@ Provenance of an emitted token, from its step's trace:
     "plain step"      the only token of a step whose tree had no candidate beyond the root: an ordinary
                       decoding step (autoregressive always; prompt lookup when nothing matched)
 
-`method_parameters(name)` reads a method's parameters from its config dataclass (the registry's
-`Method.config`), so a method registered with `register_method` shows up in the dashboard
-(`viz/lab.py`) and in sweeps without editing either. Method specs are the bench's ("name:key=value:...",
-parsed by `bench.methods.parse_method_spec`). Notebook 08 runs this; `python -m specdec_lab.sweep`
-executes notebook 08 once per grid point and reads `LabResult.to_dict()` (or `experiment_record`).
+Method specs are the registry's grammar ("name:key=value:...", `proposers.registry`), so a method added with
+`register_method` runs here, in the dashboard and in sweeps without editing any of them. Notebook 08 runs
+this; `python -m specdec_lab.sweep` executes notebook 08 once per grid point and reads `LabResult.to_dict()`
+(or `experiment_record`).
 """
 
 from __future__ import annotations
 
-import inspect
 import math
-import re
 import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field
 
-from .bench.methods import LOOP_PARAMS, MethodSpec, parse_method_spec, parse_methods
 from .generate import GenerationResult, StepTrace, generate
 from .machine import machine
 from .models import LoadedModel, chat_ids
-from .proposers import METHODS, get_method
+from .proposers.registry import BASELINE, METHODS, check_method_spec, parse_method_spec
 
 __all__ = [
-    "Param",
-    "method_parameters",
     "LabResult",
     "run_experiment",
     "experiment_record",
@@ -50,84 +44,7 @@ __all__ = [
 
 PROVENANCE = ("accepted draft", "bonus", "plain step")
 NOISY_SPREAD = 1.5  # baseline step times p90/median above this: the timings are flagged unreliable
-BASELINE = "autoregressive"
 _BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
-
-
-# ---- a method's parameters ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Param:
-    """One field of a method's config dataclass, as a form shows it.
-
-    kind: "int" | "float" | "bool" for exactly those annotations, else "text" (str, unions such as
-    `int | str`, objects): text is parsed back by the bench's spec parser (int, else float, else str).
-    """
-
-    name: str
-    type: str  # the annotation as written, e.g. "int | str"
-    default: object  # None where the field has no default
-    help: str = ""  # the field's trailing comment in the source ("" when there is none or no source)
-
-    @property
-    def kind(self) -> str:
-        return self.type if self.type in ("int", "float", "bool") else "text"
-
-
-def _annotation(t) -> str:
-    return t.__name__ if isinstance(t, type) else str(t)  # `from __future__ import annotations`: a string
-
-
-def _field_comments(cls) -> dict[str, str]:
-    """name -> the `# comment` after `name: type = default`, continued by comment-only lines below it."""
-    try:
-        lines = inspect.getsource(cls).splitlines()
-    except (OSError, TypeError):  # no source (interactive class, frozen app): no help text
-        return {}
-    out: dict[str, str] = {}
-    last = None
-    for line in lines:
-        m = re.match(r"\s+(\w+)\s*:[^#]*?(?:#\s?(.*))?$", line)
-        if m and not line.lstrip().startswith("#"):
-            last = m.group(1)
-            if m.group(2):
-                out[last] = m.group(2).strip()
-        elif last in out and line.strip().startswith("#"):
-            out[last] += " " + line.strip().lstrip("#").strip()
-        else:
-            last = None
-    return out
-
-
-def method_parameters(name: str) -> list[Param]:
-    """The parameters of registered method `name` (config dataclass fields, in order); [] without config."""
-    config = get_method(name).config
-    if config is None:
-        return []
-    if not is_dataclass(config):
-        raise ValueError(f"method {name!r}: its config {config!r} is not a dataclass, so its parameters are unknown")
-    comments = _field_comments(config)
-    params = []
-    for f in fields(config):
-        if f.default is not MISSING:
-            default = f.default
-        elif f.default_factory is not MISSING:
-            default = f.default_factory()
-        else:
-            default = None
-        params.append(Param(f.name, _annotation(f.type), default, comments.get(f.name, "")))
-    return params
-
-
-def _coerce_bools(spec: MethodSpec) -> MethodSpec:
-    """Bool fields given in a spec as true/false (the spec parser reads them as text)."""
-    kinds = {p.name: p.kind for p in method_parameters(spec.name)} if spec.name in METHODS else {}
-    params = dict(spec.params)
-    for key, value in params.items():
-        if kinds.get(key) == "bool" and not isinstance(value, bool):
-            if str(value).lower() not in _BOOLS:
-                raise ValueError(f"method spec {spec.label!r}: {key}={value!r} is not a bool (true/false)")
-            params[key] = _BOOLS[str(value).lower()]
-    return MethodSpec(label=spec.label, name=spec.name, params=params)
 
 
 # ---- provenance ----------------------------------------------------------------------------------------
@@ -326,7 +243,7 @@ def run_experiment(
     if isinstance(model, LoadedModel):
         tokenizer = tokenizer if tokenizer is not None else model.tokenizer
         model = model.model
-    parsed = _coerce_bools(parse_method_spec(spec))
+    parsed = parse_method_spec(spec)
     if parsed.name not in METHODS:
         raise ValueError(
             f"method {parsed.name!r} is not a registered method (the lab needs our loop's traces); "
@@ -334,9 +251,8 @@ def run_experiment(
         )
     if baseline not in METHODS:
         raise ValueError(f"baseline {baseline!r} is not a registered method; registered: {', '.join(sorted(METHODS))}")
-    parsed = parse_methods([parsed])[0]  # the bench's checks: unknown keys, ill-typed values, unusable rules
-    loop = {k: v for k, v in parsed.params.items() if k in LOOP_PARAMS}
-    params = {k: v for k, v in parsed.params.items() if k not in LOOP_PARAMS}
+    parsed = check_method_spec(parsed)  # unknown keys, ill-typed values, unusable rules
+    loop, params = parsed.loop, parsed.proposer
     if "temperature" in loop and float(loop.pop("temperature")) != float(temperature):
         raise ValueError(
             f"method spec {spec!r} sets temperature={parsed.params['temperature']} but temperature={temperature} "

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from .bench.runner import TRACE_FIELDS
 from .cost import CostCurve, measure_cost_curve
+from .proposers.registry import BASELINE
 from .theory import expected_tokens_per_step
 
 __all__ = [
@@ -61,7 +62,6 @@ __all__ = [
     "theory_speedup",
 ]
 
-BASELINE = "autoregressive"
 NODES, CANDIDATES, EMITTED, T_PROPOSE, T_VERIFY, T_ACCEPT, CHAIN = range(len(TRACE_FIELDS))
 
 

@@ -16,7 +16,6 @@ from specdec_lab.bench import (
     ResumeError,
     RunOutput,
     format_table,
-    parse_method_spec,
     parse_methods,
     run_benchmark,
     speedup_interval,
@@ -24,6 +23,7 @@ from specdec_lab.bench import (
 )
 from specdec_lab.bench.__main__ import main
 from specdec_lab.io import Prompt
+from specdec_lab.proposers.registry import MethodSpecError, parse_method_spec
 
 
 def repetitive(seed, length=24, period=5):
@@ -125,8 +125,10 @@ def test_method_spec_parsing():
     }
     labels = [s.label for s in parse_methods("autoregressive, prompt_lookup:max_draft=4,hf_generate")]
     assert labels == ["autoregressive", "prompt_lookup:max_draft=4", "hf_generate"]
-    with pytest.raises(BenchInputError, match="key=value"):
+    with pytest.raises(MethodSpecError, match="key=value"):
         parse_method_spec("prompt_lookup:max_draft")
+    with pytest.raises(BenchInputError, match="key=value"):  # the bench names it as its own input error
+        parse_methods("prompt_lookup:max_draft")
     with pytest.raises(BenchInputError, match="twice"):
         parse_methods("autoregressive,autoregressive")
 

@@ -6,11 +6,12 @@ from dataclasses import dataclass
 import pytest
 
 from specdec_lab import tiny_model
-from specdec_lab.bench.methods import BenchInputError
 from specdec_lab.io import load_prompts
-from specdec_lab.lab import PROVENANCE, experiment_record, method_parameters, provenance, run_experiment
+from specdec_lab.lab import PROVENANCE, experiment_record, provenance, run_experiment
 from specdec_lab.proposers import METHODS, register_method
+from specdec_lab.proposers.base import param
 from specdec_lab.proposers.prompt_lookup import PromptLookupProposer
+from specdec_lab.proposers.registry import MethodSpecError, method_parameters
 from specdec_lab.viz.decoding import step_tree_figure
 from specdec_lab.viz.lab import OWN_PROMPT, LabDashboard
 from specdec_lab.viz.lab_figures import accepted_figure, numbers_html, provenance_html, steps_slider_figure
@@ -32,11 +33,10 @@ def mixed(model):
 
 @dataclass
 class DummyConfig:
-    width: int = 3  # how wide
-    rate: float = 0.5  # a float
-    strict: bool = False  # a flag
-    mode: int | str = "auto"  # a union: shown as text
-    # not a trailing comment: no help
+    width: int = param(3, "how wide")
+    rate: float = param(0.5, "a float")
+    strict: bool = param(False, "a flag")
+    mode: int | str = "auto"  # a union: shown as text; a plain default has no help
 
 
 class DummyProposer(PromptLookupProposer):
@@ -72,7 +72,7 @@ def test_method_parameters_cover_every_registered_method():
 def test_a_newly_registered_method_appears(model, dummy_method):
     params = {p.name: p for p in method_parameters(dummy_method)}
     assert {n: p.kind for n, p in params.items()} == {"width": "int", "rate": "float", "strict": "bool", "mode": "text"}
-    assert params["width"].help == "how wide" and params["mode"].type == "int | str"
+    assert params["width"].help == "how wide" and params["mode"].type == "int | str" and params["mode"].help == ""
     dash = LabDashboard(model, method=dummy_method)
     assert set(dash.param_widgets) == set(params)
     dash.param_widgets["strict"][1].value = True
@@ -85,7 +85,7 @@ def test_a_newly_registered_method_appears(model, dummy_method):
 def test_unknown_method_and_bad_values_are_named(model):
     with pytest.raises(ValueError, match="not a registered method"):
         run_experiment(model, IDS, "hf_generate", max_new_tokens=4)
-    with pytest.raises(BenchInputError, match="max_draft='x'"):
+    with pytest.raises(MethodSpecError, match="max_draft='x'"):
         run_experiment(model, IDS, "prompt_lookup:max_draft=x", max_new_tokens=4)
     with pytest.raises(ValueError, match="not a bool"):
         run_experiment(model, IDS, "lookahead:pool_from_prompt=maybe", max_new_tokens=4)

@@ -16,19 +16,17 @@ come from `specdec_lab.io`, shared with self-distillation and the dashboards.
 
 from .harness import BenchConfig, ResumeError, machine_info, run_benchmark
 from .hf import NOTES  # importing hf registers the anchors
-from .methods import BenchInputError, MethodSpec, known_methods, parse_method_spec, parse_methods
+from .methods import BenchInputError, known_methods, parse_methods
 from .report import format_table, method_stats, speedup_interval, summarize
 from .runner import ANCHORS, Runner, RunOutput, register_anchor
 
 __all__ = [
     "BenchConfig",
     "BenchInputError",
-    "MethodSpec",
     "ResumeError",
     "RunOutput",
     "known_methods",
     "machine_info",
-    "parse_method_spec",
     "parse_methods",
     "run_benchmark",
     "ANCHORS",

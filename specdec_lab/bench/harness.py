@@ -42,12 +42,11 @@ import torch
 from ..attention import attention_kind
 from ..device import sync
 from ..fast_linear import linear_kind, linear_plan
-from ..generate import generate
 from ..io import Prompt, as_prompts, eos_ids, write_json
 from ..machine import machine_info
 from ..models import LoadedModel
-from ..proposers import METHODS
-from .methods import BenchInputError, MethodSpec, build_runner, parse_methods
+from ..proposers.registry import BASELINE
+from .methods import BenchInputError, build_runner, parse_methods
 from .report import summarize
 from .runner import TRACE_FIELDS, Runner, RunOutput, compact_steps
 
@@ -57,8 +56,6 @@ __all__ = [
     "machine_info",
     "run_benchmark",
 ]
-
-BASELINE = "autoregressive"
 
 
 class ResumeError(ValueError):
@@ -158,22 +155,6 @@ def _timed(run: Runner, ids: list[int], max_new_tokens: int, seed: int, device) 
     out = run(ids, max_new_tokens, seed)
     sync(device)
     return out, time.perf_counter() - t0
-
-
-def _traced_loop_runner(spec: MethodSpec, model, eos: list[int]) -> Runner:
-    """Our loop as methods.py runs it (bare model, token ids, greedy unless the spec samples), traced."""
-
-    def run(ids: list[int], max_new_tokens: int, seed: int) -> RunOutput:
-        r = generate(model, ids, method=spec.name, max_new_tokens=max_new_tokens, eos_token_id=eos or None,
-                     seed=seed, trace=True, **spec.params)  # fmt: skip
-        return RunOutput(tokens=r.tokens, forwards=r.forwards, stop_reason=r.stop_reason, info=r.proposer,
-                         steps=r.steps, prefill_seconds=r.prefill_seconds)  # fmt: skip
-
-    return run
-
-
-def _runner(spec: MethodSpec, model, eos: list[int], traces: bool) -> Runner:
-    return _traced_loop_runner(spec, model, eos) if traces and spec.name in METHODS else build_runner(spec, model, eos)
 
 
 def _trace(r: RunOutput) -> dict | None:
@@ -304,7 +285,7 @@ def run_benchmark(
     if todo:
         torch.manual_seed(config.seed)
         eos = eos_ids(model, tokenizer, eos_token_id)
-        runners = {s.label: _runner(s, model, eos, config.traces) for s in specs}
+        runners = {s.label: build_runner(s, model, eos, traced=config.traces) for s in specs}
         ids = {p.question_id: _prompt_ids(p, lm) for _, p in todo}  # tokenized before any clock starts
         # Everything alive now (torch, transformers, the model) stays alive: freezing it takes it out of
         # the collector's walks, so the gc.collect() before each timed run costs ~ms instead of ~0.5 s.

@@ -3,10 +3,11 @@
     factory  (model, eos_ids, **params) -> run          built once per benchmark: one-time setup goes here
     run      (prompt ids, max_new_tokens, seed) -> RunOutput                     the part that is timed
 
-Our methods need no entry here: methods.py builds their runners from the proposer registry
-(`specdec_lab.proposers.METHODS`) when asked. `ANCHORS` holds the other kind, implementations that are
-not our loop (transformers' own `generate`: hf.py registers them). This module imports nothing else of
-the bench, so both methods.py and hf.py can import it.
+Our methods need no entry here: `loop_runner` runs any method of the proposer registry
+(`specdec_lab.proposers.METHODS`) through `generate` — the one runner of our loop, for the benchmark (traced
+or not), the lab's sweeps and notebooks. `ANCHORS` holds the other kind, implementations that are not our
+loop (transformers' own `generate`: hf.py registers them). This module imports nothing else of the bench,
+so both methods.py and hf.py can import it.
 
 Per-step traces. A run of our loop can also return its steps, compacted to one short list per loop step
 (`TRACE_FIELDS`: nodes verified incl. the root, candidate nodes, tokens emitted, the seconds of propose /
@@ -20,9 +21,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..proposers import METHODS
+from ..generate import generate
+from ..proposers.registry import METHODS, MethodSpec
 
-__all__ = ["RunOutput", "Runner", "RunnerFactory", "ANCHORS", "register_anchor", "TRACE_FIELDS", "compact_steps"]
+__all__ = [
+    "RunOutput",
+    "Runner",
+    "RunnerFactory",
+    "ANCHORS",
+    "register_anchor",
+    "loop_runner",
+    "TRACE_FIELDS",
+    "compact_steps",
+]
 
 # one loop step in a results file: [nodes, candidates, emitted, t_propose, t_verify, t_accept, chain]
 #   nodes      tree size verified in the step's forward, root included (1 = a plain autoregressive step)
@@ -78,3 +89,19 @@ def register_anchor(name: str, factory: RunnerFactory) -> None:
     if name in METHODS:
         raise ValueError(f"{name!r} is already a method of our loop (specdec_lab.proposers.METHODS)")
     ANCHORS[name] = factory
+
+
+def loop_runner(spec: MethodSpec, model, eos_ids: list[int], *, traced: bool = False) -> Runner:
+    """Our loop as every harness runs it: `generate` on the bare model with token ids (no text decoding inside
+    the timed call, as for transformers' anchors), the spec's loop keys (accept, temperature, top_k, top_p)
+    and proposer keys passed through. traced: keep every step (`GenerationResult.steps`) and the prefill
+    seconds, what `replay` and the lab read; untraced runs do not sync the device between phases."""
+
+    def run(ids: list[int], max_new_tokens: int, seed: int) -> RunOutput:
+        r = generate(model, ids, method=spec.name, max_new_tokens=max_new_tokens, eos_token_id=eos_ids or None,
+                     seed=seed, trace=traced, **spec.params)  # fmt: skip
+        return RunOutput(tokens=r.tokens, forwards=r.forwards, stop_reason=r.stop_reason, info=r.proposer,
+                         steps=r.steps if traced else None,
+                         prefill_seconds=r.prefill_seconds if traced else None)  # fmt: skip
+
+    return run

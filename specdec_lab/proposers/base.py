@@ -19,7 +19,7 @@ Two class attributes tell the loop what a proposer needs from it (an instance ma
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
@@ -32,7 +32,14 @@ if TYPE_CHECKING:
     from ..accept import Acceptance
     from ..verify import PrefillOutput, TreeOutput
 
-__all__ = ["DecodeState", "Proposer"]
+__all__ = ["DecodeState", "Proposer", "param"]
+
+
+def param(default=MISSING, help: str = "", *, factory=None):
+    """A method config's field with its help text, which forms and CLIs show (`registry.method_parameters`)."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"help": help})
+    return field(default=default, metadata={"help": help})
 
 
 @dataclass

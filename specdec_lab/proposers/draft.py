@@ -42,23 +42,29 @@ from ..fast_linear import small_linear
 from ..kv_cache import KVCache
 from ..sampling import warp_probs
 from ..tree import Tree
-from .base import DecodeState, Proposer
+from .base import DecodeState, Proposer, param
 
 __all__ = ["DraftConfig", "DraftProposer", "LayerSkipConfig", "LayerSkipProposer", "draft_step_seconds"]
 
 
 @dataclass
 class DraftConfig:
-    draft: str = "default"  # "default" (shipped distilled draft), "layer_skip:N", a draft folder, or a Draft
-    max_draft: int = 8  # k_max
-    draft_length: int | str = "cost"  # int (fixed k), "heuristic" (HF's +2/-1), "cost" (measured α, costs)
-    vocab: str = "draft"  # "draft": the draft's reduced head (+ prompt tokens); "full": the whole head
-    probe_every: int = 16  # cost mode backed off (k = 0): draft one token after this many steps (0: never),
-    probe_max: int = 128  # the wait doubling after each failed probe up to this (`DraftLength`)
-    remember: bool = True  # carry α̂ and the probe schedule across generate calls (per target and draft);
-    # False: every call starts from the tracker's prior and probes after probe_every steps
-    resume_confidence: float = 1.0  # backed off, draft again only when k >= 1 pays at α̂ - z·sd (this z;
-    # 0: at α̂ itself), so one lucky probe does not restart a draft that has not been paying (`DraftLength`)
+    draft: str = param("default", '"default" (shipped distilled draft), "layer_skip:N", a draft folder, or a Draft')
+    max_draft: int = param(8, "k_max")
+    draft_length: int | str = param("cost", 'int (fixed k), "heuristic" (HF\'s +2/-1), "cost" (measured α, costs)')
+    vocab: str = param("draft", '"draft": the draft\'s reduced head (+ prompt tokens); "full": the whole head')
+    probe_every: int = param(16, "cost mode backed off (k = 0): draft one token after this many steps (0: never),")
+    probe_max: int = param(128, "the wait doubling after each failed probe up to this (`DraftLength`)")
+    remember: bool = param(
+        True,
+        "carry α̂ and the probe schedule across generate calls (per target and draft); False: every call "
+        "starts from the tracker's prior and probes after probe_every steps",
+    )
+    resume_confidence: float = param(
+        1.0,
+        "backed off, draft again only when k >= 1 pays at α̂ - z·sd (this z; 0: at α̂ itself), so one lucky "
+        "probe does not restart a draft that has not been paying (`DraftLength`)",
+    )
 
     def __post_init__(self):
         if self.max_draft < 1:
@@ -232,13 +238,13 @@ def draft_step_seconds(proposer: DraftProposer, repeats: int = 7, warmup: int = 
 
 @dataclass
 class LayerSkipConfig:
-    n_layers: int = 4  # the target's first n layers (+ its norm and head) draft
+    n_layers: int = param(4, "the target's first n layers (+ its norm and head) draft")
     max_draft: int = 8
     draft_length: int | str = "cost"
-    probe_every: int = 16  # backed off: the probe schedule, as in DraftConfig
+    probe_every: int = param(16, "backed off: the probe schedule, as in DraftConfig")
     probe_max: int = 128
-    remember: bool = True  # carry α̂ across generate calls, as in DraftConfig
-    resume_confidence: float = 1.0  # backed off: resume at a lower bound on α̂, as in DraftConfig
+    remember: bool = param(True, "carry α̂ across generate calls, as in DraftConfig")
+    resume_confidence: float = param(1.0, "backed off: resume at a lower bound on α̂, as in DraftConfig")
 
 
 class LayerSkipProposer(DraftProposer):

@@ -29,17 +29,20 @@ import random
 from dataclasses import dataclass
 
 from ..tree import Tree
-from .base import DecodeState, Proposer
+from .base import DecodeState, Proposer, param
 
 __all__ = ["JacobiConfig", "JacobiProposer"]
 
 
 @dataclass
 class JacobiConfig:
-    n: int = 8  # block length: future tokens guessed, and refined, every step
-    init: str = "prompt"  # fresh guesses: "prompt" (tokens of the prompt at random, LADE's choice) or "repeat"
-    # (copies of the last token; Santilli et al. start from padding)
-    seed: int = 0  # of the fresh guesses (greedy output does not depend on them, only the speed)
+    n: int = param(8, "block length: future tokens guessed, and refined, every step")
+    init: str = param(
+        "prompt",
+        'fresh guesses: "prompt" (tokens of the prompt at random, LADE\'s choice) or "repeat" (copies of the '
+        "last token; Santilli et al. start from padding)",
+    )
+    seed: int = param(0, "of the fresh guesses (greedy output does not depend on them, only the speed)")
 
     def __post_init__(self):
         if not isinstance(self.n, int) or self.n < 1:

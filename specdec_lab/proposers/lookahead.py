@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from ..accept import TREE_RULES
 from ..cost import cost_curve_for
 from ..tree import Tree
-from .base import DecodeState, Proposer
+from .base import DecodeState, Proposer, param
 from .lookahead_budget import LookaheadBudget
 
 __all__ = ["LookaheadConfig", "LookaheadProposer", "Window", "NgramPool"]
@@ -62,13 +62,13 @@ TEXT, WINDOW = "text", "window"  # where a pool n-gram came from
 
 @dataclass
 class LookaheadConfig:
-    W: int | str = "auto"  # window width (columns); "auto": chosen from the cost curve and the pool's hit rate
-    N: int = 4  # n-gram size: the window has N − 1 levels, a verified n-gram is N − 1 tokens after the root
-    G: int = 8  # n-grams kept per first token, so verified per step at most (LADE's GUESS_SET_SIZE)
-    pool_from_prompt: bool = True  # seed the pool with the prompt's n-grams and add the output's
-    max_window: int = 16  # W="auto": the widest window considered
-    adapt_every: int = 16  # W="auto": steps between two choices of the width
-    seed: int = 0  # of the window's initial guesses (greedy output does not depend on them, only the speed)
+    W: int | str = param("auto", 'window width (columns); "auto": chosen from the cost curve and the pool\'s hit rate')
+    N: int = param(4, "n-gram size: the window has N − 1 levels, a verified n-gram is N − 1 tokens after the root")
+    G: int = param(8, "n-grams kept per first token, so verified per step at most (LADE's GUESS_SET_SIZE)")
+    pool_from_prompt: bool = param(True, "seed the pool with the prompt's n-grams and add the output's")
+    max_window: int = param(16, 'W="auto": the widest window considered')
+    adapt_every: int = param(16, 'W="auto": steps between two choices of the width')
+    seed: int = param(0, "of the window's initial guesses (greedy output does not depend on them, only the speed)")
 
     def __post_init__(self):
         if not (self.W == "auto" or (isinstance(self.W, int) and self.W >= 0)):

@@ -60,26 +60,42 @@ from ..medusa.trees import (
     read_choices,
 )
 from ..tree import Tree
-from .base import DecodeState, Proposer
+from .base import DecodeState, Proposer, param
 
 __all__ = ["MedusaDecodeConfig", "MedusaProposer", "Drafter", "get_drafter", "CALIBRATION"]
 
 
 @dataclass
 class MedusaDecodeConfig:
-    heads: str | MedusaHeads | Drafter = "default"  # "default" (shipped heads of SmolLM2-135M), a folder,
-    # MedusaHeads (full vocabulary, no calibration: give a tree), or a ready Drafter (heads + calibration)
-    tree: str | Sequence = "auto"  # "auto" (budget from the measured cost curve), "dynamic" (each step's tree
-    # from the heads' calibrated confidence and the curve), "chain:N", "cartesian:s1,s2", a medusa_choices file
-    # (.json or .py), or a list of rank paths
-    max_budget: int = 32  # "auto"/"dynamic": the largest node budget considered
-    accuracy: str = "conditional"  # "auto": the calibrated accuracy model, "independent" or "conditional"
-    vocab: str = "auto"  # "draft": score only the drafting vocabulary (+ prompt tokens); "full"; "auto": draft
-    # when the shipped draft's vocabulary is for this target (the shipped heads), full otherwise
-    arms: int = 3  # "auto": the near-best trees (at most this many) are timed while decoding and the fastest
-    # measured wins (`medusa/online.py`); 1 = the startup cost model's choice alone, for the whole run
-    head_weights: str = "auto"  # how drafting scores the heads on the LM head's rows: "fp32", "int8" (weight-only,
-    # `medusa/projection.py`: changes which tokens are proposed, never the output) or "auto" (the faster here)
+    heads: str | MedusaHeads | Drafter = param(
+        "default",
+        '"default" (shipped heads of SmolLM2-135M), a folder, MedusaHeads (full vocabulary, no calibration: '
+        "give a tree), or a ready Drafter (heads + calibration)",
+    )
+    tree: str | Sequence = param(
+        "auto",
+        '"auto" (budget from the measured cost curve), "dynamic" (each step\'s tree from the heads\' '
+        'calibrated confidence and the curve), "chain:N", "cartesian:s1,s2", a medusa_choices file (.json or '
+        ".py), or a list of rank paths",
+    )
+    max_budget: int = param(32, '"auto"/"dynamic": the largest node budget considered')
+    accuracy: str = param("conditional", '"auto": the calibrated accuracy model, "independent" or "conditional"')
+    vocab: str = param(
+        "auto",
+        '"draft": score only the drafting vocabulary (+ prompt tokens); "full"; "auto": draft when the '
+        "shipped draft's vocabulary is for this target (the shipped heads), full otherwise",
+    )
+    arms: int = param(
+        3,
+        '"auto": the near-best trees (at most this many) are timed while decoding and the fastest measured '
+        "wins (`medusa/online.py`); 1 = the startup cost model's choice alone, for the whole run",
+    )
+    head_weights: str = param(
+        "auto",
+        'how drafting scores the heads on the LM head\'s rows: "fp32", "int8" (weight-only, '
+        '`medusa/projection.py`: changes which tokens are proposed, never the output) or "auto" (the faster '
+        "here)",
+    )
 
     def __post_init__(self):
         if self.max_budget < 0:

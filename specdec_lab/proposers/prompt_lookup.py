@@ -19,17 +19,17 @@ from dataclasses import dataclass
 
 from ..cost import AcceptanceTracker, DraftLength
 from ..tree import Tree
-from .base import DecodeState, Proposer
+from .base import DecodeState, Proposer, param
 
 __all__ = ["PromptLookupConfig", "PromptLookupProposer"]
 
 
 @dataclass
 class PromptLookupConfig:
-    max_ngram: int = 3  # longest suffix n-gram searched for
-    min_ngram: int = 1  # shortest
-    max_draft: int = 10  # k_max, the longest chain proposed
-    draft_length: int | str = "cost"  # int (fixed), "heuristic" (HF's +2/-1) or "cost" (measured curve)
+    max_ngram: int = param(3, "longest suffix n-gram searched for")
+    min_ngram: int = param(1, "shortest")
+    max_draft: int = param(10, "k_max, the longest chain proposed")
+    draft_length: int | str = param("cost", 'int (fixed), "heuristic" (HF\'s +2/-1) or "cost" (measured curve)')
 
     def __post_init__(self):
         if not 1 <= self.min_ngram <= self.max_ngram:

@@ -288,17 +288,18 @@ def expand(spec: SweepSpec) -> list[Point]:
 
 
 def check_methods(spec: SweepSpec, points: list[Point]) -> None:
-    """Bench spec strings in a `method` parameter are parsed and checked before any notebook runs.
+    """Method specs in a `method` parameter are parsed and checked against the registry before any notebook
+    runs (`proposers.registry.check_method_spec`).
 
-    (Imports the bench, hence torch: a few seconds, against a typo found after an hour of sweeping.)
+    (Imports the registry, hence torch: a few seconds, against a typo found after an hour of sweeping.)
     """
     methods = sorted({p.parameters["method"] for p in points if isinstance(p.parameters.get("method"), str)})
     if not methods:
         return
-    from ..bench.methods import BenchInputError, parse_methods
+    from ..proposers.registry import MethodSpecError, check_method_spec
 
     for m in methods:
         try:
-            parse_methods([m])
-        except BenchInputError as err:
+            check_method_spec(m)
+        except MethodSpecError as err:
             raise SpecError(f"{spec.source}: method {m!r}: {err}") from None

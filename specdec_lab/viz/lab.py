@@ -23,11 +23,10 @@ import html as _html
 import threading
 from collections.abc import Sequence
 
-from ..bench.methods import LOOP_PARAMS, parse_method_spec
 from ..io import Prompt
-from ..lab import LabResult, Param, method_parameters, run_experiment
+from ..lab import LabResult, run_experiment
 from ..models import LoadedModel
-from ..proposers import METHODS
+from ..proposers.registry import LOOP_PARAMS, METHODS, Param, method_parameters, parse_method_spec
 from ..widgets import output_record
 from .decoding import step_tree_figure
 from .lab_figures import accepted_figure, numbers_html, provenance_html

@@ -134,7 +134,7 @@ def _load(path: Path, params: Mapping) -> dict | None:
 
 
 def _record(bench: dict, point: GridPoint, params: dict) -> dict:
-    from ..bench.harness import BASELINE
+    from ..proposers.registry import BASELINE
 
     label = point.spec
     s, base = bench["summary"][label], bench["summary"][BASELINE]

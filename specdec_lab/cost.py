@@ -31,6 +31,7 @@ from .theory import optimal_k
 
 __all__ = [
     "CostCurve",
+    "flat_curve",
     "measure_cost_curve",
     "cost_curve_for",
     "set_cost_curve",
@@ -75,6 +76,18 @@ class CostCurve:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def flat_curve(t1: float, up_to: int = 64, *, device: str = "flat", tree: bool = True) -> CostCurve:
+    """t(n) = t1 for every n up to `up_to` (and past it): the textbook assumption, and nearly what a GPU shows
+    for a small model, where a forward is bound by reading the weights and launching kernels until n is in
+    the hundreds. `flat_curve(curve(1), max(curve.sizes))` flattens a measured curve at its own t(1)."""
+    if not t1 > 0:
+        raise ValueError(f"t1 must be a positive number of seconds, got {t1!r}")
+    if up_to < 1:
+        raise ValueError(f"up_to must be >= 1, got {up_to}")
+    sizes = [1, up_to] if up_to > 1 else [1]
+    return CostCurve(sizes=sizes, seconds=[float(t1)] * len(sizes), device=device, tree=tree)
 
 
 DEFAULT_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16)

@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .bench.runner import TRACE_FIELDS
-from .cost import CostCurve, measure_cost_curve
+from .cost import CostCurve, flat_curve, measure_cost_curve
 from .proposers.registry import BASELINE
 from .theory import expected_tokens_per_step
 
@@ -103,14 +103,6 @@ def curve_from_points(points: Mapping[int, float] | Sequence[tuple[int, float]],
         raise CurveInputError(f"the curve must include n=1 (a one-token forward); got sizes {sorted(sizes)}")
     order = sorted(range(len(sizes)), key=sizes.__getitem__)
     return CostCurve(sizes=[sizes[i] for i in order], seconds=[seconds[i] for i in order], device=device, tree=True)
-
-
-def flat_curve(t1: float, max_size: int = 64, device: str = "flat") -> CostCurve:
-    """t(n) = t1 for every n: the textbook assumption, and nearly what a GPU shows for a small model
-    (a forward is bound by reading the weights and launching kernels until n is in the hundreds)."""
-    if max_size < 1:
-        raise CurveInputError(f"max_size must be >= 1, got {max_size}")
-    return curve_from_points({1: t1} | ({max_size: t1} if max_size > 1 else {}), device=device)
 
 
 def traced_rows(results: dict) -> list[dict]:

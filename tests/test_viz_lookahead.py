@@ -215,7 +215,7 @@ def test_sweep_frame_and_figure():
 
 def test_predicted_speedup_on_a_flat_curve_is_the_mean_accepted():
     curve = CostCurve(sizes=[1, 2, 4, 8, 16], seconds=[1.0, 1.2, 1.6, 2.4, 4.0], tree=True)
-    flat = flat_curve(curve, up_to=64)
+    flat = flat_curve(curve(1), up_to=64)
     assert flat(64) == flat(1) == 1.0 and flat.sizes == [1, 64]
     pred = predicted_speedups(_frame(), {"cpu": curve, "flat": flat})
     assert pred["predicted (flat)"].tolist() == pytest.approx([1.2, 1.5])

@@ -373,7 +373,7 @@ fig
 
 # %% tags=["nbval-ignore-output"]
 curve = measure_cost_curve(lm.model, sizes=parse_ints(cost_sizes), tree=True, repeats=3, warmup=1, statistic="min")
-flat = flat_curve(curve)
+flat = flat_curve(curve(1), up_to=max(curve.sizes))
 curves = {"this CPU (measured)": curve, "flat (GPU-like)": flat}
 print("t(n)/t(1) here:", {n: round(r, 2) for n, r in zip(curve.sizes, curve.relative(), strict=True)})
 pred = predicted_speedups(sweep, curves)

@@ -22,7 +22,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..cost import CostCurve
+from ..cost import CostCurve, flat_curve
 from ..proposers.lookahead import TEXT, WINDOW
 
 __all__ = [
@@ -287,12 +287,6 @@ def sweep_figure(frame, title: str | None = None) -> go.Figure:
 
 
 # ---- 2. the same sweep on another cost curve ----------------------------------------------------------
-def flat_curve(curve: CostCurve, up_to: int | None = None) -> CostCurve:
-    """A GPU-like curve: every forward up to `up_to` tokens (default: the curve's largest) costs t(1)."""
-    top = up_to or max(curve.sizes)
-    return CostCurve(sizes=[1, top], seconds=[curve.seconds[0]] * 2, device="flat", context=curve.context, tree=True)
-
-
 def predicted_speedups(frame, curves: Mapping[str, CostCurve]):
     """For each curve, predicted speed-up = mean accepted / (t(n̄) / t(1)), n̄ the measured tokens verified
     per forward (the root included); a copy of `frame` with one column per curve."""

@@ -34,8 +34,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from .io import Prompt, as_prompts, atomic_path, eos_ids, model_record, write_json
-from .models import LoadedModel, chat_ids
+from .io import as_prompts, atomic_path, eos_ids, write_json
+from .models import LoadedModel, model_name, model_record, prompt_ids, unwrap
 
 __all__ = [
     "DistillExample",
@@ -70,10 +70,6 @@ def split_heldout(items: Sequence, every: int = 10) -> tuple[list, list]:
     return [x for x, h in zip(items, held, strict=True) if not h], [x for x, h in zip(items, held, strict=True) if h]
 
 
-def _prompt_ids(prompt: Prompt, tokenizer) -> list[int]:
-    return prompt.ids if prompt.ids is not None else chat_ids(tokenizer, prompt.text)
-
-
 def _fingerprint(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -81,9 +77,8 @@ def _fingerprint(*parts) -> str:
 # ---- generation ---------------------------------------------------------------------------------------
 def _unpack(lm) -> tuple[torch.nn.Module, object, str]:
     """(model, tokenizer, name); the name is the manifests' (never a path of this machine)."""
-    if isinstance(lm, LoadedModel):
-        return lm.model, lm.tokenizer, model_record(lm)["name"]
-    return lm, None, type(lm).__name__
+    model, tokenizer = unwrap(lm)
+    return model, tokenizer, model_record(lm)["name"] if isinstance(lm, LoadedModel) else model_name(lm)
 
 
 @torch.inference_mode()
@@ -134,7 +129,7 @@ def generate_distillation_data(
     """
     model, tokenizer, name = _unpack(lm)
     records = as_prompts(prompts)
-    ids = [_prompt_ids(r, tokenizer) for r in records]
+    ids = [prompt_ids(r, tokenizer) for r in records]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     meta = {

@@ -35,8 +35,8 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from .io import atomic_path, write_json
-from .models import cache_dir, match_kernels
+from .io import atomic_path, cache_dir, write_json
+from .models import match_kernels
 
 __all__ = [
     "DRAFT_DIR",
@@ -317,7 +317,7 @@ def get_draft(draft: str | os.PathLike | Draft, target) -> Draft:
 def export_hf(draft: Draft, folder: str | os.PathLike | None = None, tokenizer=None) -> Path:
     """Write the draft as a complete, standalone HF model folder (full vocabulary); return it.
 
-    Default location: the cache (`specdec_lab.models.cache_dir()`), keyed by the draft's weights, so this
+    Default location: the cache (`specdec_lab.io.cache_dir()`), keyed by the draft's weights, so this
     runs once. `AutoModelForCausalLM.from_pretrained(folder)` then loads it anywhere (e.g. as
     transformers' `assistant_model`).
     """

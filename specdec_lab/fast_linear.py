@@ -49,7 +49,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import parametrize
 
-from .io import write_json
+from .io import cache_dir, write_json
 from .machine import machine
 
 __all__ = [
@@ -308,8 +308,6 @@ def _measure(mods: list[FastLinear], rows=TUNE_ROWS, reps: int = 5) -> dict[str,
 
 
 def _plans_file() -> Path:
-    from .models import cache_dir  # models imports this module: a local import avoids the cycle
-
     return cache_dir() / "linear_plans.json"
 
 

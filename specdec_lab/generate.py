@@ -28,7 +28,7 @@ from .accept import Acceptance
 from .device import sync
 from .io import eos_ids
 from .kv_cache import KVCache
-from .models import LoadedModel, chat_ids
+from .models import prompt_ids, unwrap
 from .proposers import METHODS, DecodeState, Proposer, get_method, make_proposer, register_method
 from .sampling import Sampling
 from .tree import Tree
@@ -114,31 +114,6 @@ class GenerationResult:
 
 
 # ---- input checks ---------------------------------------------------------------------------------
-def _prompt_ids(prompt, tokenizer, chat: bool, vocab_size: int) -> list[int]:
-    if isinstance(prompt, str):
-        if not prompt.strip():
-            raise ValueError("prompt is empty: give some text (or token ids) to continue")
-        if tokenizer is None:
-            raise ValueError("a text prompt needs a tokenizer: pass tokenizer=..., a LoadedModel, or token ids")
-        ids = chat_ids(tokenizer, prompt) if chat else tokenizer(prompt)["input_ids"]
-    elif isinstance(prompt, torch.Tensor):
-        if prompt.ndim == 2 and prompt.shape[0] == 1:
-            prompt = prompt[0]
-        if prompt.ndim != 1:
-            raise ValueError(f"prompt ids must be 1-D (or shape (1, n)); got shape {tuple(prompt.shape)}")
-        ids = prompt.tolist()
-    elif isinstance(prompt, Sequence):
-        ids = [int(t) for t in prompt]
-    else:
-        raise ValueError(f"prompt must be text, a list of token ids or a tensor, got {type(prompt).__name__}")
-    if len(ids) == 0:
-        raise ValueError("prompt is empty: it tokenized to 0 tokens")
-    bad = [t for t in ids if not 0 <= t < vocab_size]
-    if bad:
-        raise ValueError(f"prompt has token ids outside the vocabulary [0, {vocab_size}): {bad[:5]}")
-    return ids
-
-
 def _context_window(model) -> int:
     config = model.config.get_text_config(decoder=True)
     return int(getattr(config, "max_position_embeddings", 1 << 30))
@@ -152,7 +127,7 @@ def generate(
     max_new_tokens: int = 128,
     *,
     tokenizer=None,
-    chat: bool = False,
+    chat: bool | str = "auto",
     eos_token_id: int | Sequence[int] | None = None,
     accept: str | Callable[..., Acceptance] | None = None,
     temperature: float = 0.0,
@@ -167,7 +142,8 @@ def generate(
     """Decode `max_new_tokens` (or until EOS) with one of `METHODS`; greedy and exact by default.
 
     model:     an HF causal LM, or a `LoadedModel` (which also supplies the tokenizer)
-    prompt:    text (tokenized as is, or wrapped in the chat template with chat=True) or token ids
+    prompt:    text or token ids. chat="auto" (default) puts text in the tokenizer's chat template when it
+               has one (an instruct model answers the user turn); chat=False continues the raw text
     method:    a name in METHODS; `params` go to its config (e.g. max_draft=8, draft_length="heuristic")
     accept:    acceptance rule name (one the method has: `AcceptRules`) or callable; None = the method's
                default for the sampling mode (greedy at temperature 0, else its exact sampling rule)
@@ -179,9 +155,7 @@ def generate(
                emitted so far) — progress bars, Stop buttons; returning False ends generation there with
                stop_reason "stopped" (the tokens so far are kept). Its own time counts in `seconds`.
     """
-    if isinstance(model, LoadedModel):
-        tokenizer = tokenizer if tokenizer is not None else model.tokenizer
-        model = model.model
+    model, tokenizer = unwrap(model, tokenizer)
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
     sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p)
@@ -198,7 +172,7 @@ def generate(
     layers = check_feature_layers(model, proposer.feature_layers)
 
     vocab = model.config.get_text_config(decoder=True).vocab_size
-    ids = _prompt_ids(prompt, tokenizer, chat, vocab)
+    ids = prompt_ids(prompt, tokenizer, chat, vocab)
     window = _context_window(model)
     if len(ids) >= window:
         raise ValueError(

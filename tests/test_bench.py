@@ -157,7 +157,7 @@ def test_cli_rejects_bad_input_before_loading_a_model(tmp_path, capsys):
 
 
 def test_text_prompt_without_tokenizer_is_a_clear_error(model):
-    with pytest.raises(BenchInputError, match="no tokenizer"):
+    with pytest.raises(BenchInputError, match="needs a tokenizer"):
         run_benchmark(model, ["hello"], "autoregressive", max_new_tokens=2, progress=False)
 
 

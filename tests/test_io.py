@@ -17,11 +17,10 @@ from specdec_lab.io import (
     atomic_path,
     eos_ids,
     load_prompts,
-    model_record,
     write_json,
     write_jsonl,
 )
-from specdec_lab.models import SHIPPED, LoadedModel
+from specdec_lab.models import SHIPPED, LoadedModel, model_record
 
 
 # ---- atomic writes ----------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ from specdec_lab import KVCache, Tree, prefill, verify_tree
 from specdec_lab.cost import CostCurve, set_cost_curve
 from specdec_lab.medusa import MedusaHeads
 from specdec_lab.medusa.projection import int8_kernel_works, quantize_rows
-from specdec_lab.medusa.trees import HeadAccuracies, cartesian_paths
-from specdec_lab.proposers.medusa import Drafter, MedusaDecodeConfig, MedusaProposer, parse_tree
+from specdec_lab.proposers.medusa import Drafter, MedusaDecodeConfig, MedusaProposer
+from specdec_lab.trees import HeadAccuracies, cartesian_paths, parse_tree
 
 PROMPT = [5, 17, 42, 7, 99, 3, 18, 64]
 

@@ -8,8 +8,8 @@ from test_medusa_decoding import random_heads  # tests/ is on sys.path (pytest r
 
 import specdec_lab as S
 from specdec_lab.cost import CostCurve, set_cost_curve
-from specdec_lab.medusa.dynamic import DEFAULT_EDGES, HeadConfidence, confidence_from_probs, dynamic_tree
 from specdec_lab.proposers.medusa import Drafter, MedusaDecodeConfig, MedusaProposer
+from specdec_lab.trees import DEFAULT_EDGES, HeadConfidence, confidence_from_probs, dynamic_tree
 
 PROMPT = [5, 17, 42, 7, 99, 3, 18, 64]
 STEEP = [1.0, 1.3, 1.6, 1.9, 3.1, 5.5, 10.3]

@@ -12,8 +12,8 @@ import specdec_lab as S
 from specdec_lab.cost import CostCurve, set_cost_curve
 from specdec_lab.medusa import MedusaHeads
 from specdec_lab.medusa.online import Arm, OnlineBudget
-from specdec_lab.medusa.trees import HeadAccuracies, choose_budget
 from specdec_lab.proposers.medusa import Drafter, MedusaDecodeConfig, MedusaProposer
+from specdec_lab.trees import HeadAccuracies, choose_budget
 
 PROMPT = [5, 17, 42, 7, 99, 3, 18, 64]
 

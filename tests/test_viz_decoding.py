@@ -12,8 +12,8 @@ import specdec_lab as S
 from specdec_lab.generate import GenerationResult, StepTrace
 from specdec_lab.losslessness import LogitsTable, drift_baseline, typical_drift
 from specdec_lab.medusa import MedusaHeads
-from specdec_lab.medusa.trees import BudgetChoice
 from specdec_lab.sampling import Sampling
+from specdec_lab.trees import BudgetChoice
 from specdec_lab.viz.decoding import (
     STEP_COLORS,
     budget_figure,

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from specdec_lab import Tree
-from specdec_lab.medusa.trees import BudgetChoice, HeadAccuracies, choose_budget, greedy_steps, greedy_tree
+from specdec_lab.trees import BudgetChoice, HeadAccuracies, choose_budget, greedy_steps, greedy_tree
 from specdec_lab.viz.tree_figures import (
     EXPLORER_PLACEHOLDER,
     Explorer,

@@ -44,7 +44,7 @@ from ..device import sync
 from ..fast_linear import linear_kind, linear_plan
 from ..io import Prompt, as_prompts, eos_ids, write_json
 from ..machine import machine_info
-from ..models import LoadedModel
+from ..models import model_name, prompt_ids, unwrap
 from ..proposers.registry import BASELINE
 from .methods import BenchInputError, build_runner, parse_methods
 from .report import summarize
@@ -106,14 +106,12 @@ def _first_per_category(prompts: list[Prompt], n: int) -> list[Prompt]:
     return out
 
 
-def _prompt_ids(p: Prompt, lm) -> list[int]:
-    if p.ids is not None:
-        return list(p.ids)
-    if not isinstance(lm, LoadedModel) or lm.tokenizer is None:
-        raise BenchInputError(
-            f"prompt {p.question_id!r} is text but the model has no tokenizer: give token ids instead"
-        )
-    return lm.chat_ids(p.text)  # the first user turn, wrapped in the model's chat template
+def _ids(p: Prompt, tokenizer) -> list[int]:
+    """A prompt's ids; text goes into the model's chat template (`models.prompt_ids`, chat="auto")."""
+    try:
+        return prompt_ids(p, tokenizer)
+    except ValueError as err:
+        raise BenchInputError(f"prompt {p.question_id!r}: {err}") from None
 
 
 def _prompts_digest(prompts: list[Prompt]) -> str:
@@ -259,7 +257,7 @@ def run_benchmark(
         raise BenchInputError(f"limit must be >= 1, got {config.limit}")
     specs = parse_methods(config.methods)
     labels = [s.label for s in specs]
-    model, tokenizer = (lm.model, lm.tokenizer) if isinstance(lm, LoadedModel) else (lm, None)
+    model, tokenizer = unwrap(lm)
     device = next(model.parameters()).device
     all_prompts = as_prompts(prompts)
     selected = _first_per_category(all_prompts, config.per_category) if config.per_category else all_prompts
@@ -268,7 +266,7 @@ def run_benchmark(
     record = asdict(config)  # "config" in results.json: all CLI args, with what the model says filled in
     record.update(
         methods=labels,
-        model=config.model or (lm.name if isinstance(lm, LoadedModel) else type(model).__name__),
+        model=config.model or model_name(lm),
         device=str(device),
         dtype=str(model.dtype).removeprefix("torch."),
         linear=linear_kind(model),
@@ -286,7 +284,7 @@ def run_benchmark(
         torch.manual_seed(config.seed)
         eos = eos_ids(model, tokenizer, eos_token_id)
         runners = {s.label: build_runner(s, model, eos, traced=config.traces) for s in specs}
-        ids = {p.question_id: _prompt_ids(p, lm) for _, p in todo}  # tokenized before any clock starts
+        ids = {p.question_id: _ids(p, tokenizer) for _, p in todo}  # tokenized before any clock starts
         # Everything alive now (torch, transformers, the model) stays alive: freezing it takes it out of
         # the collector's walks, so the gc.collect() before each timed run costs ~ms instead of ~0.5 s.
         gc.collect()

@@ -20,15 +20,16 @@ import torch
 import torch.nn.functional as F
 
 from ..device import sync
+from ..trees import HeadAccuracies, HeadConfidence
+from ..vocab import drafting_vocab
 from .checkpoint import load_heads
-from .dynamic import HeadConfidence
 from .heads import MedusaHeads
 from .projection import WEIGHTS, RowScorer, int8_kernel_works, int8_mm, quantize_rows
-from .trees import HeadAccuracies
 
 __all__ = ["Drafter", "get_drafter", "CALIBRATION"]
 
 CALIBRATION = "calibration.json"  # next to the heads' checkpoint
+SHIPPED_VOCAB = "smollm2-135m"  # the shipped heads' drafting vocabulary (`specdec_lab.vocab`)
 
 
 @dataclass
@@ -177,12 +178,6 @@ def _median_seconds(fn, device, repeats: int) -> float:
 _DRAFTERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _shipped_vocab(target) -> torch.Tensor | None:
-    from ..draft_model import get_draft
-
-    return get_draft("default", target).vocab
-
-
 def get_drafter(heads: str | MedusaHeads, target, vocab: str = "auto", head_weights: str = "auto") -> Drafter:
     """Resolve a heads argument ("default", a folder, or MedusaHeads) for `target`, once per process."""
     from . import shipped_heads_path
@@ -208,7 +203,7 @@ def get_drafter(heads: str | MedusaHeads, target, vocab: str = "auto", head_weig
         loaded[key] = Drafter(
             heads=loaded_heads,
             source=folder,
-            vocab=_shipped_vocab(target) if use_draft_vocab else None,
+            vocab=drafting_vocab(SHIPPED_VOCAB, device) if use_draft_vocab else None,
             accuracies=HeadAccuracies.from_dict(record) if record else None,
             confidence=HeadConfidence.from_dict(record["confidence"]) if record and record.get("confidence") else None,
             head_weights=head_weights,

@@ -37,7 +37,6 @@ sure, none where they are not. Any tree can be given instead.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,19 +46,11 @@ import torch
 from ..accept import TREE_RULES
 from ..cost import cost_curve_for
 from ..medusa.drafter import CALIBRATION, Drafter, get_drafter
-from ..medusa.dynamic import dynamic_tree
 from ..medusa.heads import MedusaHeads
 from ..medusa.online import OnlineBudget
 from ..medusa.projection import WEIGHTS
-from ..medusa.trees import (
-    BudgetChoice,
-    cartesian_paths,
-    choose_budget,
-    expected_length,
-    normalize_paths,
-    read_choices,
-)
 from ..tree import Tree
+from ..trees import BudgetChoice, choose_budget, dynamic_tree, expected_length, normalize_paths, parse_tree
 from .base import DecodeState, Proposer, param
 
 __all__ = ["MedusaDecodeConfig", "MedusaProposer", "Drafter", "get_drafter", "CALIBRATION"]
@@ -110,23 +101,6 @@ class MedusaDecodeConfig:
             raise ValueError(f"arms must be >= 1, got {self.arms}")
         if isinstance(self.tree, str) and self.tree not in ("auto", "dynamic"):
             parse_tree(self.tree)  # fails early, naming the problem
-
-
-def parse_tree(spec: str | Sequence) -> list[tuple[int, ...]]:
-    """A tree spec (not "auto") -> rank paths. "chain:N" is heads 1..N's top-1; "cartesian:8,4" the full tree."""
-    if not isinstance(spec, str):
-        return [tuple(int(r) for r in path) for path in spec]
-    kind, _, arg = spec.partition(":")
-    try:
-        if kind == "chain":
-            return [(0,) * d for d in range(1, int(arg) + 1)]
-        if kind == "cartesian":
-            return cartesian_paths([int(s) for s in arg.split(",")])
-    except ValueError:
-        raise ValueError(f"tree {spec!r}: expected 'chain:N' or 'cartesian:s1,s2,...' with integers") from None
-    if os.path.exists(spec):
-        return read_choices(spec)
-    raise ValueError(f"tree {spec!r} is not 'auto', 'chain:N', 'cartesian:s1,s2,...' or an existing choices file")
 
 
 @dataclass

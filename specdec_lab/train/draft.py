@@ -40,8 +40,8 @@ from ..draft_model import (
     save_draft,
     trainable_parameters,
 )
-from ..io import model_record
 from ..machine import machine_info, use_bf16
+from ..models import model_record
 from ._data import add_data_arguments, by_source, load_data, load_target
 
 __all__ = ["TrainConfig", "TrainLog", "draft_vocabulary", "train_draft", "evaluate_draft", "main"]

@@ -26,8 +26,9 @@ from pathlib import Path
 
 import torch
 
-from ..io import model_record, write_json
+from ..io import write_json
 from ..machine import machine_info, use_bf16
+from ..models import model_record
 from ._data import add_data_arguments, by_source, load_data, load_target
 
 __all__ = ["main", "build_parser"]
@@ -83,16 +84,8 @@ def _cache_seconds(path: str) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     from .. import distill
-    from ..medusa import (
-        Medusa1Config,
-        MedusaHeads,
-        build_rows,
-        checkpoint_bytes,
-        head_accuracy,
-        save_heads,
-        save_medusa_layout,
-        train_medusa1,
-    )
+    from ..medusa import MedusaHeads, checkpoint_bytes, save_heads, save_medusa_layout
+    from ..medusa.train import Medusa1Config, build_rows, head_accuracy, train_medusa1
 
     args = build_parser().parse_args(argv)
     torch.set_num_threads(args.threads)

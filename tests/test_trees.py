@@ -9,9 +9,13 @@ import pytest
 import torch
 
 from specdec_lab.cost import CostCurve
-from specdec_lab.medusa.calibration import MISSING_RANK, HeadAccuracies, calibrate, calibrate_from_ranks
-from specdec_lab.medusa.trees import (
+from specdec_lab.medusa.calibration import calibrate
+from specdec_lab.tree import Tree
+from specdec_lab.trees import (
+    MISSING_RANK,
+    HeadAccuracies,
     brute_force_tree,
+    calibrate_from_ranks,
     cartesian_paths,
     cartesian_size,
     check_paths,
@@ -25,7 +29,6 @@ from specdec_lab.medusa.trees import (
     read_choices,
     write_choices,
 )
-from specdec_lab.tree import Tree
 
 
 def _plausible(k: int = 4, s: int = 10) -> torch.Tensor:

@@ -4,10 +4,11 @@ Every method is one loop (`generate`) with a pluggable proposer; see `specdec_la
 """
 
 from .accept import Acceptance, accept_greedy, accept_speculative
-from .cost import CostCurve, measure_cost_curve
+from .cost import CostCurve, StepCost, measure_cost_curve
 from .draft_model import Draft, get_draft, load_draft
 from .generate import METHODS, GenerationResult, StepTrace, generate, make_proposer, register_method
 from .kv_cache import KVCache
+from .memory import Memory
 from .models import LoadedModel, ModelNotFoundError, find_model_file, load_model, tiny_model
 from .tree import MalformedTreeError, Tree
 from .verify import TreeOutput, prefill, verify_tree
@@ -20,7 +21,9 @@ __all__ = [
     "get_draft",
     "load_draft",
     "CostCurve",
+    "StepCost",
     "measure_cost_curve",
+    "Memory",
     "METHODS",
     "GenerationResult",
     "StepTrace",

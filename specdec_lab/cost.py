@@ -1,21 +1,29 @@
-"""Hardware cost of verification, and draft lengths chosen from it.
+"""The price of one loop step: the measured verify curve t(n), corrected online, plus the loop's own time.
 
-Decoding a small model is memory-bound: one forward over n tokens costs far less than n forwards, but
-not nothing, and on CPUs the curve is not even monotonic (2–3 tokens can take slower matmul paths than
-4 or 8). So the draft length that maximizes speed depends on the machine. We *measure* the curve
-t(n) = seconds for one verify forward of n tokens on the model at hand, and pick the chain length k that
-maximizes expected tokens per second:
+Decoding a small model is memory-bound: one forward over n tokens costs far less than n forwards, but not
+nothing, and on CPUs the curve is not even monotonic (2–3 tokens can take slower matmul paths than 4 or 8).
+So every size a method picks — a chain's draft length, a tree's node budget, Lookahead's window — depends on
+the machine, and every sizer asks the same object for its price (`StepCost`):
 
-    k* = argmax_k  E[tokens | k, α] / t(k + 1),     E[tokens | k, α] = (1 − α^{k+1}) / (1 − α)
+    price(n) = t̂(n) + ô(kind) + drafting
 
-(the expected tokens per step of a chain with per-token acceptance α, bonus token included; Leviathan et
-al. 2023, eq. 1). k = 0 (no draft: one autoregressive step) is always a candidate, so a proposer that is
-usually wrong backs off to plain decoding instead of paying for failed verification.
+    t̂(n)      one verify forward of n tokens (root included): the curve t(n) measured on this device
+               (`cost_curve_for`, a chain curve and a tree-mask curve), times load · shape(n), learned from
+               every step the loop times
+    ô(kind)    the loop's and the proposer's own seconds per step beyond the forward and beyond the
+               proposer's priced drafting: accepting, keeping the path's K/V, emitting, building the tree,
+               updating indices; learned per kind of step (a root-only step, a chain, a branching tree)
+    drafting   what the proposer prices itself (k draft-model steps, the heads it must run), in seconds
+
+A sizer maximises expected tokens per second, E[tokens | size] / price(size); the size "nothing" (one plain
+step, price(1)) is always a candidate, so a proposer that is usually wrong backs off to plain decoding.
+The loop reports every step (`StepCost.observe`), for every method; a proposer only asks. Why the loop's
+own time belongs in the price: it does not shrink when the forward does, so on a faster CPU (or a GPU) it
+is a larger share of a step, and a size that paid where forwards were slow can lose where they are fast.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 import weakref
@@ -27,16 +35,16 @@ import torch
 from .attention import attention_kind
 from .device import sync
 from .fast_linear import linear_kind
-from .theory import optimal_k
 
 __all__ = [
     "CostCurve",
     "flat_curve",
     "measure_cost_curve",
+    "summarize_times",
     "cost_curve_for",
     "set_cost_curve",
-    "AcceptanceTracker",
-    "DraftLength",
+    "StepCost",
+    "STEP_KINDS",
 ]
 
 
@@ -64,15 +72,6 @@ class CostCurve:
     def relative(self) -> list[float]:
         """t(n) / t(1) for each measured size."""
         return [s / self.seconds[0] for s in self.seconds]
-
-    def best_chain_length(self, alpha: float, k_max: int, draft_step: float = 0.0, t=None) -> int:
-        """argmax over k in [0, k_max] of E[tokens | k, α] / (k·t_draft + t(k+1)) (ties -> shorter).
-
-        draft_step: seconds of one draft step (0 for free drafts such as prompt lookup; a draft model's
-        measured step time otherwise, so c = t_draft / t(1) enters as in `theory.measured_speedup`).
-        t: the verify cost t(n) to use (default: this curve; `DraftLength` passes its online-corrected one).
-        """
-        return optimal_k(alpha, draft_step, k_max, verify_cost=t or self)  # in seconds: same argmax
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -112,9 +111,8 @@ def measure_cost_curve(
     statistic: "median" of the repeats; "min", the cost without interference (other load only ever adds
     time); or "paired": t(n) = median over repeats of t_r(n) / t_r(sizes[0]), times the median
     t(sizes[0]) — each repeat's sizes run back to back, so a ratio within one repeat cancels whatever load
-    that repeat saw. A curve measured once and used for a whole run (Medusa's tree size) decides on such
-    ratios (are 5 tokens worth 4% more accepted than 4?): on a shared 2-core VM, six back-to-back
-    measurements of t(5)/t(4) gave 1.00–1.15 from minima, 1.06–1.15 from medians, 1.12–1.17 paired.
+    that repeat saw. Sizing decides on such ratios (are 5 tokens worth a few % more accepted than 4?), and
+    on a shared machine a ratio of two independent minima or medians moves by more than that margin.
     """
     if statistic not in ("median", "min", "paired"):
         raise ValueError(f"statistic must be 'median', 'min' or 'paired', got {statistic!r}")
@@ -182,213 +180,138 @@ TREE_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64)
 
 
 def cost_curve_for(model, max_tokens: int = 16, tree: bool = False) -> CostCurve:
-    """The model's cost curve, measured once per process per model object, device, dtype and kernels.
+    """The model's cost curve up to `max_tokens`, measured once per process per model object, device, dtype and
+    kernels (a fact about the machine, like the kernel plan: no decoding writes to it).
 
-    tree=True: the curve of branching trees (`measure_cost_curve`), up to max_tokens (tree methods ask for
-    larger sizes than chains do).
+    tree=True: the curve of branching trees (`measure_cost_curve`). A later call that asks for more tokens
+    than the stored curve reaches measures it again up to the new size (extrapolating past the measured
+    sizes would guess exactly where tree methods decide).
     """
     curves = _CURVES.setdefault(model, {})
     key = (*_setup_key(model), tree)
-    if key not in curves:  # a curve that stops short of max_tokens is extrapolated (CostCurve.__call__)
+    if key not in curves or max(curves[key].sizes) < max_tokens:
         sizes = sorted({n for n in (TREE_SIZES if tree else DEFAULT_SIZES) if n <= max_tokens} | {max_tokens})
-        # Paired ratios (see `measure_cost_curve`): what a run decides on is how much dearer n tokens are than
-        # one, and a chain's curve is the prior `DraftLength` corrects only slowly (its shape(n)), so a noisy
-        # t(2)/t(1) measured at startup could keep a draft backed off (or drafting) for a whole run.
+        # Paired ratios (`measure_cost_curve`): what a run decides on is how much dearer n tokens are than one,
+        # and `StepCost` corrects each size only slowly from the loop's own timings.
         curves[key] = measure_cost_curve(model, sizes=sizes, repeats=15, tree=tree, statistic="paired")
     return curves[key]
 
 
-class AcceptanceTracker:
-    """Per-token acceptance rate α, estimated online, per key (e.g. the n-gram length that matched).
+STEP_KINDS = ("root", "chain", "tree")  # a root-only step (plain decoding), a chain, a branching tree
 
-    A chain of k drafts with a accepted is a truncated geometric observation: a successes and one failure
-    if a < k. Counts decay geometrically (recent text matters most); a prior keeps early estimates sane.
-    While a key is not tried its estimate drifts back toward the prior, so a proposer that backed off
-    tries again later (text that did not repeat may start to).
+
+def step_kind(n: int, tree: bool) -> str:
+    """The kind of a step that verifies n tokens (root included): root-only, a chain, or a branching tree."""
+    return "root" if n <= 1 else "tree" if tree else "chain"
+
+
+class StepCost:
+    """The price of one loop step on one model, for every sizer (module docstring): one per `generate` call,
+    or carried across calls in a `Memory`.
+
+        step(n, tree, drafting) = t̂(n) + ô(kind) + drafting,      t̂(n) = t(n) · load · shape(n)
+
+    `load` (how busy the machine is now) follows every observed verify: a moving average of observed /
+    (t(n) · shape(n)). `shape(n)` (how the context has changed size n's cost relative to the others: longer
+    contexts raise multi-token verifies more than one-token ones) follows only size n's own verifies, slowly;
+    a size not observed yet takes the nearest observed size's shape. Why two factors and not one ratio per
+    size: a size that stops being verified would keep whatever ratio a burst of foreign load left it, and a
+    2-token verify could look cheaper than a 1-token one for the rest of a run; a new size starts from the
+    shape it was priced at and moves a few % per verify, so one noisy probe cannot reorder the sizes.
+
+    ô(kind) starts at the root-only steps' overhead (0 before any step) and follows that kind's steps.
+    `StepCost.of(curve)` prices on a given curve instead of a measured one (learn=False: never corrected).
     """
 
-    def __init__(
-        self,
-        prior: float = 0.5,
-        prior_weight: float = 2.0,
-        decay: float = 0.7,
-        recover: float = 0.05,
-        priors: dict | None = None,
-    ):
-        self.prior, self.prior_weight, self.decay, self.recover = prior, prior_weight, decay, recover
-        self.priors = priors or {}  # per-key prior α (e.g. longer n-gram matches are more trustworthy)
-        self.successes: dict = {}
-        self.failures: dict = {}
-
-    def alpha(self, key=None) -> float:
-        s, f = self.successes.get(key, 0.0), self.failures.get(key, 0.0)
-        prior = self.priors.get(key, self.prior)
-        return (s + prior * self.prior_weight) / (s + f + self.prior_weight)
-
-    def lower_bound(self, key=None, z: float = 1.0) -> float:
-        """α̂ − z·sd: a lower confidence bound on α (normal approximation). The estimate stands on the decayed
-        counts plus the prior's pseudo-counts, n = s + f + prior_weight observations; sd = sqrt(α̂(1 − α̂)/n).
-        One accepted token after many rejected ones moves α̂, hardly the bound."""
-        a = self.alpha(key)
-        n = self.successes.get(key, 0.0) + self.failures.get(key, 0.0) + self.prior_weight
-        return max(0.0, a - z * math.sqrt(a * (1.0 - a) / n))
-
-    def observe(self, key, proposed: int, accepted: int) -> None:
-        if proposed <= 0:
-            return
-        s = self.successes.get(key, 0.0) * self.decay + accepted
-        f = self.failures.get(key, 0.0) * self.decay + (1.0 if accepted < proposed else 0.0)
-        self.successes[key], self.failures[key] = s, f
-
-    def idle(self, key) -> None:
-        """One step in which `key` could have been tried but was not: forget a little."""
-        if key in self.successes:
-            keep = 1.0 - self.recover
-            self.successes[key] *= keep
-            self.failures[key] *= keep
-
-
-class DraftLength:
-    """How many draft tokens to propose: fixed, HF's +2/−1 heuristic, or cost-aware (default).
-
-    mode = int k        -> always k (capped by what the proposer has)
-    mode = "heuristic"  -> transformers' rule: start at `initial`; +2 after a fully accepted draft, −1
-                           (not below 1) otherwise
-    mode = "cost"       -> k* = argmax_k E[tokens | k, α̂] / (k·t_draft + t̂(k+1)) with α̂ from
-                           `AcceptanceTracker`, t_draft the proposer's measured draft step (0 for free
-                           drafts) and t̂ the measured `CostCurve`, corrected (below); k = 0 scores 1 / t̂(1)
-                           and wins where no draft pays: it backs off to plain decoding, and probes
-
-    The measured curve is taken at a short context (64 tokens) on an idle machine; the loop's own verify
-    timings (`observe_verify`) correct it as decoding goes (longer contexts raise the cost of multi-token
-    verifies more than that of one token: attention over the cache grows with both). Without the correction
-    a long prompt made cost mode pick k = 3 where k = 1 pays.
-
-    The correction has two parts, t̂(n) = t(n) · load · shape(n). `load`, a moving average over every
-    observed verify of observed / (measured · shape), is how busy the machine is now; `shape(n)` (the
-    nearest observed size's for sizes not seen yet) is what remains for size n, and moves slowly. Why not
-    one ratio per size: a size that stops being verified keeps its last ratio, so while drafting (only
-    2-token verifies) the 1-token ratio stayed as a burst of foreign load had left it, a 2-token verify
-    looked cheaper than a 1-token one, and a draft accepting 19% ran for 60 steps (a bench prompt, qa).
-    shape(n) of a size not seen before starts from the shape it was priced at and moves 3% per verify,
-    so a single probe's timing (one noisy forward) cannot reorder the sizes.
-
-    Backing off and probing. The estimates that made cost mode stop (α̂, a draft model's step time) are
-    refreshed only by drafting, so while backed off it probes: the `probe_interval`-th consecutive k = 0
-    choice proposes one token instead. The interval starts at `probe_every`, doubles after each failed
-    probe (its token rejected) up to `probe_max`, and is reset by an accepted probe or by the rule choosing
-    k ≥ 1 again. Why it grows: a probe costs a draft step (a model draft also catches up on the skipped
-    tokens, in one forward) and a 2-token verify instead of 1, and text that defeats a draft tends to go on
-    defeating it (a whole answer of prose), so a fixed interval N costs ~1/N of the steps for as long as
-    the text lasts; doubling gets to probe_max after a few failures, where the overhead is ~1/probe_max.
-    The price, noticing late that the text turned predictable, is bounded by probe_max steps, and the
-    first probes come soon, so one unlucky measurement (a step timed while the machine was busy) cannot
-    switch a proposer off for long.
-
-    Resuming. Once backed off, the rule resumes drafting only when k ≥ 1 pays at a lower confidence bound
-    on α, α̂ − z·sd (`AcceptanceTracker.lower_bound`, z = `resume_z`); while drafting it uses α̂ itself. The
-    asymmetry is hysteresis: with z = 0, one accepted probe after a run of rejections lifted α̂ just over
-    the threshold, the draft ran a few steps, failed, backed off, and the next accepted probe started it
-    again — each round paying draft steps for nothing. With z ≥ 1 an accepted probe only brings the next
-    probe forward; a few accepted in a row resume. Model drafts (a failed token costs a draft forward) use
-    z = 1; prompt lookup, whose drafts are free, uses 0.
-    """
-
-    def __init__(
-        self,
-        mode: int | str = "cost",
-        k_max: int = 10,
-        initial: int = 4,
-        tracker: AcceptanceTracker | None = None,
-        probe_every: int = 16,
-        probe_max: int = 128,
-        resume_z: float = 0.0,
-    ):
-        if isinstance(mode, str) and mode not in ("cost", "heuristic"):
-            raise ValueError(f"draft_length must be an int, 'cost' or 'heuristic', got {mode!r}")
-        if isinstance(mode, int) and mode < 0:
-            raise ValueError(f"draft_length must be >= 0, got {mode}")
-        if k_max < 1:
-            raise ValueError(f"max_draft must be >= 1, got {k_max}")
-        if probe_every < 0 or (probe_every and probe_max < probe_every):
-            raise ValueError(f"need 0 <= probe_every <= probe_max, got {probe_every}, {probe_max}")
-        self.mode, self.k_max = mode, k_max
-        self.k_heuristic = initial
-        self.tracker = tracker or AcceptanceTracker()
-        self.curve: CostCurve | None = None
-        self.draft_step = 0.0  # seconds per draft step; a draft-model proposer keeps it measured
-        self.probe_every, self.probe_max = probe_every, probe_max  # probe_every = 0: never probe
-        self.probe_interval = probe_every  # the wait now: doubles after a failed probe (class docstring)
-        self.idle_run = 0  # consecutive cost-mode choices of k = 0 (a probe ends the run)
-        self.probing = False  # the last choice was a probe; its outcome (`observe`) sets the next wait
-        if resume_z < 0:
-            raise ValueError(f"resume_confidence must be >= 0, got {resume_z}")
-        self.resume_z = resume_z  # z of the bound on α that resuming from a back-off must pay with
-        self.backed_off = False  # the rule's last own choice (probes aside) was k = 0
-        # t̂(n) = t(n) · load · shape(n) (class docstring): load, how busy the machine is now, follows every
-        # verify of any size; shape(n), how the context has changed size n's cost relative to the others,
-        # follows only size n's own verifies, slowly.
+    def __init__(self, model=None, *, learn: bool = True):
+        self.model = model
+        self.learn = learn
+        self.curves: dict[bool, CostCurve] = {}  # tree? -> the measured curve
         self.load = 1.0
-        self.shape: dict[int, float] = {}
-        self.load_decay, self.shape_decay = 0.6, 0.97
+        self.shape: dict[tuple[bool, int], float] = {}  # (tree?, n) -> shape(n)
+        self.overheads: dict[str, float] = {}  # kind -> ô
+        self.steps = 0  # steps observed
+        self.load_decay, self.shape_decay, self.overhead_decay = 0.6, 0.97, 0.9
+        self._drafting = 0.0  # seconds the proposer priced itself in the step in flight (`note`)
 
-    def observe_verify(self, n: int, seconds: float | None) -> None:
-        """One verify forward of n tokens took `seconds` (the loop's timing): refine t̂(n)."""
-        if self.curve is None or not seconds or seconds <= 0:
-            return
-        ratio = min(max(seconds / self.curve(n), 0.25), 4.0)  # a hiccup (page fault, other load) is clipped
-        a, b = self.load_decay, self.shape_decay
-        self.load = a * self.load + (1 - a) * ratio / self._shape(n)
-        # A size seen for the first time starts from the shape it was priced at (the nearest size's), not
-        # from its first residual: one noisy probe would otherwise fix how a 2-token verify compares with a
-        # 1-token one — a fast probe made 2 tokens look cheaper than 1, and a draft accepting 19% ran on.
-        self.shape[n] = b * self.shape.get(n, self._shape(n)) + (1 - b) * ratio / self.load
+    @classmethod
+    def of(cls, curve: CostCurve, *, learn: bool = True, overheads: dict[str, float] | None = None) -> StepCost:
+        """Prices from a given curve (for chains and trees alike) and overheads; learn=False ignores every
+        observation (tests, what-if notebooks: the prices stay exactly the curve's)."""
+        cost = cls(learn=learn)
+        cost.curves = {False: curve, True: curve}
+        cost.overheads = dict(overheads or {})
+        return cost
 
-    def _shape(self, n: int) -> float:
-        """shape(n): size n's own, else the nearest observed size's (ties: the larger), else 1."""
-        if not self.shape:
+    # ---- the curves ---------------------------------------------------------------------------------
+    def prepare(self, max_tokens: int, tree: bool = False) -> CostCurve:
+        """Make sure the curve of `tree` kind reaches `max_tokens` (measured now, in the proposer's `start`,
+        never in the middle of decoding); a fixed StepCost keeps its curve."""
+        if self.model is not None and (tree not in self.curves or max(self.curves[tree].sizes) < max_tokens):
+            self.curves[tree] = cost_curve_for(self.model, max_tokens=max_tokens, tree=tree)
+        return self.curve(tree)
+
+    def curve(self, tree: bool = False) -> CostCurve:
+        """The measured curve of that kind (the other kind's when only that one was measured: t(1) is the
+        same forward, and a chain curve prices a tree better than nothing)."""
+        if tree in self.curves:
+            return self.curves[tree]
+        if (not tree) in self.curves:
+            return self.curves[not tree]
+        raise RuntimeError("no cost curve yet: the proposer's start() must call StepCost.prepare(max_tokens)")
+
+    # ---- prices -------------------------------------------------------------------------------------
+    def _shape(self, tree: bool, n: int) -> float:
+        """shape(n): size n's own, else the nearest observed size's of the same kind (ties: the larger), else 1."""
+        if (tree, n) in self.shape:
+            return self.shape[tree, n]
+        sizes = [m for t, m in self.shape if t == tree]
+        if not sizes:
             return 1.0
-        near = n if n in self.shape else min(self.shape, key=lambda m: (abs(m - n), -m))
-        return self.shape[near]
+        return self.shape[tree, min(sizes, key=lambda m: (abs(m - n), -m))]
 
-    def verify_cost(self, n: int) -> float:
-        """t̂(n) = t(n) · load · shape(n): the measured curve, corrected by what the loop has observed."""
-        assert self.curve is not None
-        return self.curve(n) * self.load * self._shape(n)
+    def verify(self, n: int, tree: bool = False) -> float:
+        """t̂(n): seconds of one verify forward of n tokens, the root included (n = 1: a plain step)."""
+        tree = tree and n > 1
+        return self.curve(tree)(n) * self.load * self._shape(tree, n)
 
-    def start(self, model) -> None:
-        if self.mode == "cost" and self.curve is None:
-            self.curve = cost_curve_for(model, max_tokens=self.k_max + 1)
+    def overhead(self, kind: str) -> float:
+        """ô(kind): the loop's and the proposer's own seconds per step of that kind (`STEP_KINDS`)."""
+        return self.overheads.get(kind, self.overheads.get("root", 0.0))
 
-    def choose(self, available: int, key=None) -> int:
-        cap = min(available, self.k_max)
-        if isinstance(self.mode, int):
-            return min(self.mode, cap)
-        if self.mode == "heuristic":
-            return min(self.k_heuristic, cap)
-        assert self.curve is not None, "DraftLength.start(model) measures the cost curve first"
-        self.probing = False
-        alpha = self.tracker.alpha(key)
-        if self.backed_off and self.resume_z:
-            alpha = self.tracker.lower_bound(key, self.resume_z)  # resuming: α must pay at its bound
-        k = self.curve.best_chain_length(alpha, cap, self.draft_step, t=self.verify_cost)
-        if k > 0:
-            self.probe_interval = self.probe_every  # drafting pays again: a later back-off probes early
-            self.backed_off = False
-        elif cap > 0:
-            self.backed_off = True
-            self.idle_run += 1
-            if self.probe_every and self.idle_run >= self.probe_interval:
-                k, self.probing = 1, True  # probe: refresh α̂ and the step time (class docstring)
-        if k > 0:
-            self.idle_run = 0
-        return k
+    def step(self, n: int, tree: bool = False, drafting: float = 0.0) -> float:
+        """Seconds of a step verifying n tokens (root included) whose proposer priced its drafting at
+        `drafting` seconds: t̂(n) + ô(kind) + drafting."""
+        return self.verify(n, tree) + self.overhead(step_kind(n, tree)) + drafting
 
-    def observe(self, key, proposed: int, accepted: int) -> None:
-        self.tracker.observe(key, proposed, accepted)
-        if self.probing and proposed > 0:  # the probe's outcome sets the wait before the next one
-            self.probing = False
-            failed = accepted < proposed
-            self.probe_interval = min(2 * self.probe_interval, self.probe_max) if failed else self.probe_every
-        if proposed > 0 and self.mode == "heuristic":
-            self.k_heuristic = self.k_heuristic + 2 if accepted == proposed else max(1, self.k_heuristic - 1)
+    # ---- what the loop reports ----------------------------------------------------------------------
+    def note(self, seconds: float) -> None:
+        """The proposer drafted for `seconds` this step, work it prices itself (its `drafting`): the loop
+        leaves it out of the overhead it learns."""
+        self._drafting += seconds
+
+    def observe(self, n: int, tree: bool, verify: float, other: float) -> None:
+        """One step: n tokens verified in `verify` seconds (forward and acceptance); `other`: the rest of the
+        step's wall time (propose, keep, emit, update, the loop's bookkeeping and hooks). The loop reports
+        every step, just before it asks the proposer for the next."""
+        drafting, self._drafting = self._drafting, 0.0
+        if not self.learn:
+            return
+        self.steps += 1
+        kind = step_kind(n, tree)
+        own = max(other - drafting, 0.0)
+        o = self.overheads.get(kind)
+        self.overheads[kind] = own if o is None else self.overhead_decay * o + (1 - self.overhead_decay) * own
+        tree = tree and n > 1
+        if not self.curves or verify <= 0:
+            return
+        ratio = min(max(verify / self.curve(tree)(n), 0.25), 4.0)  # a hiccup (page fault, other load) is clipped
+        a, b = self.load_decay, self.shape_decay
+        shape = self._shape(tree, n)
+        self.load = a * self.load + (1 - a) * ratio / shape
+        self.shape[tree, n] = b * shape + (1 - b) * ratio / self.load
+
+    def summary(self) -> dict:
+        """The corrections learned so far (what a bench row or a Memory shows)."""
+        return {"steps": self.steps, "load": round(self.load, 3),
+                "overhead_ms": {k: round(v * 1e3, 3) for k, v in self.overheads.items()}}  # fmt: skip

@@ -25,8 +25,6 @@ import copy
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,7 +33,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-from .io import atomic_path, cache_dir, write_json
+from .io import atomic_dir, atomic_path, cache_dir, write_json
 from .models import match_kernels
 
 __all__ = [
@@ -86,8 +84,7 @@ class Draft:
     adapter: torch.Tensor | None = None
     spec: DraftSpec | None = None  # None for the layer-skip view (nothing trained)
     manifest: dict = field(default_factory=dict)
-    step_seconds: float | None = None  # measured cost of one draft step (set by the proposer)
-    memory: dict | None = None  # what a proposer carries across generate calls: α̂ and the probe schedule
+    step_seconds: float | None = None  # one draft step on an empty cache, measured once by the first proposer
     shared_layers: int = 0  # layer skip: its layers ARE the target's first n, so their K/V for tokens the target
     # has committed is copied from the target's cache (`KVCache.extend_from`), never recomputed
 
@@ -330,9 +327,7 @@ def export_hf(draft: Draft, folder: str | os.PathLike | None = None, tokenizer=N
     folder = Path(folder)
     if (folder / "config.json").is_file():
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
-    try:
+    with atomic_dir(folder) as tmp:
         model = draft.model
         if draft.adapter is not None:  # fold the readout into an untied head: logits = (E A) h
             from transformers import AutoModelForCausalLM
@@ -350,7 +345,4 @@ def export_hf(draft: Draft, folder: str | os.PathLike | None = None, tokenizer=N
             tokenizer.save_pretrained(tmp)
         if draft.vocab is not None:
             (tmp / "draft_vocab.json").write_text(json.dumps(draft.vocab.tolist()))
-        os.replace(tmp, folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return folder

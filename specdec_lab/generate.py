@@ -11,6 +11,7 @@ is this loop with a different proposer, and the acceptance rules that fit its tr
         4. cache.keep(acc.path)                           # only the path's K/V stay
         5. emit tree.tokens[path[1:]] + [bonus]           # stop at EOS (even mid-path) / max_new_tokens
         6. proposer.update(state, tree, acc, out)         # the proposer syncs its own state
+           state.cost.observe(...)                        # (next step) all this step took: the one price
 
 A root-only tree makes step 2 an ordinary decoding step, so `method="autoregressive"` is plain KV-cached
 greedy decoding measured by the same code as the speculative methods.
@@ -28,6 +29,7 @@ from .accept import Acceptance
 from .device import sync
 from .io import eos_ids
 from .kv_cache import KVCache
+from .memory import Memory
 from .models import prompt_ids, unwrap
 from .proposers import METHODS, DecodeState, Proposer, get_method, make_proposer, register_method
 from .sampling import Sampling
@@ -136,6 +138,7 @@ def generate(
     seed: int | None = None,
     proposer: Proposer | None = None,
     trace: bool = True,
+    memory: Memory | None = None,
     on_step: Callable[[int, StepTrace | None, int], bool | None] | None = None,
     **params,
 ) -> GenerationResult:
@@ -151,6 +154,8 @@ def generate(
     proposer:  an already built Proposer instead of method/params (for experiments); its `accept_rules`
                say which rules it can use
     trace:     keep a StepTrace per step (trees, paths, timings) for notebooks
+    memory:    what proposers may learn across calls (`Memory`: α̂, probe schedules, the cost model's
+               corrections); None (default) = a fresh one, so every call is independent of the ones before
     on_step:   called after every step as on_step(step index, its StepTrace (None without trace), tokens
                emitted so far) — progress bars, Stop buttons; returning False ends generation there with
                stop_reason "stopped" (the tokens so far are kept). Its own time counts in `seconds`.
@@ -186,6 +191,7 @@ def generate(
 
     sync(device)
     t_start = time.perf_counter()
+    memory = memory if memory is not None else Memory()
     cache = KVCache.for_model(model, capacity=min(window, len(ids) + max_new_tokens + 64))
     prompt_out = prefill(model, cache, torch.tensor(ids[:-1], dtype=torch.long), layers)
     state = DecodeState(
@@ -198,6 +204,8 @@ def generate(
         device=device,
         sampling=sampling,
         generator=generator,
+        cost=memory.cost(model),
+        memory=memory,
     )
     proposer.start(state, prompt_out)
     sync(device)
@@ -205,6 +213,7 @@ def generate(
 
     new: list[int] = []
     steps: list[StepTrace] = []
+    last = None  # (nodes, branching, verify seconds, start) of the step before: what StepCost learns from
     forwards = 0
     stop_reason = "max_new_tokens"
     while True:
@@ -216,6 +225,9 @@ def generate(
 
         # 1. propose
         t0 = time.perf_counter()
+        if last is not None:  # the price of the step before, for every sizer: its forward, and all else it took
+            n, branching, verify, started = last
+            state.cost.observe(n, branching, verify, t0 - started - verify)
         tree = proposer.propose(state)
         if int(tree.tokens[0]) != state.root:
             raise RuntimeError(f"{method_name}: proposed tree's root {int(tree.tokens[0])} != last token {state.root}")
@@ -233,7 +245,8 @@ def generate(
 
         # 3. accept  4. keep only the accepted path's K/V
         acc = rule(tree, out.logits, sampling=sampling, generator=generator)
-        state.verify_seconds = time.perf_counter() - t1  # the host has read the logits: the device is done
+        t_read = time.perf_counter()  # the host has read the logits: the device is done
+        state.verify_seconds = t_read - t1
         cache.keep(acc.path)
         forwards += 1
 
@@ -253,6 +266,7 @@ def generate(
         if trace:
             sync(device)
         t3 = time.perf_counter()
+        last = (len(tree), not tree.is_chain, state.verify_seconds, t0)
         if trace:
             steps.append(
                 StepTrace(

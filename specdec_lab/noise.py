@@ -9,9 +9,9 @@ that, so we also keep the repeats and measure their spread:
     spread(n) = IQR(repeats of n) / median(repeats of n)       (relative interquartile range)
     spread    = median over sizes of spread(n)                  (one busy size does not decide alone)
 
-and call the timings unreliable when the spread exceeds `threshold` (default 15%: quiet 2-core runs measure
-~2–8%; a busy machine gives tens of percent). The load average is reported beside it as context only (it
-counts this process's own threads too, so it cannot decide on its own).
+and call the timings unreliable when the spread exceeds `threshold` (default 15%, well above what quiet runs
+measure and well below a busy machine's: data/bench/README.md). The load average is reported beside it as
+context only (it counts this process's own threads too, so it cannot decide on its own).
 
     curve, noise = measure_cost_curve_with_noise(model, sizes=[1, 2, 4, 8], repeats=5)
     noise.note()   # Markdown: a visible warning, or a one-line note of the measured spread

@@ -91,7 +91,7 @@ def optimal_k(alpha: float, c: float, k_max: int = 32, verify_cost: Callable[[in
     verify_cost(n): optional cost of verifying n tokens relative to one target step (default 1 for all n,
     the textbook assumption); with it the objective is E[L + 1] / (k·c + verify_cost(k + 1)).
     c and verify_cost may be in any one unit instead — seconds, say: the argmax does not depend on it
-    (`CostCurve.best_chain_length` passes a measured draft step and verify curve as they are).
+    (`DraftLength` passes a measured draft step and `StepCost.step` as they are).
     There is no closed form for the integer optimum, but the objective is unimodal in k, so a scan is exact.
     Near-ties within a relative 1e-9 (float rounding of measured costs) go to the shorter draft.
     """

@@ -9,6 +9,7 @@ import time
 import pytest
 import torch
 
+import specdec_lab as S
 from specdec_lab import generate
 from specdec_lab.bench import (
     ANCHORS,
@@ -269,3 +270,34 @@ def test_a_differing_method_records_first_diff_and_top2_gap(model, monkeypatch):
     assert all(r["identical"] is False and r["first_diff"] == 3 and r["top2_gap"] > 0 for r in bad)
     assert res["summary"]["off_by_one"]["identical_to_autoregressive"] == 0.0
     assert res["summary"]["off_by_one"]["mean_accepted"] is None
+
+
+# ---- memory: rows are independent unless asked --------------------------------------------------------
+def test_a_row_does_not_depend_on_the_rows_before_it():
+    """memory="fresh" (the default): a prompt's row is the same whether other prompts ran before it or not —
+    its tokens, forwards and everything its proposer decided. memory="method" carries what the method
+    learned from row to row (and the test can tell). Prices come from a curve far above the tiny model's
+    timings, so every decision depends on what was accepted, not on the clock."""
+    from specdec_lab.cost import CostCurve, set_cost_curve
+
+    target = S.tiny_model(num_layers=4, eos_token_id=None)
+    set_cost_curve(target, CostCurve(sizes=[1, 2, 4, 8, 16], seconds=[1.0, 1.3, 1.9, 3.1, 5.5]))
+    spec = "layer_skip:n_layers=1:probe_every=4:probe_max=8"  # the first of 4 random layers: a poor draft
+    every = [Prompt(question_id=q, category="all", ids=repetitive(q, length=12, period=7)) for q in (1, 2, 3)]
+
+    def rows(selection, memory):
+        r = run_benchmark(target, selection, f"autoregressive,{spec}", max_new_tokens=40, memory=memory,
+                          traces=False, progress=False)  # fmt: skip
+        return {row["question_id"]: row for row in r["rows"] if row["method"] == spec}
+
+    def decided(row):
+        return row["tokens"], row["forwards"], row["proposer"]
+
+    alone = rows(every[2:], "fresh")[3]
+    after = rows(every, "fresh")[3]
+    assert decided(after) == decided(alone)
+    carried = rows(every, "method")[3]
+    assert carried["tokens"] == alone["tokens"]  # exact either way ...
+    assert decided(carried) != decided(alone)  # ... but it went on from what the earlier rows taught it
+    with pytest.raises(BenchInputError, match="memory must be one of"):
+        run_benchmark(target, every, "autoregressive", max_new_tokens=2, memory="global", progress=False)

@@ -223,8 +223,7 @@ def _dialog_text(page) -> str | None:
 # ---- the test ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("stem", list(DASHBOARDS))
 def test_notebook_in_jupyterlab(stem, lab, browser):
-    if not (NOTEBOOKS / f"{stem}.ipynb").exists():
-        pytest.skip(f"notebook {stem[:2]} not present (notebooks/{stem}.ipynb)")
+    assert (NOTEBOOKS / f"{stem}.ipynb").exists(), f"notebook {stem[:2]} is missing: notebooks/{stem}.ipynb"
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     nn = stem[:2]
     page = browser.new_page(viewport={"width": 1400, "height": 1000})

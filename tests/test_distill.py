@@ -111,6 +111,6 @@ def test_prompt_file_and_heldout_split():
     assert len(held) == 30 and len(train) == 270
     assert {p.question_id for p in held}.isdisjoint(p.question_id for p in train)
     shipped = ROOT / "data" / "distill" / "smollm2-135m"
-    if (shipped / "meta.json").is_file():  # the committed self-distillation set, when present
-        meta = json.loads((shipped / "meta.json").read_text())
-        assert meta["examples"] == 300
+    assert (shipped / "meta.json").is_file(), f"the committed self-distillation set is missing: {shipped}"
+    meta = json.loads((shipped / "meta.json").read_text())
+    assert meta["examples"] == 300

@@ -156,3 +156,21 @@ def test_model_record_never_holds_a_machine_path():
     local = model_record(LoadedModel(None, None, "/data/models/my-llama", "/data/models/my-llama"))
     assert local == {"name": "my-llama", "file": "my-llama"}
     assert not any(str(v).startswith("/") for r in (record, local) for v in r.values())
+
+
+def test_atomic_dir_is_all_or_nothing(tmp_path):
+    from specdec_lab.io import atomic_dir
+
+    target = tmp_path / "cache" / "model"
+    with pytest.raises(RuntimeError), atomic_dir(target) as tmp:
+        (tmp / "weights.bin").write_bytes(b"half")
+        raise RuntimeError("interrupted")
+    assert not target.exists() and list((tmp_path / "cache").iterdir()) == []  # no half folder, no temp left
+    with atomic_dir(target) as tmp:
+        (tmp / "config.json").write_text("{}")
+        (tmp / "weights.bin").write_bytes(b"whole")
+    assert sorted(p.name for p in target.iterdir()) == ["config.json", "weights.bin"]
+    assert (target.stat().st_mode & 0o777) == 0o755
+    with atomic_dir(target) as tmp:  # a second writer: the complete folder already there is kept
+        (tmp / "config.json").write_text('{"second": true}')
+    assert (target / "config.json").read_text() == "{}" and len(list((tmp_path / "cache").iterdir())) == 1

@@ -44,6 +44,18 @@ def test_text_prompt_with_chat_template(real_model):
     assert "Paris" in res.text
 
 
+def test_a_text_prompt_gets_the_chat_template_by_default(real_model):
+    """The first call a user makes: an instruct model answers (chat="auto"); continuing the raw text of the
+    same prompt (chat=False) is what made it end at once with <|im_end|> before."""
+    from specdec_lab.io import eos_ids
+
+    res = generate(real_model, "Write a haiku about autumn.", max_new_tokens=16)
+    assert res.text.strip() and res.tokens[0] not in eos_ids(real_model.model, real_model.tokenizer)
+    assert res.prompt_tokens == real_model.chat_ids("Write a haiku about autumn.")
+    raw = generate(real_model, "Write a haiku about autumn.", chat=False, max_new_tokens=4)
+    assert raw.prompt_tokens == real_model.tokenizer("Write a haiku about autumn.")["input_ids"]
+
+
 def test_unknown_model_name_is_explained(tmp_path):
     with pytest.raises(ModelNotFoundError, match="shipped names"):
         load_model("smollm2-1.7b")

@@ -134,16 +134,15 @@ print(f"saved {save_figure(fig, '06_tree_budget', FIGURES)}")
 fig
 
 # %% [markdown]
-# The cost model ranks neighbouring budgets only as well as one startup curve measures $t(n)$ — on a
-# shared CPU, to within a few percent, about the margin between them. So `tree="auto"` keeps the
-# near-best trees (`arms=3`) and times them while decoding: each step takes the tree with the highest
-# upper confidence bound on its *measured* tokens per second (`medusa/online.py`). Every arm is an exact
-# tree; only the speed depends on the choice. Here are the arms after this prompt (the statistics stay
-# with the heads for the next prompts):
+# The cost model ranks neighbouring budgets only as well as it knows $t(n)$, and a curve measured once at
+# startup is off by about the margin between neighbours. So the price is the one cost model every method
+# shares (`cost.StepCost`): the measured curve corrected by every step the loop times, plus the loop's own
+# time per step. `tree="auto"` prices the same candidate trees again every `adapt_every` steps as it
+# learns, and where no tree pays it probes the smallest one now and then. Every tree is exact; only the
+# speed depends on the choice. How many steps verified each tree size on this prompt:
 
 # %% tags=["nbval-ignore-output"]
-if proposer.online is not None:
-    display(pd.DataFrame(proposer.online.to_dict()["arms"]).drop(columns="paths").set_index("budget"))
+pd.Series(med.proposer["budgets"], name="steps").rename_axis("nodes verified").to_frame().T
 
 # %% [markdown]
 # The predicted speed-up falls once the verify forward grows faster than $E[L]$: on this CPU each extra

@@ -60,6 +60,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
                    help="run every prompt's methods N times (rotated each round) and keep each method's fastest "
                    "run: noise on a shared machine only adds time. N times slower; rows record every run's "
                    "seconds")  # fmt: skip
+    p.add_argument("--memory", default=d.memory, choices=["fresh", "method"],
+                   help="fresh: every run of our methods starts from nothing learned before (rows independent); "
+                   "method: one Memory per method carried across prompts (alpha, probe schedule, cost "
+                   "corrections), as a server would. Recorded in the results")  # fmt: skip
     p.add_argument("--fresh", action="store_true", help="overwrite --out instead of resuming from it")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
@@ -80,6 +84,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
         attention=a.attention,
         traces=a.traces,
         repeats=a.repeats,
+        memory=a.memory,
     )
     return config, a.no_progress
 

@@ -21,10 +21,16 @@ Traces (`traces=True`, the default; CLI --no-traces): our loop's runs keep a `St
 of their rows records it compacted (`runner.TRACE_FIELDS`: nodes, candidates, emitted, t_propose, t_verify,
 t_accept, chain per step) with the prefill seconds, under "trace"; `specdec_lab.replay` re-times a run from
 it. The clock is read from outside as always. Tracing adds the per-step bookkeeping (a few short lists per
-step of tens of ms: well under 0.1% on CPU; compacted after the clock stops) to every method of our loop
+step, negligible beside a CPU step; compacted after the clock stops) to every method of our loop
 alike, autoregressive included, and the anchors nothing. On CUDA it also synchronizes the device per phase
 (what the phase timings need), which can cost more: compare a --no-traces run there before quoting
 speedups. Files written without traces load as before (their rows have no "trace").
+
+Memory (`memory="fresh"`, the default; CLI --memory). Every run of our loop starts from nothing it learned
+before (`generate(memory=None)`), so a row never depends on the rows before it — which the paired bootstrap
+of report.py assumes. `memory="method"` gives each method one `Memory` for the whole benchmark (warm-up
+included): α̂, probe schedules and cost corrections carry from prompt to prompt, as a server would see them.
+The policy is recorded in the results' config, and a run resumes only under the same one.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from ..device import sync
 from ..fast_linear import linear_kind, linear_plan
 from ..io import Prompt, as_prompts, eos_ids, write_json
 from ..machine import machine_info
+from ..memory import Memory
 from ..models import model_name, prompt_ids, unwrap
 from ..proposers.registry import BASELINE
 from .methods import BenchInputError, build_runner, parse_methods
@@ -88,7 +95,11 @@ class BenchConfig:
     attention: str | None = None  # the model's attention implementation: "sdpa_gqa" (default) or "sdpa"
     traces: bool = True  # record our loop's per-step trace in each row (module docstring)
     repeats: int = 1  # rounds per prompt; each (prompt, method) keeps its fastest run (module docstring)
+    memory: str = "fresh"  # "fresh": every run of our loop starts from nothing it learned before (rows are
+    # independent); "method": one `Memory` per method, carried from each prompt (and repeat) to the next
 
+
+MEMORY_POLICIES = ("fresh", "method")
 
 # traces only adds a field to rows: a run resumed with or without them aggregates the same speeds
 RESUME_IGNORES = ("limit", "per_category", "out", "fresh", "traces")
@@ -253,6 +264,8 @@ def run_benchmark(
         raise BenchInputError(f"max_new_tokens must be a positive integer, got {config.max_new_tokens!r}")
     if not isinstance(config.repeats, int) or config.repeats < 1:
         raise BenchInputError(f"repeats must be a positive integer, got {config.repeats!r}")
+    if config.memory not in MEMORY_POLICIES:
+        raise BenchInputError(f"memory must be one of {', '.join(MEMORY_POLICIES)}, got {config.memory!r}")
     if config.limit is not None and config.limit < 1:
         raise BenchInputError(f"limit must be >= 1, got {config.limit}")
     specs = parse_methods(config.methods)
@@ -283,7 +296,8 @@ def run_benchmark(
     if todo:
         torch.manual_seed(config.seed)
         eos = eos_ids(model, tokenizer, eos_token_id)
-        runners = {s.label: build_runner(s, model, eos, traced=config.traces) for s in specs}
+        memory = (lambda: Memory()) if config.memory == "method" else (lambda: None)
+        runners = {s.label: build_runner(s, model, eos, traced=config.traces, memory=memory()) for s in specs}
         ids = {p.question_id: _ids(p, tokenizer) for _, p in todo}  # tokenized before any clock starts
         # Everything alive now (torch, transformers, the model) stays alive: freezing it takes it out of
         # the collector's walks, so the gc.collect() before each timed run costs ~ms instead of ~0.5 s.

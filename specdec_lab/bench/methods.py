@@ -72,8 +72,9 @@ def parse_methods(methods: str | Sequence) -> list[MethodSpec]:
     return [_check(s) for s in specs]
 
 
-def build_runner(spec: MethodSpec, model, eos_ids: list[int], traced: bool = False) -> Runner:
-    """The spec's runner: our loop (`runner.loop_runner`, traced or not) or an anchor's factory."""
+def build_runner(spec: MethodSpec, model, eos_ids: list[int], traced: bool = False, memory=None) -> Runner:
+    """The spec's runner: our loop (`runner.loop_runner`, traced or not, with `memory` carried across its runs
+    when given) or an anchor's factory."""
     if spec.name in METHODS:
-        return loop_runner(spec, model, eos_ids, traced=traced)
+        return loop_runner(spec, model, eos_ids, traced=traced, memory=memory)
     return ANCHORS[spec.name](model, eos_ids, **spec.params)

@@ -7,9 +7,9 @@ is biased upward (the mean of ratios of noisy times exceeds the ratio of means).
 
 Every speedup carries a 95% interval from a paired bootstrap over prompts: resample the prompts with
 replacement (a method's row and the baseline's row of one prompt stay together), recompute the ratio of
-sums, take the 2.5% and 97.5% quantiles. On a shared 2-core VM one prompt's wall time moves by +-15%
-between two runs of the *same* decoder, so a category of 8 prompts is uncertain by several percent: the
-interval says whether a category below a floor is a measured loss or noise.
+sums, take the 2.5% and 97.5% quantiles. On a shared machine one prompt's wall time moves between two runs
+of the *same* decoder (data/bench/README.md), so a category of 8 prompts is uncertain by several percent:
+the interval says whether a category below a floor is a measured loss or noise.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 __all__ = ["summarize", "method_stats", "format_table", "speedup_interval"]
 
-BOOTSTRAP = 2000  # resamples: the 2.5% quantile then moves by ~0.3% of the speedup between seeds
+BOOTSTRAP = 2000  # resamples: enough that the 2.5% quantile hardly moves between seeds (data/bench/README.md)
 
 
 def speedup_interval(

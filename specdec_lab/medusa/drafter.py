@@ -2,8 +2,8 @@
 
 `Drafter` is what `method="medusa"` (`proposers/medusa.py`) drafts with: the heads restricted to the drafting
 vocabulary, their block kernel and weights (fp32 or int8, `projection.py`) chosen by timing on the device,
-the seconds each depth costs (what `tree="auto"` prices heads at), the budget choices and online arms
-already made for this target. `get_drafter` resolves a heads argument once per process and target.
+the seconds each depth costs (what `tree="auto"` prices heads at) — facts about the heads and the machine,
+never what decoding learned. `get_drafter` resolves a heads argument once per process and target.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from ..device import sync
-from ..trees import HeadAccuracies, HeadConfidence
+from ..trees import HeadAccuracies, HeadConfidence, TreeOption, tree_options
 from ..vocab import drafting_vocab
 from .checkpoint import load_heads
 from .heads import MedusaHeads
@@ -42,7 +42,6 @@ class Drafter:
     accuracies: HeadAccuracies | None  # calibration, when the heads' folder has one
     confidence: HeadConfidence | None = None  # c_k(p) for dynamic trees, when the calibration has it
     head_seconds: dict[int, float] = field(default_factory=dict)  # depth D -> seconds to draft D heads
-    choices: dict = field(default_factory=dict)  # (setup, accuracy, max_budget) -> BudgetChoice
     # How D heads' residual blocks run: "bmm" (one batched matmul of D matrix-vector products per layer) or
     # "mv" (D matrix-vector products in a loop). Same numbers; which is faster is the device's business
     # (a CPU's bmm of matrix-vector products can take a slow path), so `measure_heads` times both.
@@ -53,8 +52,8 @@ class Drafter:
     # (`measure_heads` times both where the int8 kernel runs and keeps the faster).
     head_weights: str = "fp32"
     score_seconds: dict[str, float] = field(default_factory=dict)  # weights -> seconds to draft all K heads
-    online: dict = field(default_factory=dict, repr=False)  # choice key -> OnlineBudget, shared by the prompts
     _quantized: dict = field(default_factory=dict, repr=False)  # "int8": LM head and W1, quantised once
+    _options: dict = field(default_factory=dict, repr=False)  # (accuracy model, max budget) -> tree options
 
     def __post_init__(self):
         if self.head_weights not in ("auto", *WEIGHTS):
@@ -101,6 +100,16 @@ class Drafter:
             q, scales = quantize_rows(w1.reshape(-1, w1.shape[-1]))
             self._quantized["blocks"] = (q.view(w1.shape), scales.to(torch.bfloat16).view(w1.shape[:-1]))
         return self._quantized["blocks"]
+
+    def tree_options(self, accuracy: str, max_budget: int) -> list[TreeOption]:
+        """The candidate trees of `tree="auto"` under the calibrated accuracy model `accuracy`, every size up to
+        `max_budget` at every depth the heads reach (`trees.tree_options`): a function of the calibration
+        alone, built once per drafter; a run prices them on its cost model."""
+        key = (accuracy, max_budget)
+        if key not in self._options:
+            acc = self.accuracies.model(accuracy)
+            self._options[key] = tree_options(acc, max_budget, max_depth=min(acc.shape[0], self.heads.num_heads))
+        return self._options[key]
 
     def rows(self, prompt: Sequence[int]) -> torch.Tensor | None:
         """(M,) sorted head rows to score: the drafting vocabulary ∪ the prompt's tokens; None = all."""

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..accept import CHAIN_RULES, AcceptRules
+from ..cost import StepCost
+from ..memory import Memory
 from ..sampling import GREEDY, Sampling
 from ..tree import Tree
 
@@ -53,10 +55,14 @@ class DecodeState:
     sampling:      temperature / top-k / top-p of this run (greedy by default)
     generator:     the run's torch.Generator, for proposers that sample
     model:         the target model (proposers that need it, e.g. Medusa heads or layer-skip, read it)
-    verify_seconds: wall time of the last verify forward and its acceptance (None before the first); cost-
-                   aware proposers learn the verify cost at the current context from it
+    verify_seconds: wall time of the last verify forward and its acceptance (None before the first)
     cache:         the target's KVCache, committed entries [0, cache_length) (read-only: a layer-skip draft
                    copies the K/V of the layers it shares with the target from it)
+    cost:          the price of a step (`cost.StepCost`): every sizer asks it, `cost.prepare(n, tree)` in
+                   `start`; the loop reports every step to it; a proposer notes its own drafting seconds
+                   (`cost.note`) so that they are not counted as loop overhead
+    memory:        what the caller lets proposers carry across calls (`memory.Memory`): a proposer reads and
+                   writes its own slot; a fresh one per call unless `generate(memory=...)` was given
     """
 
     tokens: list[int]
@@ -69,6 +75,12 @@ class DecodeState:
     generator: torch.Generator | None = None  # the run's RNG (seeded by generate(seed=...))
     verify_seconds: float | None = None
     cache: object = None
+    cost: StepCost | None = None  # None: a fresh StepCost of `model` (`__post_init__`)
+    memory: Memory = field(default_factory=Memory)
+
+    def __post_init__(self):
+        if self.cost is None:
+            self.cost = StepCost(self.model)
 
     @property
     def root(self) -> int:

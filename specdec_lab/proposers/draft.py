@@ -6,8 +6,8 @@ The draft keeps its own KV cache (`KVCache`). Per loop step:
 
     propose:  feed the tokens the draft has not seen yet in ONE forward fused with the first draft step —
               the root; d_k + the bonus token when the whole chain was accepted; or, after steps that
-              proposed nothing (k = 0 does not run the draft), every token emitted since; the first draft of a call
-              feeds the whole prompt, so the draft's prefill is paid only if it drafts — then k − 1
+              proposed nothing (k = 0 does not run the draft), every token emitted since; the first draft of a
+              call feeds the whole prompt, so the draft's prefill is paid only if it drafts — then k − 1
               single tokens; each forward yields one draft token (argmax, or a sample from q kept for
               verification)
     update:   the draft wrote K/V for pending + d_1..d_{k−1}; keep the prefix that is still on the accepted
@@ -15,14 +15,13 @@ The draft keeps its own KV cache (`KVCache`). Per loop step:
 
 The draft's head evaluates only its drafting vocabulary (plus the prompt's tokens) when it has one
 (`Draft.vocab`): q is zero elsewhere, which keeps speculative sampling exact. k is fixed, HF's +2/−1
-heuristic, or chosen each step from the measured acceptance rate α̂ and the measured costs (`DraftLength`
-with the target's verify curve t(n) and the draft's step time): k* = argmax E[L + 1] / (k·t_draft + t(k+1)),
-where k = 0 (score 1 / t(1): a root-only tree, a plain autoregressive step) backs off where no draft pays —
-long contexts, where the draft's own attention grows and α falls, or a poor draft — and probes now and then
-to come back (`DraftLength`: after `probe_every` steps, the wait doubling after each failed probe). α̂ is
-and the probe schedule are kept on the `Draft` between calls (`remember`): a call starts where the last
-one left off, backed off from its first step if the draft had stopped paying and probing on the schedule
-the failed probes set, rather than re-learning that with failed drafts and early probes in every call.
+heuristic, or chosen each step from the acceptance α̂ and the one cost model (`draft_length.DraftLength`
+pricing on `cost.StepCost`, with the draft's own step time): k* = argmax E[L + 1] / (k·t_draft + price(k+1)),
+where k = 0 (a root-only tree, a plain autoregressive step) backs off where no draft pays — long contexts,
+where the draft's own attention grows and α falls, or a poor draft — and probes now and then to come back
+(after `probe_every` steps, the wait doubling after each failed probe). α̂, the probe schedule and the
+measured step time live in the call's `Memory` (slot "draft:<name>"): fresh for every call unless the caller
+passes one Memory to several calls, which then go on where the last stopped.
 
 `method="layer_skip"` is the same proposer with the training-free draft made of the target's first layers; as
 those layers are the target's own, the draft copies their K/V for committed tokens from the target's cache
@@ -36,7 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..cost import DraftLength
+from ..draft_length import DraftLength, Probes
 from ..draft_model import Draft, get_draft
 from ..fast_linear import small_linear
 from ..kv_cache import KVCache
@@ -53,17 +52,12 @@ class DraftConfig:
     max_draft: int = param(8, "k_max")
     draft_length: int | str = param("cost", 'int (fixed k), "heuristic" (HF\'s +2/-1), "cost" (measured α, costs)')
     vocab: str = param("draft", '"draft": the draft\'s reduced head (+ prompt tokens); "full": the whole head')
-    probe_every: int = param(16, "cost mode backed off (k = 0): draft one token after this many steps (0: never),")
-    probe_max: int = param(128, "the wait doubling after each failed probe up to this (`DraftLength`)")
-    remember: bool = param(
-        True,
-        "carry α̂ and the probe schedule across generate calls (per target and draft); False: every call "
-        "starts from the tracker's prior and probes after probe_every steps",
-    )
+    probe_every: int = param(16, "cost mode backed off (k = 0): draft one token after this many steps (0: never)")
+    probe_max: int = param(128, "the wait doubling after each failed probe up to this (`draft_length.Probes`)")
     resume_confidence: float = param(
         1.0,
         "backed off, draft again only when k >= 1 pays at α̂ - z·sd (this z; 0: at α̂ itself), so one lucky "
-        "probe does not restart a draft that has not been paying (`DraftLength`)",
+        "probe does not restart a draft that has not been paying (`draft_length.DraftLength`)",
     )
 
     def __post_init__(self):
@@ -75,8 +69,8 @@ class DraftConfig:
 
     def length(self) -> DraftLength:
         """A fresh `DraftLength` with this config's rule, k_max and probe schedule."""
-        return DraftLength(self.draft_length, k_max=self.max_draft, probe_every=self.probe_every,
-                           probe_max=self.probe_max, resume_z=self.resume_confidence)  # fmt: skip
+        return DraftLength(self.draft_length, k_max=self.max_draft, probes=Probes(self.probe_every, self.probe_max),
+                           resume_z=self.resume_confidence)  # fmt: skip
 
 
 class DraftProposer(Proposer):
@@ -92,7 +86,8 @@ class DraftProposer(Proposer):
         self.seen = 0  # state.tokens[:seen] have K/V in the draft cache (committed)
         self.pending = 0  # tokens fed in the last proposal before the first draft token
         self._last: dict = {}
-        self.counts = {"steps": 0, "backed_off": 0, "probes": 0, "drafted": 0, "accepted": 0}  # `summary`
+        self.counts = {"steps": 0, "backed_off": 0, "probes": 0, "drafted": 0, "accepted": 0, "rejected": 0}
+        self.memory: dict = {}  # this draft's slot of the call's Memory (`start`)
 
     # ---- setup ------------------------------------------------------------------------------------
     def start(self, state: DecodeState, prompt=None) -> None:
@@ -106,24 +101,16 @@ class DraftProposer(Proposer):
         # No prefill here: the first draft forward feeds every token the draft has not seen (the catch-up of
         # a backed-off stretch), so a call that starts backed off never pays for the draft's prefill.
         self.seen = 0
-        if self.config.remember:
-            # α̂ and the probe schedule outlive the call: the Draft (one per target and draft, `get_draft`)
-            # keeps them, so the next call starts where this one stopped — backed off from its first step
-            # where the draft has not been paying, its next probe as far off as the failed ones made it —
-            # instead of re-learning that with failed drafts and early probes (each a catch-up forward over
-            # the whole prompt) in every call.
-            memory = self.draft.memory
-            if memory is None:
-                self.draft.memory = {"tracker": self.length.tracker}
-            else:
-                self.length.tracker = memory["tracker"]
-                self.length.probe_interval = memory.get("probe_interval", self.length.probe_interval)
-                self.length.idle_run = memory.get("idle_run", 0)
-                self.length.backed_off = memory.get("backed_off", False)
-        self.length.start(state.model)
-        if self.draft.step_seconds is None:
-            self.draft.step_seconds = draft_step_seconds(self)  # on the empty cache; refined as it drafts
-        self.length.draft_step = self.draft.step_seconds
+        # What this draft learned in earlier calls, when the caller passed a Memory that holds it (else a
+        # fresh slot): α̂, the probe schedule and whether it was backed off — a call can start backed off from
+        # its first step where the draft has not been paying, instead of re-learning that with failed drafts.
+        self.memory = state.memory.slot(f"draft:{self.draft.name}")
+        self.length.tracker = self.memory.setdefault("tracker", self.length.tracker)
+        self.length.probes = self.memory.setdefault("probes", self.length.probes)
+        self.length.start(state.cost)
+        if self.draft.step_seconds is None:  # a fact about the machine: measured once, on the empty cache
+            self.draft.step_seconds = draft_step_seconds(self)
+        self.length.draft_step = self.memory.get("step_seconds", self.draft.step_seconds)
 
     @torch.inference_mode()
     def _step(self, tokens: list[int]) -> torch.Tensor:
@@ -187,8 +174,9 @@ class DraftProposer(Proposer):
         # tokens of a steady step) is left out: resuming costs it once, a draft token does not.
         steady = seconds if self.pending <= 2 else seconds[1:]
         if steady:
-            self.draft.step_seconds = 0.8 * self.draft.step_seconds + 0.2 * sum(steady) / len(steady)
-            self.length.draft_step = self.draft.step_seconds
+            self.length.draft_step = 0.8 * self.length.draft_step + 0.2 * sum(steady) / len(steady)
+            self.memory["step_seconds"] = self.length.draft_step
+        state.cost.note(sum(seconds))  # drafting this proposer prices itself (k·t_draft): not loop overhead
         probs = None
         if q_rows:
             vocab = self.draft.model.config.get_text_config(decoder=True).vocab_size
@@ -202,10 +190,6 @@ class DraftProposer(Proposer):
 
     def update(self, state, tree, acceptance, output) -> None:
         k = len(tree) - 1
-        self.length.observe_verify(len(tree), state.verify_seconds)
-        if self.config.remember:
-            self.draft.memory.update(probe_interval=self.length.probe_interval, idle_run=self.length.idle_run,
-                                     backed_off=self.length.backed_off)  # fmt: skip
         if k == 0:  # backed off: nothing written to the draft cache; `seen` stays, the gap grows
             return
         a = acceptance.accepted_draft
@@ -215,13 +199,20 @@ class DraftProposer(Proposer):
         self.length.observe(None, k, a)
         self._last["accepted"] = a
         self.counts["accepted"] += a
+        self.counts["rejected"] += a < k
 
     def info(self) -> dict:
         return dict(self._last)
 
     def summary(self) -> dict:
-        """Steps, steps backed off (k = 0), probes, draft tokens proposed and accepted, α̂ at the end."""
-        return {**self.counts, "alpha": round(self.length.tracker.alpha(None), 3)}
+        """Steps, steps backed off (k = 0), probes, draft tokens proposed (`drafted`), accepted and chains
+        cut short by a rejection (`rejected`); `alpha`: the call's realised per-token acceptance,
+        accepted / (accepted + rejected) — what was accepted, every step weighted alike; `alpha_hat`: the
+        tracker's estimate at the end (recent steps weigh most), what the next step would have decided on."""
+        c = self.counts
+        realised = c["accepted"] / (c["accepted"] + c["rejected"]) if c["accepted"] + c["rejected"] else None
+        return {**c, "alpha": None if realised is None else round(realised, 3),
+                "alpha_hat": round(self.length.tracker.alpha(None), 3)}  # fmt: skip
 
 
 def draft_step_seconds(proposer: DraftProposer, repeats: int = 7, warmup: int = 5) -> float:
@@ -239,11 +230,10 @@ def draft_step_seconds(proposer: DraftProposer, repeats: int = 7, warmup: int = 
 @dataclass
 class LayerSkipConfig:
     n_layers: int = param(4, "the target's first n layers (+ its norm and head) draft")
-    max_draft: int = 8
-    draft_length: int | str = "cost"
+    max_draft: int = param(8, "k_max")
+    draft_length: int | str = param("cost", 'int (fixed k), "heuristic" (HF\'s +2/-1), "cost" (measured α, costs)')
     probe_every: int = param(16, "backed off: the probe schedule, as in DraftConfig")
-    probe_max: int = 128
-    remember: bool = param(True, "carry α̂ across generate calls, as in DraftConfig")
+    probe_max: int = param(128, "the wait doubling after each failed probe up to this")
     resume_confidence: float = param(1.0, "backed off: resume at a lower bound on α̂, as in DraftConfig")
 
 
@@ -262,7 +252,6 @@ class LayerSkipProposer(DraftProposer):
                 vocab="full",
                 probe_every=config.probe_every,
                 probe_max=config.probe_max,
-                remember=config.remember,
                 resume_confidence=config.resume_confidence,
             )
         )

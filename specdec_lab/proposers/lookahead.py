@@ -37,10 +37,11 @@ longest accepted one, so the output is exactly greedy decoding's.
 
 Sizing, W="auto" (lookahead_budget.py). The window costs (N − 1)·W nodes in every forward and pays only
 through later pool hits; the verification branch costs a node per trie token. On a GPU a forward of 50
-tokens costs about one of 1, on a CPU several. So from the measured tree verify cost curve and the hit
+tokens costs about one of 1, on a CPU several. So from the one cost model (`cost.StepCost`) and the hit
 rates seen so far, each step verifies only the root's n-grams (most recent first) that pay for their nodes,
-and every `adapt_every` steps the width is re-chosen from {0, 1, 2, 4, ..., max_window}. W = 0 with
-n-grams is prompt-lookup-like verification of the pool; with none, plain decoding.
+and every `adapt_every` steps the width is re-chosen from {0, 1, 2, 4, ..., max_window}; what was given up is
+probed now and then. W = 0 with n-grams is prompt-lookup-like verification of the pool; with none, plain
+decoding.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..accept import TREE_RULES
-from ..cost import cost_curve_for
+from ..draft_length import Probes
 from ..tree import Tree
 from .base import DecodeState, Proposer, param
 from .lookahead_budget import LookaheadBudget
@@ -68,6 +69,8 @@ class LookaheadConfig:
     pool_from_prompt: bool = param(True, "seed the pool with the prompt's n-grams and add the output's")
     max_window: int = param(16, 'W="auto": the widest window considered')
     adapt_every: int = param(16, 'W="auto": steps between two choices of the width')
+    probe_every: int = param(16, 'W="auto": verify one more n-gram than pays after this many steps (0: never)')
+    probe_max: int = param(128, "the wait doubling after each failed probe up to this (`draft_length.Probes`)")
     seed: int = param(0, "of the window's initial guesses (greedy output does not depend on them, only the speed)")
 
     def __post_init__(self):
@@ -82,6 +85,7 @@ class LookaheadConfig:
             raise ValueError(f"G (n-grams verified per step) must be an integer >= 1, got {self.G!r}")
         if self.max_window < 1 or self.adapt_every < 1:
             raise ValueError(f"need max_window >= 1 and adapt_every >= 1, got {self.max_window}, {self.adapt_every}")
+        Probes(self.probe_every, self.probe_max)  # validates the probe schedule
 
 
 class Window:
@@ -189,8 +193,9 @@ class LookaheadProposer(Proposer):
             self.pool.add_text(state.tokens)
         if cfg.W == "auto":
             most = 1 + (cfg.N - 1) * (cfg.max_window + cfg.G)  # root + the widest window + G whole n-grams
-            curve = cost_curve_for(state.model, max_tokens=most, tree=True)
-            self.budget = LookaheadBudget(curve, cfg.N, cfg.G, cfg.max_window)
+            state.cost.prepare(most, tree=True)
+            self.budget = LookaheadBudget(state.cost, cfg.N, cfg.G, cfg.max_window, cfg.adapt_every,
+                                          cfg.probe_every, cfg.probe_max)  # fmt: skip
         self._set_width(self.width)
 
     def _set_width(self, width: int) -> None:
@@ -263,6 +268,7 @@ class LookaheadProposer(Proposer):
             self.budget.observe(len(step["grams"]), winner, a, credit, harvested, step["nodes"])
         self._last = {
             "W": self.width if step["windowed"] else 0,  # the window's width (0: no window this step)
+            "width_probe": self.budget is not None and self.budget.probing_width,  # a probe's window
             "columns": columns,  # the window verified: columns x levels (a filling one is wider)
             "levels": levels,
             "grams": len(step["grams"]),  # n-grams verified
@@ -278,8 +284,9 @@ class LookaheadProposer(Proposer):
             counts[credit] += a
 
     def info(self) -> dict:
-        """This step: window width W (0: none) and the columns x levels verified, n-grams verified,
-        accepted draft tokens and whom they are credited to ("text", "window" or None)."""
+        """This step: window width W (0: none; width_probe: the window is a probe of W="auto") and the columns
+        x levels verified, n-grams verified, accepted draft tokens and whom they are credited to ("text",
+        "window" or None)."""
         return dict(self._last)
 
     def summary(self) -> dict:

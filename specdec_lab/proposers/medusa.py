@@ -6,7 +6,7 @@ root, so a depth-d node (position root + d) takes its candidates from head d:
 
     h_a ──► head 1 top-s_1 ─► depth-1 nodes        tree = rank paths (r_1, ..., r_d): the node whose depth-j
         ──► head 2 top-s_2 ─► depth-2 nodes        token is head j's rank-r_j candidate (FasterDecoding's
-        ...                                        `medusa_choices`; `medusa/trees.py`)
+        ...                                        `medusa_choices`; `trees/paths.py`)
 
 Per loop step (`generate`):
     propose:  run heads 1..D (D = the tree's depth) on h_a: their residual blocks, then the projection onto
@@ -19,20 +19,21 @@ At the first step h_a is the prefill's last hidden state (the token before the r
 (head d predicts position root + d) holds there, so Medusa drafts from the very first step.
 
 Cheap drafting. A head's projection through the whole 49k-row LM head costs about a fifth of a target
-forward on a CPU. The heads project onto the drafting vocabulary instead (the shipped draft's most frequent
-tokens, plus the prompt's own tokens): a candidate outside it is never proposed, which can only cost
-acceptance, never exactness — the target verifies every node. Where it is faster on the device, those rows
-are scored in int8 (weight-only, a quarter of the bytes; `medusa/projection.py`), on the same terms.
+forward on a CPU. The heads project onto the drafting vocabulary instead (`specdec_lab.vocab`, plus the
+prompt's own tokens): a candidate outside it is never proposed, which can only cost acceptance, never
+exactness — the target verifies every node. Where it is faster on the device, those rows are scored in int8
+(weight-only, a quarter of the bytes; `medusa/projection.py`), on the same terms.
 
-Which tree. `tree="auto"` picks, once per model and heads, the node budget n that maximises
-E[L](n) / (t(n + 1) + heads' cost): E[L] from the heads' calibrated accuracies (`calibration.json` next to
-the heads, made by `python -m specdec_lab.medusa calibrate`), t the verify cost curve measured on this
-device (`cost.py`, with a tree mask), the heads' cost measured here for each depth. A steep (CPU) curve picks
-a short chain or nothing; a flat (GPU-like) curve picks tens of nodes. That model ranks neighbouring budgets
-within its own error, so the near-best trees (`arms`, default 3) are then timed while decoding and the
-fastest measured wins (`medusa/online.py`). `tree="dynamic"` builds each step's
-tree from the heads' own calibrated confidence instead (`medusa/dynamic.py`): more nodes where the heads are
-sure, none where they are not. Any tree can be given instead.
+Which tree. `tree="auto"` picks the node budget n that maximises E[L](n) / (price(n + 1) + heads' cost):
+E[L] from the heads' calibrated accuracies (`calibration.json` next to the heads, made by `python -m
+specdec_lab.medusa calibrate`), the price from the one cost model (`cost.StepCost`: the verify curve measured
+on this device with a tree mask, corrected by the loop's timings, plus the loop's own time), the heads' cost
+measured here for each depth. A steep (CPU) curve picks a short chain or nothing; a flat (GPU-like) curve
+picks tens of nodes. The candidate trees are built once (`trees.tree_options`) and priced again every
+`adapt_every` steps as the cost model learns; where nothing pays it probes the smallest tree now and then
+(`draft_length.Probes`), the same exploration every sizer uses. `tree="dynamic"` builds each step's tree from
+the heads' own calibrated confidence instead (`trees.dynamic`): more nodes where the heads are sure, none
+where they are not. Any tree can be given instead.
 """
 
 from __future__ import annotations
@@ -44,13 +45,12 @@ from dataclasses import dataclass
 import torch
 
 from ..accept import TREE_RULES
-from ..cost import cost_curve_for
+from ..draft_length import Probes
 from ..medusa.drafter import CALIBRATION, Drafter, get_drafter
 from ..medusa.heads import MedusaHeads
-from ..medusa.online import OnlineBudget
 from ..medusa.projection import WEIGHTS
 from ..tree import Tree
-from ..trees import BudgetChoice, choose_budget, dynamic_tree, expected_length, normalize_paths, parse_tree
+from ..trees import BudgetChoice, dynamic_tree, expected_length, normalize_paths, parse_tree, pick_budget
 from .base import DecodeState, Proposer, param
 
 __all__ = ["MedusaDecodeConfig", "MedusaProposer", "Drafter", "get_drafter", "CALIBRATION"]
@@ -65,28 +65,25 @@ class MedusaDecodeConfig:
     )
     tree: str | Sequence = param(
         "auto",
-        '"auto" (budget from the measured cost curve), "dynamic" (each step\'s tree from the heads\' '
-        'calibrated confidence and the curve), "chain:N", "cartesian:s1,s2", a medusa_choices file (.json or '
-        ".py), or a list of rank paths",
+        '"auto" (budget from the cost model), "dynamic" (each step\'s tree from the heads\' calibrated '
+        'confidence and the cost model), "chain:N", "cartesian:s1,s2", a medusa_choices file (.json or .py), '
+        "or a list of rank paths",
     )
     max_budget: int = param(32, '"auto"/"dynamic": the largest node budget considered')
     accuracy: str = param("conditional", '"auto": the calibrated accuracy model, "independent" or "conditional"')
     vocab: str = param(
         "auto",
-        '"draft": score only the drafting vocabulary (+ prompt tokens); "full"; "auto": draft when the '
-        "shipped draft's vocabulary is for this target (the shipped heads), full otherwise",
-    )
-    arms: int = param(
-        3,
-        '"auto": the near-best trees (at most this many) are timed while decoding and the fastest measured '
-        "wins (`medusa/online.py`); 1 = the startup cost model's choice alone, for the whole run",
+        '"draft": score only the drafting vocabulary (+ prompt tokens); "full"; "auto": draft for the shipped '
+        "heads (their vocabulary is the shipped one), full otherwise",
     )
     head_weights: str = param(
         "auto",
         'how drafting scores the heads on the LM head\'s rows: "fp32", "int8" (weight-only, '
-        '`medusa/projection.py`: changes which tokens are proposed, never the output) or "auto" (the faster '
-        "here)",
+        '`medusa/projection.py`: changes which tokens are proposed, never the output) or "auto" (the faster here)',
     )
+    adapt_every: int = param(16, '"auto"/"dynamic": steps between two pricings of the trees on the cost model')
+    probe_every: int = param(16, '"auto" backed off (budget 0): verify the smallest tree after this many steps')
+    probe_max: int = param(128, "the wait doubling after each failed probe up to this (`draft_length.Probes`)")
 
     def __post_init__(self):
         if self.max_budget < 0:
@@ -97,8 +94,9 @@ class MedusaDecodeConfig:
             raise ValueError(f"vocab must be 'auto', 'draft' or 'full', got {self.vocab!r}")
         if self.head_weights not in ("auto", *WEIGHTS):
             raise ValueError(f"head_weights must be 'auto', 'fp32' or 'int8', got {self.head_weights!r}")
-        if self.arms < 1:
-            raise ValueError(f"arms must be >= 1, got {self.arms}")
+        if self.adapt_every < 1:
+            raise ValueError(f"adapt_every must be >= 1, got {self.adapt_every}")
+        Probes(self.probe_every, self.probe_max)  # validates the probe schedule
         if isinstance(self.tree, str) and self.tree not in ("auto", "dynamic"):
             parse_tree(self.tree)  # fails early, naming the problem
 
@@ -136,15 +134,15 @@ class MedusaProposer(Proposer):
         self.config = config or MedusaDecodeConfig(**kwargs)
         self.drafter: Drafter | None = None
         self.paths: list[tuple[int, ...]] = []
-        self.choice: BudgetChoice | None = None
+        self.choice: BudgetChoice | None = None  # "auto": the last pricing's pick
+        self.options = []  # "auto": the candidate trees (`trees.tree_options`), priced every adapt_every steps
+        self.shapes: dict[tuple, _Shape] = {}  # "auto": a tree's rank paths -> its shape, built on first use
+        self.probes = Probes(self.config.probe_every, self.config.probe_max)
         self.h: torch.Tensor | None = None  # (H,) hidden state at the last accepted node
         self.dynamic = self.config.tree == "dynamic"
-        self.curve: list[float] = []  # dynamic: t(n) for n = 1..max_budget+1
-        self.counts = {"steps": 0, "nodes": 0, "expected": 0.0, "heads_run": 0}  # dynamic: sums for `summary`
-        self.online: OnlineBudget | None = None  # "auto" with arms > 1: the candidate trees, timed online
-        self.shapes: list[_Shape] = []  # the arms' trees, built once
-        self._arm: int | None = None  # the arm of the step in flight
-        self._draft_seconds = 0.0
+        self.prices: list[float] = []  # dynamic: price(n) for n = 1..max_budget+1, refreshed every adapt_every
+        self.steps = 0
+        self.counts = {"steps": 0, "nodes": 0, "expected": 0.0, "heads_run": 0, "probes": 0, "budgets": {}}
         self._last: dict = {}
 
     # ---- setup ------------------------------------------------------------------------------------
@@ -157,47 +155,50 @@ class MedusaProposer(Proposer):
         if not drafter.head_seconds:
             drafter.measure_heads(weight, self.row_ids)
         self.score = drafter.scorer(weight, self.row_ids)  # (D, H) -> (D, M) logits, or None (own W2s)
+        self.cost = state.cost
         if self.dynamic:
-            self._start_dynamic(model)
+            self._start_dynamic()
+        elif cfg.tree == "auto":
+            self._start_auto()
         else:
-            self.shape = _Shape.of(self._tree(model))
+            paths = parse_tree(cfg.tree)
+            self._check_depth(max((len(p) for p in paths), default=0))
+            self.shape = _Shape.of(paths)
             self.paths, self.depth = self.shape.paths, self.shape.depth
-            if self.online is not None:
-                self.shapes = [_Shape.of(arm.paths) for arm in self.online.arms]
         self.h = prompt.hidden[-1] if prompt is not None and len(prompt.hidden) else None
 
-    def _tree(self, model) -> list[tuple[int, ...]]:
-        cfg, drafter = self.config, self.drafter
-        if cfg.tree != "auto":
-            paths = parse_tree(cfg.tree)
-        else:
-            if drafter.accuracies is None:
-                raise ValueError(
-                    "tree='auto' needs the heads' calibrated accuracies (calibration.json next to the heads: "
-                    "`python -m specdec_lab.medusa calibrate`); or give a tree, e.g. tree='chain:2'"
-                )
-            curve = cost_curve_for(model, max_tokens=cfg.max_budget + 1, tree=True)
-            key = (tuple(curve.seconds), cfg.accuracy, cfg.max_budget)
-            if key not in drafter.choices:
-                drafter.choices[key] = choose_budget(
-                    drafter.accuracies.model(cfg.accuracy),
-                    verify_cost=curve,
-                    max_budget=cfg.max_budget,
-                    head_cost=lambda depth: drafter.head_seconds.get(depth, 0.0) if depth else 0.0,
-                )
-            self.choice = drafter.choices[key]
-            paths = list(self.choice.paths)
-            if cfg.arms > 1:
-                if (*key, cfg.arms) not in drafter.online:
-                    drafter.online[(*key, cfg.arms)] = OnlineBudget.from_choice(self.choice, max_arms=cfg.arms)
-                online = drafter.online[(*key, cfg.arms)]
-                self.online = online if len(online.arms) > 1 else None
-        depth = max((len(p) for p in paths), default=0)
-        if depth > drafter.heads.num_heads:
-            raise ValueError(f"tree is {depth} deep but the heads are only {drafter.heads.num_heads}")
-        return paths
+    def _check_depth(self, depth: int) -> None:
+        if depth > self.drafter.heads.num_heads:
+            raise ValueError(f"tree is {depth} deep but the heads are only {self.drafter.heads.num_heads}")
 
-    def _start_dynamic(self, model) -> None:
+    def _head_cost(self, depth: int) -> float:
+        return self.drafter.head_seconds.get(depth, 0.0) if depth else 0.0
+
+    def _start_auto(self) -> None:
+        cfg, drafter = self.config, self.drafter
+        if drafter.accuracies is None:
+            raise ValueError(
+                "tree='auto' needs the heads' calibrated accuracies (calibration.json next to the heads: "
+                "`python -m specdec_lab.medusa calibrate`); or give a tree, e.g. tree='chain:2'"
+            )
+        self.options = drafter.tree_options(cfg.accuracy, cfg.max_budget)
+        self.cost.prepare(cfg.max_budget + 1, tree=True)
+        self._reprice()
+
+    def _reprice(self) -> None:
+        """Pick the tree that pays most under what the cost model knows now."""
+        self.choice = pick_budget(self.options, lambda n: self.cost.step(n, tree=True), self._head_cost)
+        self.shape = self._shape(self.choice.budget)
+        self.paths, self.depth = self.shape.paths, self.shape.depth
+
+    def _shape(self, budget: int) -> _Shape:
+        """The chosen tree of that budget (the best depth for a budget can change as prices do)."""
+        paths = tuple(self.choice.trees[budget])
+        if paths not in self.shapes:
+            self.shapes[paths] = _Shape.of(paths)
+        return self.shapes[paths]
+
+    def _start_dynamic(self) -> None:
         drafter, cfg = self.drafter, self.config
         if drafter.confidence is None:
             raise ValueError(
@@ -207,8 +208,7 @@ class MedusaProposer(Proposer):
         if drafter.confidence.num_heads != drafter.heads.num_heads:
             raise ValueError(f"the confidence calibration is for {drafter.confidence.num_heads} heads, "
                              f"these heads are {drafter.heads.num_heads}")  # fmt: skip
-        curve = cost_curve_for(model, max_tokens=cfg.max_budget + 1, tree=True)
-        self.curve = [float(curve(n)) for n in range(1, cfg.max_budget + 2)]  # (max_budget+1,)
+        self.cost.prepare(cfg.max_budget + 1, tree=True)
         # one head alone costs about what the first of a batch does; heads are computed one at a time
         one = drafter.head_seconds.get(1, 0.0)
         self.head_cost = lambda depth: one * depth
@@ -218,35 +218,45 @@ class MedusaProposer(Proposer):
     # ---- the two calls of the loop ----------------------------------------------------------------
     @torch.inference_mode()
     def propose(self, state: DecodeState) -> Tree:
+        refresh = self.steps % self.config.adapt_every == 0
+        self.steps += 1
         if self.dynamic:
+            if refresh:
+                self.prices = [self.cost.step(n, tree=True) for n in range(1, self.config.max_budget + 2)]
             return self._propose_dynamic(state)
-        t0 = time.perf_counter()
-        self._arm = None if self.online is None or self.h is None else self.online.pick()
-        shape = self.shape if self._arm is None else self.shapes[self._arm]
+        if refresh and self.options:
+            self._reprice()
+        shape = self.shape
+        if self.options and self.choice.budget == 0 and self.probes.idle_step():  # nothing pays: probe
+            shape = self._shape(min(n for n in self.choice.trees if n > 0)) if len(self.choice.trees) > 1 else shape
+            self.counts["probes"] += shape.depth > 0
+        elif self.options and self.choice.budget > 0:
+            self.probes.drafting()
         if self.h is None or shape.depth == 0:  # nothing to draft from yet (one-token prompt), or n = 0
             self._last = {"nodes": 0}
-            self._draft_seconds = time.perf_counter() - t0
             return Tree.root(state.root)
+        t0 = time.perf_counter()
         top = self.drafter.candidates(self.h, shape.depth, shape.width, self.score, self.row_ids)  # (D, s)
         tokens = torch.cat([torch.tensor([state.root], device=top.device), top[shape.node_depth, shape.node_rank]])
-        self._last = {"nodes": len(tokens) - 1}
-        tree = Tree(tokens, shape.parents.to(top.device))
-        self._draft_seconds = time.perf_counter() - t0
-        return tree
+        self._last = {"nodes": len(tokens) - 1, "probe": self.probes.probing}
+        state.cost.note(time.perf_counter() - t0)  # the heads: priced by the tree choice itself, not overhead
+        return Tree(tokens, shape.parents.to(top.device))
 
     def _propose_dynamic(self, state: DecodeState) -> Tree:
         if self.h is None:
             self._last = {"nodes": 0}
             return Tree.root(state.root)
         h, drafter = self.h, self.drafter
+        t0 = time.perf_counter()
         step = dynamic_tree(
             lambda j: drafter.head_top(h, j, self.width, self.score, self.row_ids),
             drafter.confidence,
-            self.curve,
+            self.prices,
             self.head_cost,
             max_budget=self.config.max_budget,
             max_depth=min(self.depth, state.max_depth),
         )
+        state.cost.note(time.perf_counter() - t0)
         n = len(step.paths)
         self._last = {"nodes": n, "expected_length": round(step.expected_length, 3), "heads_run": step.heads_run}
         c = self.counts
@@ -263,17 +273,18 @@ class MedusaProposer(Proposer):
     def update(self, state, tree, acceptance, output) -> None:
         self.h = output.hidden[acceptance.path[-1]]  # (H,) the next step's heads read the last accepted node
         self._last["accepted"] = acceptance.accepted_draft
-        if self._arm is not None:  # the step's tokens and seconds (drafting + verify + acceptance) for its arm
-            seconds = self._draft_seconds + (state.verify_seconds or 0.0)
-            self.online.observe(self._arm, acceptance.accepted_draft + 1, seconds)
-            self._last["arm"] = self.online.arms[self._arm].budget
+        if len(tree) > 1 and not self.dynamic:  # the tree as verified (the loop cuts it near the token budget)
+            budgets = self.counts["budgets"]
+            budgets[len(tree) - 1] = budgets.get(len(tree) - 1, 0) + 1
+        if self.probes.probing:
+            self.probes.outcome(acceptance.accepted_draft > 0)
 
     def info(self) -> dict:
         return dict(self._last)
 
     def summary(self) -> dict:
-        """The tree used: its size, depth and predicted E[L] (with the chosen budget's rate, when auto).
-        Dynamic trees: the mean nodes, predicted E[L] and heads run per step."""
+        """The tree used: its size, depth and predicted E[L] ("auto": the last pick, and how many steps verified
+        each budget). Dynamic trees: the mean nodes, predicted E[L] and heads run per step."""
         if self.dynamic:
             steps = max(self.counts["steps"], 1)
             return {"tree": "dynamic", "nodes": round(self.counts["nodes"] / steps, 3),
@@ -284,8 +295,8 @@ class MedusaProposer(Proposer):
                "block_kernel": self.drafter.block_kernel, "head_weights": self.drafter.head_weights}  # fmt: skip
         if self.choice is not None:
             out["budget"] = self.choice.budget
-        if self.online is not None:  # the arms' sums so far (shared by every prompt of this process)
-            out["online"] = self.online.to_dict()
+            out["budgets"] = {str(n): k for n, k in sorted(self.counts["budgets"].items())}  # nodes -> steps
+            out["probes"] = self.counts["probes"]
         if self.config.tree == "auto" or len(self.paths) <= 64:
             out["paths"] = [list(p) for p in self.paths]  # parents first (`_Shape.of`)
         return out

@@ -8,16 +8,17 @@ Differences from transformers' implementation, each for speed:
 * an incremental n-gram index (dict per n, updated with each new token) instead of re-scanning the whole
   context with `unfold` every step;
 * the longest n-gram (up to `max_ngram`) wins, and among its occurrences the most recent;
-* the draft length is chosen per step (`DraftLength`): by default from the measured verify cost curve and
-  the acceptance rate observed for matches of that n-gram length, so on text that does not repeat it
-  proposes nothing and costs what autoregressive decoding costs.
+* the draft length is chosen per step (`draft_length.DraftLength`): by default from the one cost model
+  (`cost.StepCost`: the measured verify curve, corrected by the loop's timings, plus the loop's own time)
+  and the acceptance rate observed for matches of that n-gram length, so on text that does not repeat it
+  proposes nothing and costs what autoregressive decoding costs; backed off, it probes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..cost import AcceptanceTracker, DraftLength
+from ..draft_length import AcceptanceTracker, DraftLength, Probes
 from ..tree import Tree
 from .base import DecodeState, Proposer, param
 
@@ -30,12 +31,15 @@ class PromptLookupConfig:
     min_ngram: int = param(1, "shortest")
     max_draft: int = param(10, "k_max, the longest chain proposed")
     draft_length: int | str = param("cost", 'int (fixed), "heuristic" (HF\'s +2/-1) or "cost" (measured curve)')
+    probe_every: int = param(16, "cost mode backed off: propose one token after this many steps (0: never)")
+    probe_max: int = param(128, "the wait doubling after each failed probe up to this (`draft_length.Probes`)")
 
     def __post_init__(self):
         if not 1 <= self.min_ngram <= self.max_ngram:
             raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {self.min_ngram}, {self.max_ngram}")
         if self.max_draft < 1:
             raise ValueError(f"max_draft must be >= 1, got {self.max_draft}")
+        Probes(self.probe_every, self.probe_max)  # validates the probe schedule
 
 
 class PromptLookupProposer(Proposer):
@@ -43,15 +47,14 @@ class PromptLookupProposer(Proposer):
 
     def __init__(self, config: PromptLookupConfig | None = None, **kwargs):
         self.config = config or PromptLookupConfig(**kwargs)
-        # Prior acceptance per matched n-gram length: a 3-gram match predicts its continuation far better
-        # than a 1-gram one, so it is trusted more before any evidence arrives. The values (0.25, 0.4, 0.55, ...
-        # for n = 1, 2, 3) make an unproven 1-gram match not worth a 4-token verify on a CPU's cost curve; the
-        # earlier 0.4, 0.55, 0.7 cost open-ended QA ~1% (replayed with a fixed curve over 21 benchmark prompts:
-        # qa 1.011 -> 1.027, coding 1.11 -> 1.13, math 1.26 -> 1.23, the rest up 0.01-0.03).
-        priors = {n: min(0.8, 0.1 + 0.15 * n) for n in range(self.config.min_ngram, self.config.max_ngram + 1)}
-        self.length = DraftLength(
-            self.config.draft_length, k_max=self.config.max_draft, tracker=AcceptanceTracker(priors=priors)
-        )
+        cfg = self.config
+        # Prior acceptance per matched n-gram length: a 3-gram match predicts its continuation far better than
+        # a 1-gram one, so it is trusted more before any evidence arrives (0.25, 0.4, 0.55 for n = 1, 2, 3: an
+        # unproven 1-gram match is not worth a long verify on a CPU's curve; data/bench/README.md).
+        # Memory: matches come and go with the text, so α̂ per length forgets fast (decay 0.7).
+        priors = {n: min(0.8, 0.1 + 0.15 * n) for n in range(cfg.min_ngram, cfg.max_ngram + 1)}
+        self.length = DraftLength(cfg.draft_length, k_max=cfg.max_draft, tracker=AcceptanceTracker(priors=priors,
+                                  decay=0.7), probes=Probes(cfg.probe_every, cfg.probe_max))  # fmt: skip
         # index[n][ngram] = end position of that n-gram's most recent occurrence
         self.index: dict[int, dict[tuple[int, ...], int]] = {
             n: {} for n in range(self.config.min_ngram, self.config.max_ngram + 1)
@@ -60,7 +63,7 @@ class PromptLookupProposer(Proposer):
         self._last: dict = {}
 
     def start(self, state: DecodeState, prompt=None) -> None:
-        self.length.start(state.model)
+        self.length.start(state.cost)
 
     def _index_until(self, tokens: list[int], end: int) -> None:
         """Add n-grams ending at positions [self.indexed, end) to the index."""
@@ -85,8 +88,6 @@ class PromptLookupProposer(Proposer):
     def propose(self, state: DecodeState) -> Tree:
         n, continuation = self.match(state.tokens)
         k = self.length.choose(min(len(continuation), state.max_depth), key=n) if continuation else 0
-        if continuation and k == 0:
-            self.length.tracker.idle(n)
         self._last = {"ngram": n, "available": len(continuation), "k": k, "probe": self.length.probing}
         if k == 0:
             return Tree.root(state.root)
@@ -94,7 +95,6 @@ class PromptLookupProposer(Proposer):
 
     def update(self, state, tree, acceptance, output) -> None:
         k = len(tree) - 1
-        self.length.observe_verify(len(tree), state.verify_seconds)
         if k > 0:
             self.length.observe(self._last["ngram"], k, acceptance.accepted_draft)
 

@@ -185,7 +185,7 @@ class MethodSpec:
 
 
 def _value(text: str) -> bool | int | float | str:
-    if text.lower() in ("true", "false"):  # remember=false, pool_from_prompt=true
+    if text.lower() in ("true", "false"):  # pool_from_prompt=false
         return text.lower() == "true"
     for cast in (int, float):
         try:

@@ -13,7 +13,7 @@ proposer name their candidates by rank and hand these functions their accuracies
 """
 
 from .accuracy import MISSING_RANK, HeadAccuracies, calibrate_from_ranks
-from .budget import BudgetChoice, choose_budget
+from .budget import BudgetChoice, TreeOption, choose_budget, pick_budget, tree_options
 from .build import brute_force_tree, expected_length, greedy_steps, greedy_tree, node_values, optimal_tree
 from .confidence import DEFAULT_EDGES, HeadConfidence, confidence_from_probs
 from .dynamic import StepTree, dynamic_tree
@@ -50,6 +50,9 @@ __all__ = [
     "optimal_tree",
     "brute_force_tree",
     "BudgetChoice",
+    "TreeOption",
+    "tree_options",
+    "pick_budget",
     "choose_budget",
     "StepTree",
     "dynamic_tree",

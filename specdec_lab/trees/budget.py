@@ -1,13 +1,16 @@
 """The tree size that pays on this device: E[L] per second of a step, priced by the one cost model.
 
-Hardware-aware size (`choose_budget`). A bigger tree accepts more but costs more: one step costs
-t(n + 1) (verify n nodes + the root, a measured `CostCurve`) plus the heads' cost, so we maximise
+A bigger tree accepts more but costs more: one step costs price(n + 1) (verify n nodes + the root, and the
+loop's own time: `cost.StepCost.step`) plus the drafter's cost for the tree's depth, so we maximise
 
-    rate(n) = E[L](n) / (t(n + 1) + h(depth(n)))      over n = 0..max_budget
+    rate(n) = E[L](n) / (price(n + 1) + h(depth(n)))      over n = 0..max_budget
 
 n = 0 is the root alone: plain decoding, E[L] = 1 and no heads. On a GPU, where t is flat up to tens of
 tokens, this picks tens of nodes; on a CPU, where t grows with n, a handful. When h depends on the depth,
 each n is also tried with shallower trees (depth caps 1..K), which can be faster for the same n.
+
+The trees and their E[L] do not depend on the costs (`tree_options`, built once); the costs are learned
+while decoding, so a proposer prices the same options again as they change (`pick_budget`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import torch
 from .build import OptimalTables, as_factors, check_budget, depth_cap, expected_length, greedy_steps
 from .paths import RankPath, normalize_paths
 
-__all__ = ["BudgetChoice", "choose_budget"]
+__all__ = ["BudgetChoice", "TreeOption", "tree_options", "pick_budget", "choose_budget"]
 
 
 # ---- hardware-aware budget ---------------------------------------------------------------------------
@@ -49,6 +52,78 @@ class BudgetChoice:
         return d
 
 
+@dataclass(frozen=True)
+class TreeOption:
+    """One candidate tree for a budget: n nodes (below the root) built with depth cap `cap`."""
+
+    budget: int
+    depth: int  # the tree's own depth (= heads that must run)
+    expected_length: float  # E[L] under the accuracy model, bonus included
+    paths: tuple[RankPath, ...]
+
+
+def tree_options(
+    acc, max_budget: int = 64, builder: str | Callable = "greedy", max_depth: int | None = None, by_depth: bool = True
+) -> list[TreeOption]:
+    """Every candidate a budget choice weighs: for n = 0..max_budget the best n-node tree under each depth cap
+    1..max_depth (by_depth; else the deepest cap only), with its E[L]. Costs do not enter: built once, the
+    options are priced again whenever the cost model has learned (`pick_budget`)."""
+    acc = as_factors(acc)
+    depth = depth_cap(acc, max_depth)
+    check_budget(max_budget)
+    caps = range(1, depth + 1) if by_depth else [depth]
+    build = {cap: _builder(builder, acc, max_budget, cap) for cap in caps if cap >= 1}
+    options = [TreeOption(0, 0, 1.0, ())]
+    for n in range(1, max_budget + 1):
+        seen = set()
+        for cap in build:
+            paths = tuple(build[cap](n))
+            if len(paths) < n or paths in seen:  # this cap holds fewer nodes, or the same tree as a smaller cap
+                continue
+            seen.add(paths)
+            d = max(len(p) for p in paths)
+            options.append(TreeOption(n, d, expected_length(paths, acc), paths))
+    return options
+
+
+def pick_budget(
+    options: list[TreeOption], verify_cost: Callable[[int], float], head_cost: Callable[[int], float] | float = 0.0
+) -> BudgetChoice:
+    """argmax over the options of E[L] / (verify_cost(n + 1) + heads(depth)); per n the fastest depth (ties ->
+    shallower), overall ties -> smaller n. A root-only tree runs no heads."""
+
+    def heads(d: int) -> float:
+        if d == 0:
+            return 0.0
+        return float(head_cost(d)) if callable(head_cost) else float(head_cost)
+
+    best: dict[int, tuple[dict, tuple]] = {}
+    verify = {}
+    for opt in options:
+        n = opt.budget
+        if n not in verify:
+            verify[n] = float(verify_cost(n + 1))
+        head, e = heads(opt.depth), opt.expected_length
+        row = {"budget": n, "depth": opt.depth, "expected_length": e, "verify_seconds": verify[n],
+               "head_seconds": head, "rate": e / (verify[n] + head)}  # fmt: skip
+        if n not in best or row["rate"] > best[n][0]["rate"]:
+            best[n] = (row, opt.paths)
+    table = [best[n][0] for n in sorted(best)]
+    for row in table:
+        row["speedup"] = row["rate"] / table[0]["rate"]
+    pick = max(table, key=lambda r: (r["rate"], -r["budget"]))  # ties -> smaller n
+    return BudgetChoice(
+        budget=pick["budget"],
+        paths=list(best[pick["budget"]][1]),
+        expected_length=pick["expected_length"],
+        seconds=pick["verify_seconds"] + pick["head_seconds"],
+        rate=pick["rate"],
+        depth=pick["depth"],
+        table=table,
+        trees={n: list(paths) for n, (_, paths) in best.items()},
+    )
+
+
 def choose_budget(
     acc,
     verify_cost: Callable[[int], float],
@@ -59,53 +134,14 @@ def choose_budget(
 ) -> BudgetChoice:
     """argmax over n = 0..max_budget of E[L](tree_n) / (verify_cost(n + 1) + heads); ties -> smaller n.
 
-    verify_cost: t(n) seconds of one verify forward of n tokens (e.g. a `CostCurve`).
+    verify_cost: seconds of a step verifying n tokens, root included (e.g. `StepCost.step`, or a `CostCurve`).
     head_cost: seconds for running the heads a tree of depth D needs, `head_cost(D)`, or a constant per
     step; a root-only tree runs no heads. When it is a callable, each n is also tried with depth caps
     1..max_depth and the fastest kept (ties -> shallower).
     builder: "greedy", "optimal", or a callable (acc, n, max_depth) -> paths.
     """
-    acc = as_factors(acc)
-    depth = depth_cap(acc, max_depth)
-    check_budget(max_budget)
-    caps = range(1, depth + 1) if callable(head_cost) else [depth]
-    build = {cap: _builder(builder, acc, max_budget, cap) for cap in caps if cap >= 1}
-
-    def heads(d: int) -> float:
-        if d == 0:
-            return 0.0
-        return float(head_cost(d)) if callable(head_cost) else float(head_cost)
-
-    table, trees = [], {}
-    for n in range(max_budget + 1):
-        best = None
-        for cap in build if n else [0]:
-            paths = build[cap](n) if n else []
-            if len(paths) < n:  # this cap holds fewer nodes: the same tree as a smaller budget
-                continue
-            d = max((len(p) for p in paths), default=0)
-            e = expected_length(paths, acc)
-            verify, head = float(verify_cost(n + 1)), heads(d)
-            row = {"budget": n, "depth": d, "expected_length": e, "verify_seconds": verify, "head_seconds": head}
-            row["rate"] = e / (verify + head)
-            if best is None or row["rate"] > best[0]["rate"]:
-                best = (row, paths)
-        if best is not None:
-            table.append(best[0])
-            trees[n] = best[1]
-    for row in table:
-        row["speedup"] = row["rate"] / table[0]["rate"]
-    pick = max(table, key=lambda r: (r["rate"], -r["budget"]))  # ties -> smaller n
-    return BudgetChoice(
-        budget=pick["budget"],
-        paths=trees[pick["budget"]],
-        expected_length=pick["expected_length"],
-        seconds=pick["verify_seconds"] + pick["head_seconds"],
-        rate=pick["rate"],
-        depth=pick["depth"],
-        table=table,
-        trees=trees,
-    )
+    options = tree_options(acc, max_budget, builder, max_depth, by_depth=callable(head_cost))
+    return pick_budget(options, verify_cost, head_cost)
 
 
 def _builder(builder, acc: torch.Tensor, max_budget: int, cap: int) -> Callable[[int], list[RankPath]]:

@@ -131,13 +131,18 @@ bench: $(STAMP)
 
 # Sweeps (specdec_lab/sweep, README "Sweeps"): a notebook executed once per grid point, resumable.
 #   make sweep SPEC=data/sweeps/draft_length_temperature.yaml [SWEEP_ARGS="--quick --retry-failed"]
+#   make sweep SPEC=... SWEEP_ARGS="--cluster tcp://host:8786"   (on a Dask cluster: `make cluster-extra` first)
 # -> results/sweeps/<name>/ (table.csv, table.json, <name>_speedup.html/.png, points/<id>/)
-.PHONY: sweep sweep-check
+.PHONY: sweep sweep-check cluster-extra
 SWEEP_ARGS ?=
 sweep: $(STAMP)
 	@test -n "$(SPEC)" || { echo "usage: make sweep SPEC=data/sweeps/<name>.yaml [SWEEP_ARGS=--quick]"; \
 	  echo "specs:"; ls data/sweeps/*.yaml; exit 2; }
 	$(BIN)/python -m specdec_lab.sweep "$(SPEC)" $(SWEEP_ARGS)
+
+# The optional `cluster` extra (Dask distributed) for `--cluster tcp://host:port`; CI installs it, `setup` does not.
+cluster-extra: $(STAMP)
+	$(BIN)/python -m pip install -e ".[cluster]"
 
 # The runner on the real notebook 08: the quick section of one spec, from a fresh folder (a leftover one
 # would resume, i.e. run nothing). Not yet part of `test`.

@@ -1,12 +1,14 @@
-"""CLI: python -m specdec_lab.sweep data/sweeps/draft_length_temperature.yaml [--quick] [--workers N] [--out DIR]
+"""CLI: python -m specdec_lab.sweep data/sweeps/draft_length_temperature.yaml [--quick] [--workers N | --cluster ADDR]
 
 Checks the spec (keys, grid, the notebook and its parameters, every `method` spec string) before any
-notebook runs; runs the points not yet done (a progress bar over points: done / skipped / failed); then
-gathers table.csv, table.json and the figure into the out folder and prints the best point. Rerunning the
-same command resumes; --gather-only rebuilds the table and figure from what is there.
+notebook runs; runs the points not yet done (a progress bar over points: done / skipped / failed), on this
+machine or on a Dask cluster (--cluster tcp://host:port: executors.py); then gathers table.csv, table.json
+and the figure into the out folder and prints the best point. Rerunning the same command resumes;
+--gather-only rebuilds the table and figure from what is there.
 
-Exit status: 0 every point has a result; 1 some point failed (its error.json says why); 2 bad spec or
-arguments; 130 interrupted (finished points are kept: rerun to resume).
+Exit status: 0 every point has a result; 1 some point failed (its error.json says why), or a point's
+process crashed; 2 bad spec or arguments, or the cluster cannot be used; 130 interrupted (finished points
+are kept: rerun to resume).
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ import time
 from pathlib import Path
 
 from ..io import positive_int
+from .executors import CLUSTER_EXTRA, ClusterError, require_distributed
 from .gather import format_best, gather
-from .runner import RunConfig, point_dir, remove_partial, run_sweep
+from .point import point_dir, remove_partial
+from .process import PointProcessError, kill_all
+from .runner import RunConfig, run_sweep
 from .spec import SpecError, check_methods, expand, load_spec
 
 
@@ -38,6 +43,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers", type=positive_int, default=1,
                    help="points run in parallel (default 1). Each point's kernel uses every core: on a 2-core "
                    "machine more workers make every point slower and its timings (speedups) unreliable")  # fmt: skip
+    p.add_argument("--cluster", metavar="ADDRESS", default=None,
+                   help="run the points on a Dask distributed cluster, e.g. tcp://host:8786 (needs the `cluster` "
+                   f"extra: {CLUSTER_EXTRA}); the out folder and the notebook must be on a filesystem every "
+                   "worker shares, at the same path")  # fmt: skip
     p.add_argument("--retry-failed", action="store_true",
                    help="run points that failed in an earlier run again (default: keep their error.json)")  # fmt: skip
     p.add_argument("--cell-timeout", type=positive_int, default=900, help="seconds per notebook cell (default 900)")
@@ -53,11 +62,12 @@ def interrupted_message(out: Path) -> str:
 
 
 def _second_interrupt_quits(out: Path) -> None:
-    """Ctrl-C once: KeyboardInterrupt, the normal unwinding (run_point removes what it had half written).
-    Ctrl-C again while still running: the first was swallowed or the unwinding hangs (under heavy load a
-    single SIGINT has left a sweep running for minutes: inside papermill/nbclient, not our code). Then
-    remove the partial files of every point, say so and exit 130 at once; the kernel, orphaned, shuts
-    itself down (ipykernel polls its parent). SIGUSR1 dumps every thread's stack (to see where it hung)."""
+    """Ctrl-C once: KeyboardInterrupt, which lands in the loop that waits on the point processes (papermill
+    no longer runs in this process: process.py says why); the running points are killed, their partial
+    files removed, and main() exits 130. Ctrl-C again while that runs: stop at once — kill every point
+    process and its kernel, remove the partial files of every point, say so and exit 130. (On a cluster the
+    first Ctrl-C has already told the points to stop; they do so on their workers.) SIGUSR1 dumps every
+    thread's stack, to see where a sweep is stuck."""
     count = 0
 
     def on_sigint(signum, frame):
@@ -65,6 +75,7 @@ def _second_interrupt_quits(out: Path) -> None:
         count += 1
         if count == 1:
             raise KeyboardInterrupt
+        kill_all()
         remove_partial(out)
         sys.stdout.flush()
         print(f"\n{interrupted_message(out)} (second Ctrl-C: stopped at once)", file=sys.stderr, flush=True)
@@ -93,9 +104,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     config = RunConfig(
         out=out, workers=a.workers, retry_failed=a.retry_failed, kernel=a.kernel, cell_timeout=a.cell_timeout,
-        progress=not a.no_progress,
+        progress=not a.no_progress, cluster=a.cluster,
     )  # fmt: skip
     t0 = time.perf_counter()
+    if a.cluster and not a.gather_only:
+        try:  # now, not when the first point is due: a missing package is a setup error (the extra)
+            require_distributed()
+        except ClusterError as err:
+            print(f"specdec_lab.sweep: error: {err}", file=sys.stderr)
+            return 2
     if not a.gather_only:
         if __name__ == "__main__":  # the CLI process owns SIGINT; main() called from Python leaves it alone
             _second_interrupt_quits(out)
@@ -104,6 +121,13 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             print(f"\n{interrupted_message(out)}", file=sys.stderr)
             return 130
+        except ClusterError as err:
+            print(f"specdec_lab.sweep: error: {err}", file=sys.stderr)
+            return 2
+        except PointProcessError as err:
+            print(f"specdec_lab.sweep: error: {err}", file=sys.stderr)
+            print(f"finished points are in {out}/points; rerun the same command to resume", file=sys.stderr)
+            return 1
         kept = f"; {s.kept_failed} failed before, not retried (--retry-failed)" if s.kept_failed else ""
         took = time.perf_counter() - t0
         ran = f"ran {s.ran + s.failed} points in {took:.0f} s ({s.ran} done, {s.failed} failed)"

@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 
 from ..io import atomic_path, write_json
-from .runner import ERROR, FIGURES_ENV, NOTEBOOK, RESULT, env, first_line, point_dir, point_state
+from .point import ERROR, FIGURES_ENV, NOTEBOOK, RESULT, env, first_line, point_dir, point_state
 from .spec import Point, SweepSpec
 
 __all__ = ["gather", "sweep_figure", "format_best", "short_labels"]

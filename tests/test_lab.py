@@ -1,4 +1,4 @@
-"""The speedup lab (specdec_lab/lab.py) and its dashboard (viz/lab.py), on a tiny random model."""
+"""The speedup lab (specdec_lab/lab/experiment.py) and its dashboard (lab/speedup.py), on a tiny random model."""
 
 import json
 from dataclasses import dataclass
@@ -7,13 +7,13 @@ import pytest
 
 from specdec_lab import tiny_model
 from specdec_lab.io import load_prompts
-from specdec_lab.lab import PROVENANCE, experiment_record, provenance, run_experiment
+from specdec_lab.lab.experiment import PROVENANCE, experiment_record, provenance, run_experiment
+from specdec_lab.lab.speedup import OWN_PROMPT, LabDashboard
 from specdec_lab.proposers import METHODS, register_method
 from specdec_lab.proposers.base import param
 from specdec_lab.proposers.prompt_lookup import PromptLookupProposer
 from specdec_lab.proposers.registry import MethodSpecError, method_parameters
 from specdec_lab.viz.decoding import step_tree_figure
-from specdec_lab.viz.lab import OWN_PROMPT, LabDashboard
 from specdec_lab.viz.lab_figures import accepted_figure, numbers_html, provenance_html, steps_slider_figure
 
 IDS = [5, 7, 9, 11, 13, 2, 3] * 6

@@ -9,6 +9,7 @@ import torch
 
 from specdec_lab import Tree, generate, tiny_model
 from specdec_lab.cost import CostCurve
+from specdec_lab.lab.lookahead import RecordingLookahead
 from specdec_lab.proposers import LookaheadConfig
 from specdec_lab.proposers.lookahead import WINDOW, LookaheadProposer, Window
 from specdec_lab.viz.lookahead import (
@@ -21,7 +22,7 @@ from specdec_lab.viz.lookahead import (
     node_kinds,
     window_cell,
 )
-from specdec_lab.viz.lookahead_pool import RecordingLookahead, pool_figure, pool_frame
+from specdec_lab.viz.lookahead_pool import pool_figure, pool_frame
 from specdec_lab.viz.lookahead_sweep import (
     GridPoint,
     cost_figure,

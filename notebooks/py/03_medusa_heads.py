@@ -76,6 +76,8 @@ from specdec_lab.distill import (
     load_distillation_data,
     split_heldout,
 )
+from specdec_lab.lab.medusa import MedusaTrainingDashboard
+from specdec_lab.lab.widgets import Snapshot
 from specdec_lab.medusa import (
     IGNORE_INDEX,
     Medusa1Config,
@@ -92,14 +94,12 @@ from specdec_lab.medusa import (
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.medusa import (
     PAPER_VICUNA_7B_TOP1,
-    MedusaTrainingDashboard,
     ablation_figure,
     architecture_figure,
     head_accuracy_figure,
     loss_figure,
     medusa2_figure,
 )
-from specdec_lab.widgets import Snapshot
 
 FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
 if threads > 0:

@@ -70,6 +70,7 @@ from transformers.utils import logging as hf_logging
 from specdec_lab import generate, load_model, make_proposer
 from specdec_lab.cost import CostCurve, measure_cost_curve, set_cost_curve
 from specdec_lab.io import load_prompts
+from specdec_lab.lab.trees import Explorer
 from specdec_lab.medusa.trees import (
     HeadAccuracies,
     brute_force_tree,
@@ -84,7 +85,6 @@ from specdec_lab.medusa.trees import (
 from specdec_lab.viz.cost import cost_curve_figure
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.tree_figures import (
-    Explorer,
     accuracy_figure,
     budget_rate_figure,
     expected_length_figure,

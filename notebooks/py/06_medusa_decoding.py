@@ -73,6 +73,7 @@ from transformers.utils import logging as hf_logging
 from specdec_lab import generate, load_model, tiny_model
 from specdec_lab.bench import run_benchmark
 from specdec_lab.io import load_prompts
+from specdec_lab.lab.trees import Explorer
 from specdec_lab.losslessness import LogitsTable, drift_baseline, typical_drift
 from specdec_lab.proposers.medusa import MedusaDecodeConfig, MedusaProposer
 from specdec_lab.sampling import Sampling, warp_probs
@@ -87,7 +88,6 @@ from specdec_lab.viz.decoding import (
 )
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.tokens import trace_table
-from specdec_lab.viz.tree_figures import Explorer
 
 T_START = time.perf_counter()
 FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI

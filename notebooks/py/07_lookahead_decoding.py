@@ -83,6 +83,8 @@ from transformers.utils import logging as hf_logging
 
 from specdec_lab import generate, load_model, measure_cost_curve
 from specdec_lab.io import load_prompts
+from specdec_lab.lab.lookahead import RecordingLookahead
+from specdec_lab.lab.trees import Explorer
 from specdec_lab.proposers import LookaheadConfig
 from specdec_lab.proposers.lookahead_budget import LookaheadBudget
 from specdec_lab.viz.decoding import show_steps
@@ -96,7 +98,7 @@ from specdec_lab.viz.lookahead import (
     node_kinds,
     window_cell,
 )
-from specdec_lab.viz.lookahead_pool import RecordingLookahead, pool_figure, pool_frame
+from specdec_lab.viz.lookahead_pool import pool_figure, pool_frame
 from specdec_lab.viz.lookahead_sweep import (
     cost_figure,
     flat_curve,
@@ -107,7 +109,6 @@ from specdec_lab.viz.lookahead_sweep import (
     sweep_figure,
     sweep_frame,
 )
-from specdec_lab.viz.tree_figures import Explorer
 
 T_START = time.perf_counter()
 FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI

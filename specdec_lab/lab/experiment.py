@@ -28,10 +28,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from .generate import GenerationResult, StepTrace, generate
-from .machine import machine
-from .models import LoadedModel, chat_ids
-from .proposers.registry import BASELINE, METHODS, check_method_spec, parse_method_spec
+from ..generate import GenerationResult, StepTrace, generate
+from ..machine import machine
+from ..models import LoadedModel, chat_ids
+from ..proposers.registry import BASELINE, METHODS, check_method_spec, parse_method_spec
 
 __all__ = [
     "LabResult",

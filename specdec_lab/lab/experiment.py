@@ -6,7 +6,8 @@
         method:  generate(..., trace=True)  — every step's tree, accepted path and emitted tokens
         baseline: generate(method="autoregressive") on the same ids, temperature and seed
     -> provenance of every emitted token, accepted length per step, tokens/s of both, speed-up,
-       identical-to-baseline (the losslessness check; meaningful at temperature 0)
+       identical-to-baseline (the losslessness check; meaningful at temperature 0), and the size of the
+       verify forward: tokens verified per forward (root included), of which candidates and non-candidates
 
 Provenance of an emitted token, from its step's trace:
     "accepted draft"  proposed by the method and confirmed by the target (on the accepted path)
@@ -38,6 +39,7 @@ __all__ = [
     "run_experiment",
     "experiment_record",
     "provenance",
+    "forward_sizes",
     "PROVENANCE",
     "NOISY_SPREAD",
 ]
@@ -58,6 +60,23 @@ def provenance(steps: Sequence[StepTrace]) -> list[str]:
         n_acc = min(s.accepted, len(s.emitted))  # EOS may cut the path short
         out += ["accepted draft"] * n_acc + ["bonus"] * (len(s.emitted) - n_acc)
     return out
+
+
+def forward_sizes(steps: Sequence[StepTrace]) -> dict[str, float | None]:
+    """What one verify forward held, on average over `steps` (None without steps):
+
+    verified_per_forward  tokens in the forward, root included (autoregressive = 1): the n of the cost t(n)
+    proposed_per_forward  candidate nodes besides the root (the tokens offered for acceptance)
+    extra_per_forward     non-candidate nodes (verified for their logits, never accepted: Lookahead's window)
+    """
+    n = len(steps)
+    if n == 0:
+        return {"verified_per_forward": None, "proposed_per_forward": None, "extra_per_forward": None}
+    return {
+        "verified_per_forward": _num(sum(len(s.tree_tokens) for s in steps) / n),
+        "proposed_per_forward": _num(sum(s.proposed for s in steps) / n),
+        "extra_per_forward": _num(sum(s.extra for s in steps) / n),
+    }
 
 
 # ---- one experiment ------------------------------------------------------------------------------------
@@ -167,6 +186,7 @@ class LabResult:
             "new_tokens": len(self.result.tokens),
             "baseline_new_tokens": None if base is None else len(base.tokens),
             "forwards": self.result.forwards,
+            **forward_sizes(self.result.steps),
             "seconds": _num(self.result.seconds),
             "baseline_seconds": None if base is None else _num(base.seconds),
             "stop_reason": self.result.stop_reason,
@@ -312,7 +332,8 @@ def experiment_record(results: Sequence[LabResult], steps: bool = False) -> dict
     """One sweep point over one or more prompts: pooled numbers on top, each prompt's `to_dict` in "runs".
 
     tokens_per_s pools tokens and seconds over the prompts (long prompts weigh more, as in a benchmark);
-    speedup = pooled method tokens/s ÷ pooled baseline tokens/s; identical = every prompt identical.
+    speedup = pooled method tokens/s ÷ pooled baseline tokens/s; identical = every prompt identical;
+    verified_per_forward (and the other `forward_sizes`) average over every step of every prompt.
     """
     if not results:
         raise ValueError("experiment_record needs at least one LabResult")
@@ -350,6 +371,7 @@ def experiment_record(results: Sequence[LabResult], steps: bool = False) -> dict
         "noisy": any(r.noisy for r in results),
         "new_tokens": tokens,
         "forwards": forwards,
+        **forward_sizes([s for r in results for s in r.result.steps]),
         "provenance_counts": {k: counts.get(k, 0) for k in PROVENANCE},
         "machine": machine().as_dict(),
         "runs": runs,

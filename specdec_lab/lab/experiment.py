@@ -46,7 +46,6 @@ __all__ = [
 
 PROVENANCE = ("accepted draft", "bonus", "plain step")
 NOISY_SPREAD = 1.5  # baseline step times p90/median above this: the timings are flagged unreliable
-_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
 # ---- provenance ----------------------------------------------------------------------------------------

@@ -79,6 +79,7 @@ from transformers.utils import logging as hf_logging
 from specdec_lab import generate, load_model, measure_cost_curve
 from specdec_lab.cost import flat_curve
 from specdec_lab.io import load_prompts
+from specdec_lab.lab.experiment import NOISY_SPREAD
 from specdec_lab.lab.lookahead import RecordingLookahead
 from specdec_lab.lab.trees import Explorer
 from specdec_lab.proposers import LookaheadConfig
@@ -369,7 +370,9 @@ Markdown(
     f"The fastest point is {point(best)}, the slowest {point(worst)}. Across the grid, the speed-up "
     f"{'falls' if rho < 0 else 'rises'} with the tokens verified per forward (Spearman rank correlation "
     f"{rho:.2f}), while mean accepted ranges from {sweep['mean accepted'].min():.2f} to "
-    f"{sweep['mean accepted'].max():.2f} tokens per forward."
+    f"{sweep['mean accepted'].max():.2f} tokens per forward. Timings flagged noisy (autoregressive step times "
+    f"p90/median above {NOISY_SPREAD}: the CPU was busy with something else): {int(sweep['timings noisy'].sum())} of "
+    f"{len(sweep)} points."
 )
 
 # %% [markdown]

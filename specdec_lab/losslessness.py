@@ -279,34 +279,3 @@ def drift_baseline(
     )
     result = _drift(counts, exact_joint(target, sampling, n))
     return result | {"rule": "speculative", "temperature": sampling.temperature}
-
-
-# ---- the live demo of notebook 02 (the dashboard's callback) ---------------------------------------
-def run_draft_demo(
-    lm,
-    prompt: str,
-    draft: str = "default",
-    temperature: float = 0.0,
-    top_p: float | None = None,
-    draft_length: int | str = 4,
-    max_new_tokens: int = 48,
-    seed: int = 0,
-) -> tuple[str, dict]:
-    """Generate with `method="draft"`; return (tokens as HTML, colored by role; summary numbers)."""
-    from .generate import generate
-    from .viz.tokens import tokens_html
-
-    result = generate(
-        lm, lm.chat_ids(prompt), method="draft", draft=draft, draft_length=draft_length,
-        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed,
-    )  # fmt: skip
-    proposed = sum(s.proposed for s in result.steps)
-    accepted = sum(s.accepted for s in result.steps)
-    summary = {
-        "tokens": len(result.tokens),
-        "target forwards": result.forwards,
-        "mean accepted (tokens / forward)": round(result.mean_accepted, 2),
-        "draft tokens accepted / proposed": f"{accepted} / {proposed}",
-        "tokens/s": round(result.tokens_per_s, 1),
-    }
-    return tokens_html(result, lm.tokenizer), summary

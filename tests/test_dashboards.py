@@ -1,6 +1,6 @@
-"""The dashboards of notebooks 00–02 (`specdec_lab.widgets`), driven without a browser: a control change
-redraws, the picker follows the text box, and the static snapshot of the default view is replaced once
-the live view redraws."""
+"""The dashboards of notebooks 00–02 (`specdec_lab.lab.widgets`, `lab.prompt_lookup`), driven without a
+browser: a control change redraws, the picker follows the text box, and the static snapshot of the default
+view is replaced once the live view redraws."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def shown(monkeypatch):
 
 
 def test_prompt_lookup_picker_follows_the_text_box():
-    from specdec_lab.widgets import PromptLookupDashboard
+    from specdec_lab.lab.prompt_lookup import PromptLookupDashboard
 
     prompts = load_prompts()[:3]
     dash = PromptLookupDashboard(tiny_model(), prompts=prompts, initial_prompt=prompts[2].text)
@@ -57,7 +57,7 @@ def test_prompt_lookup_picker_follows_the_text_box():
 
 
 def test_prompt_lookup_reruns_on_a_control_change_and_retires_the_snapshot(shown):
-    from specdec_lab.widgets import PromptLookupDashboard, run_prompt_lookup
+    from specdec_lab.lab.prompt_lookup import PromptLookupDashboard, run_prompt_lookup
 
     model = tiny_model()
     first = run_prompt_lookup(model, _ids(), max_draft=10, max_new_tokens=16)
@@ -81,7 +81,7 @@ def test_generic_dashboard_redraws_and_reports_bad_input(shown):
     import ipywidgets as w
     import plotly.graph_objects as go
 
-    from specdec_lab.widgets import Dashboard
+    from specdec_lab.lab.widgets import Dashboard
 
     def view(n):
         if n < 0:

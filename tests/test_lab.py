@@ -1,4 +1,4 @@
-"""The speedup lab (specdec_lab/lab.py) and its dashboard (viz/lab.py), on a tiny random model."""
+"""The speedup lab (specdec_lab/lab/experiment.py) and its dashboard (lab/speedup.py), on a tiny random model."""
 
 import json
 from dataclasses import dataclass
@@ -7,13 +7,13 @@ import pytest
 
 from specdec_lab import tiny_model
 from specdec_lab.io import load_prompts
-from specdec_lab.lab import PROVENANCE, experiment_record, provenance, run_experiment
+from specdec_lab.lab.experiment import PROVENANCE, experiment_record, forward_sizes, provenance, run_experiment
+from specdec_lab.lab.speedup import OWN_PROMPT, LabDashboard
 from specdec_lab.proposers import METHODS, register_method
 from specdec_lab.proposers.base import param
 from specdec_lab.proposers.prompt_lookup import PromptLookupProposer
 from specdec_lab.proposers.registry import MethodSpecError, method_parameters
 from specdec_lab.viz.decoding import step_tree_figure
-from specdec_lab.viz.lab import OWN_PROMPT, LabDashboard
 from specdec_lab.viz.lab_figures import accepted_figure, numbers_html, provenance_html, steps_slider_figure
 
 IDS = [5, 7, 9, 11, 13, 2, 3] * 6
@@ -137,6 +137,20 @@ def test_to_dict_is_json_and_has_the_sweep_keys(mixed):
     rec = json.loads(json.dumps(experiment_record([mixed, mixed])))
     assert rec["new_tokens"] == 48 and rec["identical"] is True and len(rec["runs"]) == 2
     assert rec["speedup"] == pytest.approx(mixed.speedup, rel=1e-3)
+    # the verify forward's size (a sweep's "tokens verified / forward"): root + candidates + non-candidates
+    steps = mixed.result.steps
+    assert d["verified_per_forward"] == pytest.approx(sum(len(s.tree_tokens) for s in steps) / len(steps), abs=1e-6)
+    assert d["verified_per_forward"] == pytest.approx(1 + d["proposed_per_forward"], abs=1e-6)
+    assert d["extra_per_forward"] == 0 and d["proposed_per_forward"] > 0
+    assert rec["verified_per_forward"] == pytest.approx(d["verified_per_forward"], abs=1e-6)
+
+
+def test_forward_sizes_count_lookahead_window_cells(model):
+    lab = run_experiment(model, IDS, "lookahead:W=2:N=3:G=2", max_new_tokens=12, warmup_tokens=0)
+    rec = experiment_record([lab])
+    assert rec["extra_per_forward"] > 0  # the window: verified every step, never accepted
+    assert rec["verified_per_forward"] == pytest.approx(1 + rec["proposed_per_forward"] + rec["extra_per_forward"])
+    assert forward_sizes([]) == dict.fromkeys(("verified_per_forward", "proposed_per_forward", "extra_per_forward"))
 
 
 def test_figures_and_html(mixed):

@@ -239,9 +239,9 @@ def test_shipped_heads_load_on_the_real_model_and_beat_the_untrained_head(real_m
 def test_figures_and_the_live_plot_callback():
     import plotly.graph_objects as go
 
+    from specdec_lab.lab.medusa import MedusaTrainingDashboard
     from specdec_lab.medusa import HeadAccuracy, Medusa2Log, TrainLog
     from specdec_lab.viz.medusa import (
-        MedusaTrainingDashboard,
         ablation_figure,
         architecture_figure,
         head_accuracy_figure,

@@ -1,4 +1,5 @@
-"""specdec_lab.viz and specdec_lab.widgets: figures from data, token coloring, the dashboard callback.
+"""specdec_lab.viz and notebook 00's prompt lookup dashboard (lab/prompt_lookup.py): figures from data, token
+coloring, the dashboard callback.
 
 No browser and no real model: tiny `Tree`s, hand-made traces, and `tiny_model()` runs.
 """
@@ -237,7 +238,7 @@ def test_save_figure_png_with_chromium(tmp_path, curve):
 def test_dashboard_callback_with_a_tiny_model():
     pytest.importorskip("ipywidgets")
     from specdec_lab.io import load_prompts
-    from specdec_lab.widgets import PromptLookupDashboard
+    from specdec_lab.lab.prompt_lookup import PromptLookupDashboard
 
     prompts = load_prompts()
     assert len(prompts) > 0 and prompts[0].text
@@ -265,7 +266,7 @@ def test_dashboard_callback_with_a_tiny_model():
 
 
 def test_run_prompt_lookup_uses_a_given_cost_curve(curve):
-    from specdec_lab.widgets import run_prompt_lookup
+    from specdec_lab.lab.prompt_lookup import run_prompt_lookup
 
     run = run_prompt_lookup(tiny_model(), repetitive_ids(), max_draft=4, max_new_tokens=12, cost_curve=curve)
     assert run.baseline is None and run.equal is None

@@ -1,14 +1,14 @@
-"""Notebook 07's figures, tables, pool recorder and sweep (viz/lookahead*.py), on a tiny random model."""
+"""Notebook 07's figures and tables (viz/lookahead*.py), its pool recorder (lab/lookahead.py) and its sweep's
+table, on a tiny random model."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 import torch
 
 from specdec_lab import Tree, generate, tiny_model
-from specdec_lab.cost import CostCurve
+from specdec_lab.cost import CostCurve, flat_curve
+from specdec_lab.lab.lookahead import RecordingLookahead
 from specdec_lab.proposers import LookaheadConfig
 from specdec_lab.proposers.lookahead import WINDOW, LookaheadProposer, Window
 from specdec_lab.viz.lookahead import (
@@ -21,20 +21,8 @@ from specdec_lab.viz.lookahead import (
     node_kinds,
     window_cell,
 )
-from specdec_lab.viz.lookahead_pool import RecordingLookahead, pool_figure, pool_frame
-from specdec_lab.viz.lookahead_sweep import (
-    GridPoint,
-    cost_figure,
-    flat_curve,
-    grid,
-    parse_ints,
-    point_params,
-    point_path,
-    predicted_speedups,
-    run_sweep,
-    sweep_figure,
-    sweep_frame,
-)
+from specdec_lab.viz.lookahead_pool import pool_figure, pool_frame
+from specdec_lab.viz.lookahead_sweep import cost_figure, predicted_speedups, sweep_figure, sweep_frame
 
 
 @pytest.fixture(scope="module")
@@ -155,62 +143,46 @@ def test_recording_lookahead_decodes_the_same_and_reports_the_pool(model):
         lookahead_step_figure(res, len(res.steps))
 
 
-# ---- the sweep ----------------------------------------------------------------------------------------
-def test_grid_and_params():
-    assert parse_ints("0, 2,4") == [0, 2, 4] and parse_ints([3]) == [3]
-    points = grid("0,2", "3,4", "4")
-    assert points == [GridPoint(0, 3, 4), GridPoint(2, 3, 4), GridPoint(0, 4, 4), GridPoint(2, 4, 4)]
-    assert points[1].spec == "traced:method=lookahead:W=2:N=3:G=4"
-    from specdec_lab.io import as_prompts
-
-    prompts = as_prompts([[1, 2, 3]])
-    a = point_params(points[0], prompts, 16, "tiny")
-    assert point_path("d", a) != point_path("d", point_params(points[0], prompts, 17, "tiny"))
-    assert point_path("d", a).name.startswith("W0_N3_G4_")
-
-
-def test_run_sweep_writes_one_json_per_point_and_resumes(model, tmp_path):
-    prompts = [repetitive_prompt(0, length=24), repetitive_prompt(1, length=24)]
-    points = grid("0,2", "3", "2")
-    records, ran = run_sweep(model, prompts, points, tmp_path, max_new_tokens=12)
-    assert ran == points and len(list(tmp_path.glob("*.json"))) == 2
-    assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temp files
-    for r, p in zip(records, points, strict=True):
-        assert r["identical"] == 1.0 and r["params"]["W"] == p.W
-        assert r["forwards"] * r["mean_accepted"] == pytest.approx(r["new_tokens"])
-        steps = [n for q in r["per_prompt"] for n in q["nodes"]]
-        assert len(steps) == r["forwards"] and r["nodes_per_step"] == pytest.approx(sum(steps) / len(steps))
-    assert records[0]["window_nodes_per_step"] == 0 and records[1]["window_nodes_per_step"] > 0
-    # resume: identical points are loaded, a new one is run alone (next to autoregressive)
-    again, ran = run_sweep(model, prompts, [*points, GridPoint(1, 3, 2)], tmp_path, max_new_tokens=12)
-    assert ran == [GridPoint(1, 3, 2)] and again[:2] == records
-    # other parameters: not reused
-    _, ran = run_sweep(model, prompts[:1], points[:1], tmp_path, max_new_tokens=12)
-    assert ran == points[:1]
-    # a corrupt or foreign file is measured again
-    path = point_path(tmp_path, records[0]["params"])
-    path.write_text(json.dumps({"params": {"W": 99}}))
-    _, ran = run_sweep(model, prompts, points, tmp_path, max_new_tokens=12)
-    assert ran == points[:1]
+# ---- the sweep's table -------------------------------------------------------------------------------
+def _rows():
+    """Rows as `python -m specdec_lab.sweep` gathers them (table.json's "rows"; table.csv has the same columns)."""
+    rows = []
+    for (w, n), (speedup, acc, nodes) in {(2, 3): (0.8, 1.5, 8.0), (0, 3): (1.1, 1.2, 2.0)}.items():
+        rows.append(
+            {"id": f"W{w}", "status": "done", "W": w, "N": n, "G": 4, "prompt_id": [1, 9], "method": f"lookahead:W={w}",
+             "speedup": speedup, "tokens_per_s": 10.0 * speedup, "baseline_tokens_per_s": 10.0, "mean_accepted": acc,
+             "verified_per_forward": nodes, "proposed_per_forward": 1.0, "extra_per_forward": nodes - 2.0,
+             "identical": True, "noisy": False, "seconds": 50.0}
+        )  # fmt: skip
+    rows.append({"id": "W4", "status": "failed", "W": 4, "N": 3, "G": 4, "error": "ValueError: no"})
+    return rows
 
 
 def _frame():
-    records = []
-    for (w, n), (speedup, acc, nodes) in {(0, 3): (1.1, 1.2, 2.0), (2, 3): (0.8, 1.5, 8.0)}.items():
-        records.append(
-            {"params": {"W": w, "N": n, "G": 4}, "speedup": speedup, "tokens_per_s": 10.0 * speedup,
-             "baseline_tokens_per_s": 10.0, "mean_accepted": acc, "nodes_per_step": nodes,
-             "window_nodes_per_step": 2.0 * w, "accepted_text": 3, "accepted_window": w, "identical": 1.0}
-        )  # fmt: skip
-    return sweep_frame(records)
+    return sweep_frame(_rows())
 
 
-def test_sweep_frame_and_figure():
+def test_sweep_frame_and_figure(tmp_path):
     frame = _frame()
-    assert list(frame.index) == [(0, 3, 4), (2, 3, 4)]
+    assert list(frame.index) == [(0, 3, 4), (2, 3, 4)]  # sorted; the failed point left out
+    assert frame.loc[(2, 3, 4), "tokens verified / forward"] == 8.0
+    assert frame.loc[(2, 3, 4), "window cells / forward"] == 6.0 and frame["identical to autoregressive"].all()
     fig = sweep_figure(frame)
     bars = [t for t in fig.data if t.name == "N = 3, G = 4"]
     assert len(bars) == 3 and list(bars[0].x) == ["0", "2"] and list(bars[0].y) == [1.1, 0.8]
+    assert "W = 0" in fig.layout.title.text
+    # the committed table.csv reads back to the same frame
+    pd = pytest.importorskip("pandas")
+    path = tmp_path / "table.csv"
+    pd.DataFrame(_rows()).to_csv(path, index=False)
+    assert sweep_frame(pd.read_csv(path)).equals(frame)
+    assert "W = 0" not in sweep_figure(frame.drop(index=(0, 3, 4))).layout.title.text
+
+
+def test_sweep_frame_names_a_missing_column():
+    rows = [{k: v for k, v in r.items() if k != "verified_per_forward"} for r in _rows()]
+    with pytest.raises(ValueError, match="verified_per_forward"):
+        sweep_frame(rows)
 
 
 def test_predicted_speedup_on_a_flat_curve_is_the_mean_accepted():

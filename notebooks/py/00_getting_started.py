@@ -74,6 +74,7 @@ from transformers.utils import logging as hf_logging
 
 from specdec_lab import Tree, generate, load_model, measure_cost_curve
 from specdec_lab.io import load_prompts
+from specdec_lab.lab.prompt_lookup import LookupRun, PromptLookupDashboard, run_prompt_lookup
 from specdec_lab.noise import combine, measure_cost_curve_with_noise
 from specdec_lab.theory import expected_tokens_per_step
 from specdec_lab.verify import tree_attention_mask
@@ -81,7 +82,6 @@ from specdec_lab.viz.cost import chain_speedup_figure, cost_curve_figure
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.tokens import show_tokens, trace_table
 from specdec_lab.viz.trees import node_labels, tree_figure, tree_mask_figure
-from specdec_lab.widgets import LookupRun, PromptLookupDashboard, run_prompt_lookup
 
 FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
 if threads > 0:

@@ -52,6 +52,7 @@ import torch
 from IPython.display import Markdown
 
 from specdec_lab.cost import CostCurve
+from specdec_lab.lab.widgets import Dashboard
 from specdec_lab.theory import (
     acceptance_rate,
     accepted_length_pmf,
@@ -72,7 +73,6 @@ from specdec_lab.viz.acceptance import (
     speedup_surface_figure,
 )
 from specdec_lab.viz.figures import save_figure
-from specdec_lab.widgets import Dashboard
 
 FIGURES = Path("../figures")  # notebooks run from notebooks/
 rng = np.random.default_rng(seed)

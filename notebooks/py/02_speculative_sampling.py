@@ -72,12 +72,13 @@ from specdec_lab.bench import run_benchmark
 from specdec_lab.cost import cost_curve_for
 from specdec_lab.draft_model import get_draft
 from specdec_lab.io import load_prompts
+from specdec_lab.lab.draft import run_draft_demo
+from specdec_lab.lab.widgets import Dashboard
 from specdec_lab.losslessness import (
     LogitsTable,
     accept_resample_from_p,
     chi_square,
     exact_joint,
-    run_draft_demo,
     simulate_emitted,
 )
 from specdec_lab.noise import measure_cost_curve_with_noise
@@ -86,7 +87,6 @@ from specdec_lab.theory import accepted_length_pmf, expected_tokens_per_step, me
 from specdec_lab.viz.acceptance import acceptance_by_position, histogram_figure, position_figure
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.tokens import show_tokens, trace_table
-from specdec_lab.widgets import Dashboard
 
 FIGURES = Path("../figures")  # notebooks run from notebooks/
 hf_logging.disable_progress_bar()
@@ -320,7 +320,7 @@ pd.DataFrame(rows).set_index("k").T
 # %% [markdown]
 # ## 6. Dashboard
 #
-# The plain cell runs the default; the controls call the same function (`losslessness.run_draft_demo`)
+# The plain cell runs the default; the controls call the same function (`lab.draft.run_draft_demo`)
 # and redraw under them on every change (a static snapshot of the default view stands there until then).
 
 # %%

@@ -76,30 +76,20 @@ from specdec_lab.distill import (
     load_distillation_data,
     split_heldout,
 )
-from specdec_lab.medusa import (
-    IGNORE_INDEX,
-    Medusa1Config,
-    Medusa2Config,
-    MedusaHeads,
-    build_rows,
-    head_accuracy,
-    load_heads,
-    loss_weights,
-    medusa_labels,
-    train_medusa1,
-    train_medusa2,
-)
+from specdec_lab.lab.medusa import MedusaTrainingDashboard
+from specdec_lab.lab.widgets import Snapshot
+from specdec_lab.medusa import IGNORE_INDEX, MedusaHeads, load_heads, loss_weights, medusa_labels
+from specdec_lab.medusa.medusa2 import Medusa2Config, train_medusa2
+from specdec_lab.medusa.train import Medusa1Config, build_rows, head_accuracy, train_medusa1
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.medusa import (
     PAPER_VICUNA_7B_TOP1,
-    MedusaTrainingDashboard,
     ablation_figure,
     architecture_figure,
     head_accuracy_figure,
     loss_figure,
     medusa2_figure,
 )
-from specdec_lab.widgets import Snapshot
 
 FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
 if threads > 0:

@@ -60,11 +60,12 @@ from transformers.utils import logging as hf_logging
 
 from specdec_lab import KVCache, Tree, load_model
 from specdec_lab.io import load_prompts
+from specdec_lab.lab.trees import node_explorer
 from specdec_lab.medusa import load_shipped_heads, shipped_heads_path
-from specdec_lab.medusa.trees import HeadAccuracies, cartesian_paths, cartesian_size, greedy_tree
+from specdec_lab.trees import HeadAccuracies, cartesian_paths, cartesian_size, greedy_tree
 from specdec_lab.verify import prefill, tree_attention_mask, verify_tree
 from specdec_lab.viz.figures import save_figure
-from specdec_lab.viz.tree_figures import node_explorer, node_view
+from specdec_lab.viz.tree_figures import node_view
 from specdec_lab.viz.trees import node_labels, tree_figure
 
 FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI

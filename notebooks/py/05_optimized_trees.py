@@ -36,7 +36,7 @@
 #    a flat (GPU-like) curve;
 # 6. predicted vs. measured E[L] on real prompts, and greedy output = autoregressive.
 #
-# Library: `specdec_lab.medusa.trees` (accuracies, E[L], greedy / DP trees, `choose_budget`),
+# Library: `specdec_lab.trees` (accuracies, E[L], greedy / DP trees, `choose_budget`),
 # `specdec_lab.cost` (`measure_cost_curve(tree=True)`), `specdec_lab.proposers.medusa` (decoding),
 # `specdec_lab.viz.tree_figures`.
 
@@ -70,7 +70,8 @@ from transformers.utils import logging as hf_logging
 from specdec_lab import generate, load_model, make_proposer
 from specdec_lab.cost import CostCurve, measure_cost_curve, set_cost_curve
 from specdec_lab.io import load_prompts
-from specdec_lab.medusa.trees import (
+from specdec_lab.lab.trees import Explorer
+from specdec_lab.trees import (
     HeadAccuracies,
     brute_force_tree,
     cartesian_paths,
@@ -84,7 +85,6 @@ from specdec_lab.medusa.trees import (
 from specdec_lab.viz.cost import cost_curve_figure
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.tree_figures import (
-    Explorer,
     accuracy_figure,
     budget_rate_figure,
     expected_length_figure,

@@ -73,6 +73,7 @@ from transformers.utils import logging as hf_logging
 from specdec_lab import generate, load_model, tiny_model
 from specdec_lab.bench import run_benchmark
 from specdec_lab.io import load_prompts
+from specdec_lab.lab.trees import Explorer
 from specdec_lab.losslessness import LogitsTable, drift_baseline, typical_drift
 from specdec_lab.proposers.medusa import MedusaDecodeConfig, MedusaProposer
 from specdec_lab.sampling import Sampling, warp_probs
@@ -87,7 +88,6 @@ from specdec_lab.viz.decoding import (
 )
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.tokens import trace_table
-from specdec_lab.viz.tree_figures import Explorer
 
 T_START = time.perf_counter()
 FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
@@ -103,7 +103,7 @@ print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={qui
 # Which tree? `tree="auto"` sizes it for *this* machine: it measures the target's verify cost $t(n)$ for
 # trees of $n$ tokens and the heads' cost, and picks the node budget $n$ maximising
 # $E[L](n) \,/\, (t(n+1) + \text{heads})$, where $E[L](n)$ is the expected tokens per step of the best
-# $n$-node tree under the heads' calibrated accuracies (`medusa/trees.py`). On a GPU, where $t$ is flat,
+# $n$-node tree under the heads' calibrated accuracies (`specdec_lab/trees/`). On a GPU, where $t$ is flat,
 # that is tens of nodes; on a CPU, where every extra token costs, a handful. We build the proposer
 # ourselves so we can read its choice afterwards.
 

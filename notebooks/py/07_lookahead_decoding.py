@@ -35,13 +35,14 @@
 #
 # Sections: (1) Jacobi on a real prompt, its trajectory, and why it stalls; (2) one lookahead step's tree
 # and attention mask, derived by hand and checked against the library; (3) the pool and its hits over a
-# decode; (4) a sweep over $W, N, G$, timed against autoregressive decoding; (5) why the same method pays
-# where a forward of 64 tokens costs what one costs.
+# decode; (4) a sweep over $W, N, G$, timed against autoregressive decoding (run by `specdec_lab.sweep`,
+# read here from its committed table); (5) why the same method pays where a forward of 64 tokens costs what
+# one costs.
 #
 # Notation: "mean accepted" = tokens emitted per target forward, **bonus included** (autoregressive = 1).
 
 # %% tags=["parameters"]
-quick: bool = False  # CI: shorter decodes, a smaller sweep on one prompt (same code paths)
+quick: bool = False  # CI: shorter decodes, fewer cost-curve sizes (same code paths)
 model_name: str = "smollm2-135m"  # target: shipped name, HF directory or .gguf
 prompt_id: int = 3  # question_id in data/prompts.jsonl for sections 1-3
 jacobi_n: int = 8  # Jacobi block length (future tokens guessed and refined per step)
@@ -54,12 +55,7 @@ pool_W: int = 4  # section 3: window width
 pool_N: int = 4  # section 3: n-gram size
 pool_G: int = 4  # section 3: n-grams per first token
 pool_tokens: int = 64  # section 3: tokens decoded
-sweep_W: str = "0,2,4"  # section 4: window widths, comma-separated (0 = pool verification only)
-sweep_N: str = "3,4"  # section 4: n-gram sizes
-sweep_G: str = "4"  # section 4: n-grams per first token
-sweep_prompts: int = 2  # section 4: prompts (spread over categories)
-sweep_tokens: int = 48  # section 4: new tokens per prompt and method
-sweep_dir: str = "../results/sweeps/07"  # one JSON per grid point; a stored point with identical parameters is reused
+sweep_table: str = "../data/sweeps/tables/lookahead_wng.csv"  # section 4: the W x N x G sweep's gathered table
 cost_sizes: str = "1,2,4,8,16,24,32,48,64"  # section 5: tree sizes at which the verify cost is measured
 seed: int = 0  # random seed (of the window's initial guesses; greedy output does not depend on it)
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
@@ -67,7 +63,6 @@ figures_dir: str = "../figures"  # where figures are saved (relative to notebook
 # %%
 if quick:
     jacobi_tokens, demo_tokens, pool_tokens = 16, 16, 32
-    sweep_W, sweep_N, sweep_prompts, sweep_tokens = "0,2", "3", 1, 24
     cost_sizes = "1,4,16,32"
     figures_dir = "../results/figures"  # CI runs leave the committed figures alone
 
@@ -78,11 +73,15 @@ from pathlib import Path
 import ipywidgets as w
 import pandas as pd
 import torch
-from IPython.display import display
+from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
 from specdec_lab import generate, load_model, measure_cost_curve
+from specdec_lab.cost import flat_curve
 from specdec_lab.io import load_prompts
+from specdec_lab.lab.experiment import NOISY_SPREAD
+from specdec_lab.lab.lookahead import RecordingLookahead
+from specdec_lab.lab.trees import Explorer
 from specdec_lab.proposers import LookaheadConfig
 from specdec_lab.proposers.lookahead_budget import LookaheadBudget
 from specdec_lab.viz.decoding import show_steps
@@ -96,18 +95,8 @@ from specdec_lab.viz.lookahead import (
     node_kinds,
     window_cell,
 )
-from specdec_lab.viz.lookahead_pool import RecordingLookahead, pool_figure, pool_frame
-from specdec_lab.viz.lookahead_sweep import (
-    cost_figure,
-    flat_curve,
-    grid,
-    parse_ints,
-    predicted_speedups,
-    run_sweep,
-    sweep_figure,
-    sweep_frame,
-)
-from specdec_lab.viz.tree_figures import Explorer
+from specdec_lab.viz.lookahead_pool import pool_figure, pool_frame
+from specdec_lab.viz.lookahead_sweep import cost_figure, predicted_speedups, sweep_figure, sweep_frame
 
 T_START = time.perf_counter()
 FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
@@ -324,28 +313,31 @@ show_steps(la, tok)
 # %% [markdown]
 # ## 4. A sweep over $W$, $N$, $G$
 #
-# Each grid point is timed with the benchmark harness (`specdec_lab.bench.run_benchmark`: a warm-up run
-# per method, method order rotated per prompt, every output compared with autoregressive's), next to an
-# autoregressive run on the same prompts; $W = 0$ is verification of the pool's text n-grams only (no
-# window: prompt-lookup-like). The result of each point is one small JSON in `sweep_dir`, written
-# atomically; a rerun with identical parameters (model, prompts, tokens, seed, $W, N, G$) loads it instead
-# of measuring again, and only the missing points are run (with a fresh autoregressive baseline).
-# **This machine's timings, on few prompts: noisy.**
+# The sweep runs outside this notebook, as every sweep of the workbook does:
+#
+# ```bash
+# python -m specdec_lab.sweep data/sweeps/lookahead_wng.yaml      # -> results/sweeps/lookahead_wng/table.csv
+# ```
+#
+# executes notebook 08 once per grid point ($W \in \{2, 4, 8\}$, $N \in \{3, 4, 5\}$, $G \in \{2, 4, 8\}$,
+# greedy, three prompts): lookahead and autoregressive decoding on the same prompts in one kernel, after a
+# warm-up of each, every output compared with autoregressive's. Each point's result is one small JSON
+# (`lab.experiment.experiment_record`: speed-up, mean accepted, and the size of the verify forward — tokens
+# per forward, root included, and the window cells among them); finished points are skipped when the sweep
+# is run again, and a gather step writes one row per point to `table.csv`. This section reads the table
+# committed from such a run, `data/sweeps/tables/lookahead_wng.csv` (parameter `sweep_table`: point it at
+# your own run's `table.csv` to draw your machine's). **Timings of one machine, on three prompts: noisy.**
 
 # %% tags=["nbval-ignore-output"]
-sweep_set = all_prompts[:: max(len(all_prompts) // sweep_prompts, 1)][:sweep_prompts]
-points = grid(sweep_W, sweep_N, sweep_G)
-records, ran = run_sweep(lm, sweep_set, points, sweep_dir, max_new_tokens=sweep_tokens, seed=seed)
-print(f"{len(sweep_set)} prompts ({', '.join(p.category for p in sweep_set)}) x {sweep_tokens} new tokens; "
-      f"{len(points)} grid points: {len(ran)} measured now, {len(points) - len(ran)} loaded from {sweep_dir}")  # fmt: skip
-sweep = sweep_frame(records)
+table = pd.read_csv(sweep_table)
+sweep = sweep_frame(table)
+print(f"{sweep_table}: {len(sweep)} of {len(table)} points finished; prompts {table['prompt_id'].iloc[0]}, "
+      f"{table['max_new_tokens'].iloc[0]} new tokens each, temperature {table['temperature'].iloc[0]:g}")  # fmt: skip
 sweep.round(3)
 
 # %% tags=["nbval-check-output"]
-print(
-    f"every grid point identical to autoregressive on every prompt: {bool((sweep['identical to autoregressive'] == 1.0).all())}"
-)
-print(f"grid: W in {parse_ints(sweep_W)}, N in {parse_ints(sweep_N)}, G in {parse_ints(sweep_G)}: {len(sweep)} points")
+print(f"every grid point identical to autoregressive: {bool(sweep['identical to autoregressive'].all())}")
+print(", ".join(f"{a} in {sorted(set(sweep.index.get_level_values(a)))}" for a in sweep.index.names), len(sweep), "points")
 
 # %% tags=["nbval-ignore-output"]
 fig = sweep_figure(sweep)
@@ -353,26 +345,55 @@ print(f"saved {save_figure(fig, '07_sweep', FIGURES)}")
 fig
 
 # %% [markdown]
-# A wider window raises mean accepted a little (its n-grams add hits the text did not offer), but it
-# raises the tokens verified per forward much more: every step pays for the
-# $(N-1) \cdot W - 1$ window cells besides the root, plus the n-gram trie. On this CPU a forward's cost grows with its
-# tokens, so the window rarely pays for itself; the pool verification alone ($W = 0$) costs only the
-# few trie tokens of the root's n-grams.
-#
+# Every step pays for the $(N-1) \cdot W - 1$ window cells besides the root, plus the n-gram trie of up to
+# $G$ n-grams of $N-1$ tokens, whether anything is accepted or not; the window can only add hits through the
+# n-grams it harvests into the pool. Which of the two wins depends on what an extra token in the forward
+# costs. On the table above:
+
+# %% tags=["nbval-ignore-output"]
+speed, nodes = sweep["speed-up vs autoregressive"], sweep["tokens verified / forward"]
+best, worst = speed.idxmax(), speed.idxmin()
+rho = speed.corr(nodes, method="spearman")
+
+
+def where(p):
+    return f"$W = {p[0]}, N = {p[1]}, G = {p[2]}$"
+
+
+def point(p):
+    row = sweep.loc[p]
+    return (f"{where(p)} ({row['speed-up vs autoregressive']:.2f}×, mean accepted {row['mean accepted']:.2f}, "
+            f"{row['tokens verified / forward']:.1f} tokens per forward)")  # fmt: skip
+
+
+Markdown(
+    f"The fastest point is {point(best)}, the slowest {point(worst)}. Across the grid, the speed-up "
+    f"{'falls' if rho < 0 else 'rises'} with the tokens verified per forward (Spearman rank correlation "
+    f"{rho:.2f}), while mean accepted ranges from {sweep['mean accepted'].min():.2f} to "
+    f"{sweep['mean accepted'].max():.2f} tokens per forward. Timings flagged noisy (autoregressive step times "
+    f"p90/median above {NOISY_SPREAD}: the CPU was busy with something else): {int(sweep['timings noisy'].sum())} of "
+    f"{len(sweep)} points."
+)
+
+# %% [markdown]
 # ## 5. The same method where a forward of 64 tokens costs what one costs
 #
 # Lookahead was designed for GPUs, where a forward is bound by reading the weights: verifying 64 tokens
 # costs about what 1 does, so every extra window or n-gram token is free and the speed-up *is* the mean
-# accepted. On this CPU the verify cost $t(n)$ grows with $n$. Predicted speed-up of a grid point, from
+# accepted. On a CPU the verify cost $t(n)$ grows with $n$. Predicted speed-up of a grid point, from
 # its measured mean accepted and its mean tokens per forward $\bar n$:
 #
 # $$\text{speed-up} \approx \frac{\text{mean accepted}}{t(\bar n) / t(1)},$$
 #
-# on the measured tree verify cost curve (`measure_cost_curve(..., tree=True)`, the undisturbed minimum
-# of a few repeats) and on a flat one ($t(n) = t(1)$, GPU-like).
+# on the tree verify cost curve measured here (`measure_cost_curve(..., tree=True)`, the undisturbed minimum
+# of a few repeats) and on a flat one ($t(n) = t(1)$, GPU-like, `cost.flat_curve`). The prediction leaves
+# out the proposer's own Python time, and the measured curve is this machine's while the table's speed-ups
+# are those of the machine that ran the sweep: the comparison is exact only where the two are the same.
 
 # %% tags=["nbval-ignore-output"]
-curve = measure_cost_curve(lm.model, sizes=parse_ints(cost_sizes), tree=True, repeats=3, warmup=1, statistic="min")
+curve = measure_cost_curve(
+    lm.model, sizes=[int(n) for n in cost_sizes.split(",")], tree=True, repeats=3, warmup=1, statistic="min"
+)
 flat = flat_curve(curve(1), up_to=max(curve.sizes))
 curves = {"this CPU (measured)": curve, "flat (GPU-like)": flat}
 print("t(n)/t(1) here:", {n: round(r, 2) for n, r in zip(curve.sizes, curve.relative(), strict=True)})
@@ -383,14 +404,17 @@ fig = cost_figure(sweep, curves)
 print(f"saved {save_figure(fig, '07_cost_speedup', FIGURES)}")
 fig
 
+# %% tags=["nbval-ignore-output"]
+best_on = {name: pred[f"predicted ({name})"].idxmax() for name in curves}
+rank_corr = {name: pred[f"predicted ({name})"].corr(speed, method="spearman") for name in curves}
+Markdown(
+    "Best point predicted " + "; ".join(f"on {name}: {where(p)}" for name, p in best_on.items())
+    + f"; measured: {where(best)}. Rank correlation of the predicted with the measured speed-ups: "
+    + ", ".join(f"{name} {r:.2f}" for name, r in rank_corr.items())
+    + ". On the flat curve the predicted speed-up is the mean accepted itself."
+)  # fmt: skip
+
 # %% [markdown]
-# On the measured curve the prediction ranks the points as the measurement does, pool verification alone
-# ($W = 0$) first: its few extra tokens cost little, while a window of $(N-1) \cdot W$ cells makes every
-# forward dearer than the hits it adds (the prediction leaves out the proposer's own Python time, so it
-# runs a little above the measurement). On the flat curve the order turns around: the speed-up is the
-# mean accepted, and the widest windows, the worst points here, add the most hits. The same tokens per
-# step buy very different speed-ups.
-#
 # That is why `W="auto"` (`proposers/lookahead_budget.py`) sizes the window from the measured cost curve
 # and the hit rates seen so far, maximising $(1 + y_\text{text} + y_\text{win} \log_2(1+W)) / t(1 +
 # (N-1)W + \hat g)$ every few steps. With its priors (before any hit is observed), on the two curves:

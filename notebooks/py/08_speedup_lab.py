@@ -19,7 +19,7 @@
 #
 # Notebooks 00–07 built the methods one at a time. This one puts them side by side on *your* prompt:
 # pick a method and its parameters, run it and plain autoregressive decoding on the same prompt in the
-# same process (`specdec_lab.lab.run_experiment`), and see
+# same process (`specdec_lab.lab.experiment.run_experiment`), and see
 #
 # * every emitted token coloured by how it was produced — an **accepted draft** token (proposed by the
 #   method, confirmed by the target), the target's **bonus** token after the accepted path, or a
@@ -65,10 +65,10 @@ from transformers.utils import logging as hf_logging
 
 from specdec_lab import load_model
 from specdec_lab.io import load_prompts, write_json
-from specdec_lab.lab import experiment_record, run_experiment
+from specdec_lab.lab.experiment import experiment_record, run_experiment
+from specdec_lab.lab.speedup import LabDashboard
 from specdec_lab.machine import machine
 from specdec_lab.viz.figures import save_figure
-from specdec_lab.viz.lab import LabDashboard
 from specdec_lab.viz.lab_figures import (
     accepted_figure,
     numbers_frame,

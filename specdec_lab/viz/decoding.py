@@ -131,7 +131,7 @@ def show_steps(result, tokenizer=None, **kwargs):
 def budget_figure(choice, title: str | None = None) -> go.Figure:
     """How `tree="auto"` chose: per node budget n, E[L](n) (left) and the predicted speed-up (right).
 
-    choice: a `medusa.trees.BudgetChoice` (its `table`: one row per budget with expected_length and rate);
+    choice: a `trees.BudgetChoice` (its `table`: one row per budget with expected_length and rate);
     the chosen budget is marked. Speed-up = rate(n) / rate(0), rate = E[L] / (t(n + 1) + heads).
     """
     table = list(choice.table)

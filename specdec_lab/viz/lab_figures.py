@@ -1,10 +1,10 @@
-"""What the speedup lab shows of one `LabResult` (specdec_lab/lab.py): data in, HTML / figures out.
+"""What the speedup lab shows of one `LabResult` (specdec_lab/lab/experiment.py): data in, HTML / figures out.
 
     provenance_html(lab, tokenizer)      the emitted text, each token coloured by how it was produced
     accepted_figure(lab)                 tokens per step, split by provenance, with the candidates offered
     numbers_html(lab), numbers_frame(lab) tokens/s of both runs, speed-up, mean accepted, identical
     steps_slider_figure(lab, tokenizer)  every step's tree in one plotly figure with its own slider: works
-                                         in a stored notebook with no kernel (the dashboard's is ipywidgets)
+                                         in a stored notebook with no kernel (lab/speedup.py's is ipywidgets)
 
 Colours: accepted draft = green, bonus = blue (as in viz/tokens.py), plain step = gray.
 """

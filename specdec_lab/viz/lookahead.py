@@ -13,8 +13,8 @@ Data in, `plotly.graph_objects.Figure` / DataFrame out; nothing here runs a mode
     lookahead_step_figure(result, step)              a traced run's step (the slider's callback, via
                                                      `lookahead_step_callback(result, tokenizer)`)
 
-The pool over a decode is `viz/lookahead_pool.py`; the W x N x G sweep and its cost curves are
-`viz/lookahead_sweep.py`.
+The pool over a decode is `viz/lookahead_pool.py`; the W x N x G sweep's table (gathered by
+`python -m specdec_lab.sweep`) drawn and priced on other cost curves is `viz/lookahead_sweep.py`.
 
 A lookahead tree (`proposers/lookahead.py`): node 0 is the root = window cell (0, 0); window cell (l, i) is
 node l·C + i for C columns (non-candidates); the verification trie's nodes (candidates) follow.

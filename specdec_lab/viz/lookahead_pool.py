@@ -1,8 +1,8 @@
 """Notebook 07: the n-gram pool over a lookahead decode, and its hits.
 
-Data in, figure / DataFrame out; `RecordingLookahead` decodes exactly as `LookaheadProposer` does.
+Data in, figure / DataFrame out. The pool columns come from a decode with
+`specdec_lab.lab.lookahead.RecordingLookahead` (the library's proposer, reporting its pool after each step).
 
-    RecordingLookahead          a LookaheadProposer whose `info()` also reports the pool after each step
     pool_frame(result)          one row per step of a traced run: window, n-grams verified, accepted by credit
     pool_figure(frame)          the pool, the accepted draft tokens and the running hit rate over the steps
 """
@@ -12,26 +12,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..proposers.lookahead import TEXT, WINDOW, LookaheadProposer
+from ..proposers.lookahead import TEXT, WINDOW
 from .lookahead import KIND_COLORS, _need_steps
 
-__all__ = ["RecordingLookahead", "pool_frame", "pool_figure"]
-
-
-# ---- the pool over a decode ---------------------------------------------------------------------------
-class RecordingLookahead(LookaheadProposer):
-    """A LookaheadProposer whose `info()` also reports the pool after the step: `pool_keys` (first tokens),
-    `pool_grams` (n-grams) and `pool_window` (of those, harvested from the window and not seen in the
-    text). Decoding is unchanged: build it with a `LookaheadConfig` and pass `generate(proposer=...)`."""
-
-    def info(self) -> dict:
-        sources = [s for grams in self.pool.table.values() for s in grams.values()]
-        return {
-            **super().info(),
-            "pool_keys": len(self.pool.table),
-            "pool_grams": len(sources),
-            "pool_window": sources.count(WINDOW),
-        }
+__all__ = ["pool_frame", "pool_figure"]
 
 
 def pool_frame(result):

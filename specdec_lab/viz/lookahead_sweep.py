@@ -1,242 +1,63 @@
-"""Notebook 07: the W x N x G sweep of lookahead decoding, and the same sweep on another cost curve.
+"""Notebook 07: the W x N x G sweep of lookahead decoding, drawn from its table, and priced on other cost curves.
 
-Only `run_sweep` runs a model, through the benchmark harness.
+The sweep itself is `python -m specdec_lab.sweep data/sweeps/lookahead_wng.yaml`: notebook 08 once per grid
+point (`specdec_lab/sweep/`), each point's record from `lab.experiment.experiment_record`, gathered into
+`table.csv` / `table.json` (committed as `data/sweeps/tables/lookahead_wng.csv`). That table is the data
+in; nothing here runs a model.
 
-    GridPoint, grid, parse_ints         the grid (papermill-friendly "0,2,4" parameters)
-    traced_runner                       a bench runner of our loop with a per-step trace (nodes, window cells)
-    run_sweep, point_params, point_path one JSON per grid point (atomic, skipped on resume when its
-                                        parameters are identical)
-    sweep_frame, sweep_figure           the sweep's table and figure
-    flat_curve, predicted_speedups,     the same sweep on a measured and a flat cost curve
-    cost_figure
+    sweep_frame(rows)                   the finished points, indexed by (W, N, G), columns named for readers
+    sweep_figure(frame)                 speed-up, mean accepted and tokens verified per forward against W
+    predicted_speedups(frame, curves)   each point priced on other cost curves (e.g. `cost.flat_curve`)
+    cost_figure(frame, curves)          the curves, and measured vs predicted speed-up per point
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..cost import CostCurve, flat_curve
-from ..proposers.lookahead import TEXT, WINDOW
+from ..cost import CostCurve
 
-__all__ = [
-    "GridPoint",
-    "grid",
-    "parse_ints",
-    "traced_runner",
-    "point_params",
-    "point_path",
-    "run_sweep",
-    "sweep_frame",
-    "sweep_figure",
-    "flat_curve",
-    "predicted_speedups",
-    "cost_figure",
-]
+__all__ = ["COLUMNS", "sweep_frame", "sweep_figure", "predicted_speedups", "cost_figure"]
+
+# the sweep table's column (a key of the point's record) -> its name in the frame
+COLUMNS = {
+    "speedup": "speed-up vs autoregressive",
+    "tokens_per_s": "tokens/s",
+    "baseline_tokens_per_s": "autoregressive tokens/s",
+    "mean_accepted": "mean accepted",
+    "verified_per_forward": "tokens verified / forward",
+    "proposed_per_forward": "n-gram nodes / forward",
+    "extra_per_forward": "window cells / forward",
+    "identical": "identical to autoregressive",
+    "noisy": "timings noisy",
+}
+AXES = ("W", "N", "G")
 
 
 # ---- 1. the sweep -------------------------------------------------------------------------------------
-TRACED = "traced"  # the bench anchor that runs our loop with a trace (its info gets per-step node counts)
-SWEEP_FORMAT = 1  # bump when a record's content changes: older files then no longer match on resume
+def sweep_frame(rows):
+    """The sweep's finished points as a DataFrame indexed by (W, N, G), columns renamed by `COLUMNS`.
 
-
-def traced_runner(model, eos_ids: list[int], method: str = "lookahead", **params):
-    """Bench runner factory: `generate(method, trace=True, **params)`, with per-step `nodes` (tokens in the
-    verify forward, root included) and `extra` (window cells) added to the proposer's summary. The trace
-    costs microseconds per step (a StepTrace; device syncs are no-ops on a CPU)."""
-    from ..bench.runner import RunOutput
-    from ..generate import generate
-    from ..proposers import make_proposer
-
-    make_proposer(method, **params)  # a bad parameter fails here, before any timing
-
-    def run(ids: list[int], max_new_tokens: int, seed: int) -> RunOutput:
-        r = generate(
-            model,
-            ids,
-            method=method,
-            max_new_tokens=max_new_tokens,
-            eos_token_id=eos_ids or None,
-            seed=seed,
-            trace=True,
-            **params,
-        )
-        info = {**r.proposer, "nodes": [len(s.tree_tokens) for s in r.steps], "extra": [s.extra for s in r.steps]}
-        return RunOutput(tokens=r.tokens, forwards=r.forwards, stop_reason=r.stop_reason, info=info)
-
-    return run
-
-
-def _register_traced() -> None:
-    from ..bench.runner import ANCHORS, register_anchor
-
-    if ANCHORS.get(TRACED) is not traced_runner:
-        register_anchor(TRACED, traced_runner)
-
-
-@dataclass(frozen=True)
-class GridPoint:
-    W: int
-    N: int
-    G: int
-
-    @property
-    def spec(self) -> str:
-        """The benchmark method spec (and row label) of this point."""
-        return f"{TRACED}:method=lookahead:W={self.W}:N={self.N}:G={self.G}"
-
-
-def parse_ints(text: str | Iterable[int]) -> list[int]:
-    """ "0,2,4" (a papermill-friendly parameter) or a list -> [0, 2, 4]."""
-    if isinstance(text, str):
-        return [int(t) for t in text.replace(" ", "").split(",") if t]
-    return [int(t) for t in text]
-
-
-def grid(Ws, Ns, Gs) -> list[GridPoint]:
-    """Every (W, N, G), W fastest; W = 0 (no window, pool verification only) once per (N, G)."""
-    return [GridPoint(w, n, g) for n in parse_ints(Ns) for g in parse_ints(Gs) for w in parse_ints(Ws)]
-
-
-def point_params(point: GridPoint, prompts, max_new_tokens: int, model: str, seed: int = 0) -> dict:
-    """Everything a point's result depends on; a stored record is reused only when these are identical."""
-    ids = [[p.question_id, hashlib.sha256(json.dumps([p.text, p.ids]).encode()).hexdigest()[:12]] for p in prompts]
-    return {
-        "format": SWEEP_FORMAT,
-        "W": point.W,
-        "N": point.N,
-        "G": point.G,
-        "model": model,
-        "max_new_tokens": max_new_tokens,
-        "seed": seed,
-        "prompts": ids,
-    }
-
-
-def point_path(folder: str | Path, params: Mapping) -> Path:
-    """`folder/W{W}_N{N}_G{G}_{hash of all params}.json`: other prompts, lengths or models never collide."""
-    digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:10]
-    return Path(folder) / f"W{params['W']}_N{params['N']}_G{params['G']}_{digest}.json"
-
-
-def _load(path: Path, params: Mapping) -> dict | None:
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None  # absent or unreadable: run it (again)
-    return record if record.get("params") == dict(params) else None
-
-
-def _record(bench: dict, point: GridPoint, params: dict) -> dict:
-    from ..proposers.registry import BASELINE
-
-    label = point.spec
-    s, base = bench["summary"][label], bench["summary"][BASELINE]
-    rows = [r for r in bench["rows"] if r["method"] == label]
-    base_rows = {r["question_id"]: r for r in bench["rows"] if r["method"] == BASELINE}
-    nodes = [n for r in rows for n in r["proposer"]["nodes"]]
-    extra = [e for r in rows for e in r["proposer"]["extra"]]
-    return {
-        "params": params,
-        "label": label,
-        "speedup": s["speedup"],
-        "tokens_per_s": s["tokens_per_s"],
-        "baseline_tokens_per_s": base["tokens_per_s"],
-        "mean_accepted": s["mean_accepted"],
-        "identical": s["identical_to_autoregressive"],
-        "new_tokens": s["new_tokens"],
-        "seconds": s["seconds"],
-        "forwards": sum(r["forwards"] for r in rows),
-        "nodes_per_step": sum(nodes) / max(len(nodes), 1),
-        "window_nodes_per_step": sum(extra) / max(len(extra), 1),
-        "accepted_text": sum(r["proposer"][TEXT] for r in rows),
-        "accepted_window": sum(r["proposer"][WINDOW] for r in rows),
-        "per_prompt": [
-            {
-                "question_id": r["question_id"],
-                "seconds": r["seconds"],
-                "baseline_seconds": base_rows[r["question_id"]]["seconds"],
-                "new_tokens": r["new_tokens"],
-                "forwards": r["forwards"],
-                "identical": r["identical"],
-                "nodes": r["proposer"]["nodes"],
-                "extra": r["proposer"]["extra"],
-            }
-            for r in rows
-        ],
-        "machine": {k: bench["machine"].get(k) for k in ("cpu", "isa", "cores", "torch_threads", "device_name")},
-    }
-
-
-def run_sweep(
-    lm,
-    prompts,
-    points: Sequence[GridPoint],
-    folder: str | Path,
-    max_new_tokens: int = 48,
-    seed: int = 0,
-    progress: bool = False,
-) -> tuple[list[dict], list[GridPoint]]:
-    """Measure every grid point not stored yet; return (a record per point in order, the points run now).
-
-    One `run_benchmark` over autoregressive plus the missing points (warm-up per method, method order
-    rotated per prompt, every output checked against autoregressive): each point is timed next to the
-    autoregressive runs of the same benchmark, and its record (speed-up, mean accepted, verify nodes per
-    step, ...) is written atomically to `point_path(folder, params)`. A point whose file holds identical
-    params is loaded instead (resume); anything else about it is measured again.
+    rows: the gathered table — `pandas.read_csv(table.csv)`, or table.json's "rows" (a list of dicts). Points
+    whose status is not "done" (failed, pending) are left out.
     """
-    from ..bench import run_benchmark
-    from ..io import as_prompts, write_json
-    from ..models import LoadedModel
-
-    prompts = as_prompts(prompts)
-    model = lm.name if isinstance(lm, LoadedModel) else type(lm).__name__
-    params = {p: point_params(p, prompts, max_new_tokens, model, seed) for p in points}
-    records = {p: _load(point_path(folder, params[p]), params[p]) for p in points}
-    todo = [p for p in points if records[p] is None]
-    if todo:
-        _register_traced()
-        bench = run_benchmark(
-            lm,
-            prompts,
-            methods=["autoregressive"] + [p.spec for p in todo],
-            max_new_tokens=max_new_tokens,
-            seed=seed,
-            progress=progress,
-        )
-        for p in todo:
-            records[p] = _record(bench, p, params[p])
-            write_json(point_path(folder, params[p]), records[p])
-    return [records[p] for p in points], todo
-
-
-def sweep_frame(records: Sequence[Mapping]):
-    """The sweep's table, indexed by (W, N, G)."""
     import pandas as pd
 
-    rows = {}
-    for r in records:
-        p = r["params"]
-        rows[(p["W"], p["N"], p["G"])] = {
-            "speed-up vs autoregressive": r["speedup"],
-            "tokens/s": r["tokens_per_s"],
-            "autoregressive tokens/s": r["baseline_tokens_per_s"],
-            "mean accepted": r["mean_accepted"],
-            "tokens verified / forward": r["nodes_per_step"],
-            "window cells / forward": r["window_nodes_per_step"],
-            "accepted: text n-grams": r["accepted_text"],
-            "accepted: window n-grams": r["accepted_window"],
-            "identical to autoregressive": r["identical"],
-        }
-    frame = pd.DataFrame.from_dict(rows, orient="index")
-    frame.index = pd.MultiIndex.from_tuples(frame.index, names=["W", "N", "G"])
-    return frame
+    table = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    if "status" in table:
+        table = table[table["status"] == "done"]
+    missing = [c for c in (*AXES, *COLUMNS) if c not in table]
+    if missing:
+        raise ValueError(
+            f"the sweep table has no column {', '.join(missing)}: not a W x N x G lookahead table, or gathered "
+            "before the lab recorded it (run `python -m specdec_lab.sweep data/sweeps/lookahead_wng.yaml` again)"
+        )
+    frame = table[[*AXES, *COLUMNS]].astype({a: int for a in AXES} | {"identical": bool, "noisy": bool})
+    frame = frame.rename(columns=COLUMNS)
+    return frame.set_index(list(AXES)).sort_index()
 
 
 def _series(frame):
@@ -245,6 +66,10 @@ def _series(frame):
     for (n, g), part in frame.groupby(level=["N", "G"], sort=True):
         out.append((f"N = {n}, G = {g}", [str(w) for w in part.index.get_level_values("W")], part))
     return out
+
+
+def _no_window(frame) -> str:
+    return " (W = 0: pool verification only, no window)" if 0 in frame.index.get_level_values("W") else ""
 
 
 def sweep_figure(frame, title: str | None = None) -> go.Figure:
@@ -256,7 +81,8 @@ def sweep_figure(frame, title: str | None = None) -> go.Figure:
         ("tokens verified / forward", "tokens verified per forward"),
     )
     fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in panels], horizontal_spacing=0.08)
-    palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+    palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+               "#17becf")  # fmt: skip
     for k, (name, ws, part) in enumerate(_series(frame)):
         for c, (col, _) in enumerate(panels, start=1):
             fig.add_trace(
@@ -276,7 +102,7 @@ def sweep_figure(frame, title: str | None = None) -> go.Figure:
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray", row=1, col=2)
     fig.update_xaxes(title_text="window width W", type="category")
     fig.update_layout(
-        title=title or "Lookahead decoding sweep (greedy; W = 0: pool verification only, no window)",
+        title=title or f"Lookahead decoding sweep{_no_window(frame)}",
         template="plotly_white",
         barmode="group",
         width=1050,

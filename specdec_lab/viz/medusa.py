@@ -1,8 +1,8 @@
 """Figures for Medusa heads: the architecture, per-head accuracy against the paper, loss curves, Medusa-2 drift.
 
 Data in (configs, `TrainLog`, `HeadAccuracy`, `Medusa2Log`), `plotly.graph_objects.Figure` out; nothing
-here runs a model. `update_loss_figure` is the live-plot callback (works on a `go.FigureWidget`), and
-`MedusaTrainingDashboard` wires it to a few sliders and a button.
+here runs a model. `update_loss_figure` is the live-plot callback (works on a `go.FigureWidget`);
+`specdec_lab.lab.medusa.MedusaTrainingDashboard` wires it to a few sliders and a button.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ __all__ = [
     "update_loss_figure",
     "ablation_figure",
     "medusa2_figure",
-    "MedusaTrainingDashboard",
 ]
 
 # Medusa paper (Cai et al. 2024), Vicuna-7B Medusa-1 heads: top-1 accuracy of heads 1-4
@@ -266,51 +265,3 @@ def medusa2_figure(logs: Mapping[str, Medusa2Log]) -> go.Figure:
     fig.update_yaxes(title_text="mean KL(p_orig || p) per position, nats", row=1, col=2)
     fig.update_layout(title="Medusa-2 on a tiny model: warmup (heads only) | joint phase", height=420, width=980)
     return fig
-
-
-class MedusaTrainingDashboard:
-    """Sliders (steps, learning rate, decay) + a button that trains fresh heads with a live loss plot.
-
-    train_fn(steps, lr, decay, callback) -> (TrainLog, HeadAccuracy) is supplied by the notebook (it
-    holds the rows and the model); the dashboard only wires widgets to it and to `update_loss_figure`.
-    snapshot: a `specdec_lab.widgets.Snapshot` of the default view (the run its default settings give),
-    displayed under the controls (stored notebooks keep no widget state) and retired by the first run.
-    """
-
-    def __init__(self, train_fn, num_heads: int, steps: int = 100, lr: float = 2e-3, decay: float = 0.8, snapshot=None):
-        import ipywidgets as w
-
-        self.train_fn, self.snapshot = train_fn, snapshot
-        self.figure = go.FigureWidget(loss_figure(None, num_heads, title="Medusa-1, live"))
-        self.steps = w.IntSlider(value=steps, min=10, max=1000, step=10, description="steps")
-        self.lr = w.FloatLogSlider(value=lr, base=10, min=-4, max=-1, description="lr")
-        self.decay = w.FloatSlider(value=decay, min=0.3, max=1.0, step=0.05, description="decay")
-        self.button = w.Button(description="train", button_style="primary")
-        self.output = w.HTML()
-        self.button.on_click(lambda _: self.run())
-        self.widget = w.VBox([w.HBox([self.steps, self.lr, self.decay, self.button]), self.figure, self.output])
-
-    def run(self):
-        """Train with the sliders' values; the figure updates every logged step."""
-        self.button.disabled = True
-        if self.snapshot is not None:
-            self.snapshot.retire()
-        try:
-            log, acc = self.train_fn(
-                self.steps.value,
-                self.lr.value,
-                self.decay.value,
-                lambda lg: update_loss_figure(self.figure, lg),
-            )
-        finally:
-            self.button.disabled = False
-        top1 = ", ".join(f"{x:.3f}" for x in acc.top1)
-        self.output.value = f"held-out top-1 per head: {top1} ({log.seconds:.0f} s)"
-        return log, acc
-
-    def _ipython_display_(self):
-        from ..widgets import PLACEHOLDER, _show_widget
-
-        _show_widget(self.widget, PLACEHOLDER)
-        if self.snapshot is not None:
-            self.snapshot.display()

@@ -1,8 +1,6 @@
 """Figures and widget callbacks for the tree notebooks (04 tree attention, 05 optimized Medusa trees).
 
     node_view(tree, node)           the tree with node's root path lit + the mask with node's row lit (linked)
-    Explorer(control, callback)     an ipywidgets control whose value change redraws callback(value)'s figures
-    node_explorer(tree, ...)        Explorer over a node Dropdown, callback `node_view`
     rank_tree_graph(paths)          rank paths -> networkx DiGraph (text = rank, depth, path)
     rank_tree_figure(paths, acc)    a Medusa tree drawn compactly, nodes coloured by their value Π a
     greedy_step_figure(steps, i)    the greedy construction after step i, the node it added highlighted
@@ -12,11 +10,12 @@
     predicted_vs_measured_figure    measured mean accepted next to E[L] under each accuracy model
 
 Everything returns plain `go.Figure`s (or a tuple of them): pytest drives the callbacks without a browser.
+The ipywidgets control that redraws them (`Explorer`, `node_explorer`) is `specdec_lab.lab.trees`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -25,8 +24,6 @@ from .trees import node_labels, tidy_layout, tree_figure, tree_mask_figure
 
 __all__ = [
     "node_view",
-    "Explorer",
-    "node_explorer",
     "rank_tree_graph",
     "rank_tree_figure",
     "greedy_step_figure",
@@ -88,68 +85,6 @@ def node_view(tree, node: int, tokenizer=None, cache_length: int = 0) -> tuple[g
         )
     )
     return tree_fig, mask_fig
-
-
-EXPLORER_PLACEHOLDER = "[interactive control: it appears when the notebook runs; its default view is the output above]"
-
-
-class Explorer:
-    """An ipywidgets control plus an Output: on a value change, `callback(value)` -> figure(s) (or a tuple
-    with printable extras) is displayed there. `show(value)` is the same redraw without a browser; the last
-    result is kept in `.result`."""
-
-    def __init__(self, control, callback: Callable, header: str = "", show_initial: bool = True):
-        import ipywidgets as w
-
-        self.control, self.callback = control, callback
-        self.output = w.Output()
-        self.result = None
-        control.observe(lambda change: self.show(change["new"]), names="value")
-        parts = ([w.HTML(header)] if header else []) + [control, self.output]
-        self.widget = w.VBox(parts)
-        if show_initial:
-            self.show(control.value)
-
-    def show(self, value):
-        from IPython.display import display
-
-        self.result = self.callback(value)
-        items = self.result if isinstance(self.result, tuple) else (self.result,)
-        self.output.clear_output(wait=True)
-        with self.output:
-            for item in items:
-                if isinstance(item, go.Figure):
-                    display(item)
-                else:
-                    print(item)
-        return self.result
-
-    def _ipython_display_(self):
-        # a stored notebook keeps no widget state: its reader sees this line, not `VBox(children=...)`
-        from ..widgets import _show_widget
-
-        _show_widget(self.widget, EXPLORER_PLACEHOLDER)
-
-
-def node_explorer(
-    tree, tokenizer=None, cache_length: int = 0, node: int | None = None, show_initial: bool = False
-) -> Explorer:
-    """A node Dropdown ("i:token") linked to `node_view` (default selection: the last node). The notebook's
-    plain cell shows the default view; show_initial=True also draws it inside the widget at once."""
-    import ipywidgets as w
-
-    labels = node_labels(tree, tokenizer)
-    dropdown = w.Dropdown(
-        options=[(label, i) for i, label in enumerate(labels)],
-        value=len(tree) - 1 if node is None else int(node),
-        description="node",
-    )
-    return Explorer(
-        dropdown,
-        lambda i: node_view(tree, i, tokenizer, cache_length),
-        header="<b>Pick a node</b>: its path lights up in the tree and its row in the mask.",
-        show_initial=show_initial,
-    )
 
 
 # ---- 05: Medusa trees as rank paths ---------------------------------------------------------------------
@@ -285,7 +220,7 @@ def rank_tree_figure(
 
 
 def greedy_step_figure(steps: Sequence[Mapping], step: int, acc=None) -> go.Figure:
-    """The greedy tree after `step` additions (`medusa.trees.greedy_steps` output), the added node ringed."""
+    """The greedy tree after `step` additions (`trees.greedy_steps` output), the added node ringed."""
     if not 1 <= step <= len(steps):
         raise ValueError(f"step must be in 1..{len(steps)}, got {step}")
     st = steps[step - 1]

@@ -24,12 +24,12 @@ import threading
 from collections.abc import Sequence
 
 from ..io import Prompt
-from ..lab import LabResult, run_experiment
-from ..models import LoadedModel
+from ..models import unwrap
 from ..proposers.registry import LOOP_PARAMS, METHODS, Param, method_parameters, parse_method_spec
-from ..widgets import output_record
-from .decoding import step_tree_figure
-from .lab_figures import accepted_figure, numbers_html, provenance_html
+from ..viz.decoding import step_tree_figure
+from ..viz.lab_figures import accepted_figure, numbers_html, provenance_html
+from .experiment import LabResult, run_experiment
+from .widgets import PLACEHOLDER, output_record, parse_ids
 
 __all__ = ["LabDashboard", "param_widget", "OWN_PROMPT"]
 
@@ -61,13 +61,6 @@ def _spec_value(p: Param, value) -> str | None:
     return str(value).lower() if p.kind == "bool" else str(value)
 
 
-def _parse_ids(text: str) -> list[int]:
-    try:
-        return [int(t) for t in text.replace(",", " ").split()]
-    except ValueError as err:
-        raise ValueError("this model has no tokenizer: type the prompt as token ids, e.g. '5 7 9 5 7'") from err
-
-
 class LabDashboard:
     """Prompt, method + parameters, temperature, max tokens -> Run/Stop -> the lab's view (module docstring)."""
 
@@ -85,9 +78,7 @@ class LabDashboard:
     ):
         import ipywidgets as W
 
-        if isinstance(model, LoadedModel):
-            tokenizer = tokenizer if tokenizer is not None else model.tokenizer
-            model = model.model
+        model, tokenizer = unwrap(model, tokenizer)
         self.model, self.tokenizer, self.seed = model, tokenizer, seed
         self.prompts = [p for p in prompts or [] if p.text]
         self.last: LabResult | None = initial
@@ -184,7 +175,7 @@ class LabDashboard:
         text = self.prompt.value
         if not text.strip():
             raise ValueError("the prompt is empty: pick a shipped prompt or type one")
-        return text if self.tokenizer is not None else _parse_ids(text)
+        return text if self.tokenizer is not None else parse_ids(text)
 
     # ---- method and its parameters -----------------------------------------------------------------------
     def on_method(self, change=None) -> None:
@@ -309,8 +300,6 @@ class LabDashboard:
 
     def _repr_mimebundle_(self, **kwargs):
         # a stored notebook keeps no widget state: its reader sees this text/plain, not `VBox(children=...)`
-        from ..widgets import PLACEHOLDER
-
         bundle = self.widget._repr_mimebundle_(**kwargs)
         bundle["text/plain"] = PLACEHOLDER
         return bundle

@@ -6,7 +6,8 @@
         method:  generate(..., trace=True)  — every step's tree, accepted path and emitted tokens
         baseline: generate(method="autoregressive") on the same ids, temperature and seed
     -> provenance of every emitted token, accepted length per step, tokens/s of both, speed-up,
-       identical-to-baseline (the losslessness check; meaningful at temperature 0)
+       identical-to-baseline (the losslessness check; meaningful at temperature 0), and the size of the
+       verify forward: tokens verified per forward (root included), of which candidates and non-candidates
 
 Provenance of an emitted token, from its step's trace:
     "accepted draft"  proposed by the method and confirmed by the target (on the accepted path)
@@ -28,23 +29,23 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from .generate import GenerationResult, StepTrace, generate
-from .machine import machine
-from .models import LoadedModel, chat_ids
-from .proposers.registry import BASELINE, METHODS, check_method_spec, parse_method_spec
+from ..generate import GenerationResult, StepTrace, generate
+from ..machine import machine
+from ..models import prompt_ids, unwrap
+from ..proposers.registry import BASELINE, METHODS, check_method_spec, parse_method_spec
 
 __all__ = [
     "LabResult",
     "run_experiment",
     "experiment_record",
     "provenance",
+    "forward_sizes",
     "PROVENANCE",
     "NOISY_SPREAD",
 ]
 
 PROVENANCE = ("accepted draft", "bonus", "plain step")
 NOISY_SPREAD = 1.5  # baseline step times p90/median above this: the timings are flagged unreliable
-_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
 # ---- provenance ----------------------------------------------------------------------------------------
@@ -58,6 +59,23 @@ def provenance(steps: Sequence[StepTrace]) -> list[str]:
         n_acc = min(s.accepted, len(s.emitted))  # EOS may cut the path short
         out += ["accepted draft"] * n_acc + ["bonus"] * (len(s.emitted) - n_acc)
     return out
+
+
+def forward_sizes(steps: Sequence[StepTrace]) -> dict[str, float | None]:
+    """What one verify forward held, on average over `steps` (None without steps):
+
+    verified_per_forward  tokens in the forward, root included (autoregressive = 1): the n of the cost t(n)
+    proposed_per_forward  candidate nodes besides the root (the tokens offered for acceptance)
+    extra_per_forward     non-candidate nodes (verified for their logits, never accepted: Lookahead's window)
+    """
+    n = len(steps)
+    if n == 0:
+        return {"verified_per_forward": None, "proposed_per_forward": None, "extra_per_forward": None}
+    return {
+        "verified_per_forward": _num(sum(len(s.tree_tokens) for s in steps) / n),
+        "proposed_per_forward": _num(sum(s.proposed for s in steps) / n),
+        "extra_per_forward": _num(sum(s.extra for s in steps) / n),
+    }
 
 
 # ---- one experiment ------------------------------------------------------------------------------------
@@ -167,6 +185,7 @@ class LabResult:
             "new_tokens": len(self.result.tokens),
             "baseline_new_tokens": None if base is None else len(base.tokens),
             "forwards": self.result.forwards,
+            **forward_sizes(self.result.steps),
             "seconds": _num(self.result.seconds),
             "baseline_seconds": None if base is None else _num(base.seconds),
             "stop_reason": self.result.stop_reason,
@@ -227,22 +246,24 @@ def run_experiment(
     baseline: str = BASELINE,
     on_step: LabHook | None = None,
     tokenizer=None,
-    chat: bool = True,
+    chat: bool | str = "auto",
     warmup_tokens: int = 8,
     extra: dict | None = None,
 ) -> LabResult:
     """Run `spec` (e.g. "draft:max_draft=4") and `baseline` on the same prompt; see the module docstring.
 
-    model:   a LoadedModel (text prompts are chat-templated when chat=True) or a bare HF model + ids
+    model:   a LoadedModel (a text prompt goes into the chat template: chat="auto", `models.prompt_ids`) or a
+             bare HF model + ids
     spec:    the bench's method spec; loop keys go to generate (accept: the method's run only; top_k,
              top_p: both runs). temperature may be in the spec too, but must agree with `temperature`
     on_step: progress/stop hook, called after every step of every run with its phase; returning False
              stops: the method's tokens so far are kept and the remaining runs are skipped
     warmup_tokens: a short untimed run of each method first (0: none)
+
+    Every run — warm-ups included — starts from a fresh `Memory`: nothing one run learns (α̂, probe schedules,
+    cost corrections) reaches the next, so the warm-up cannot change the run it precedes.
     """
-    if isinstance(model, LoadedModel):
-        tokenizer = tokenizer if tokenizer is not None else model.tokenizer
-        model = model.model
+    model, tokenizer = unwrap(model, tokenizer)
     parsed = parse_method_spec(spec)
     if parsed.name not in METHODS:
         raise ValueError(
@@ -259,10 +280,8 @@ def run_experiment(
             "was passed: give it once"
         )
     text = prompt if isinstance(prompt, str) else None
-    if isinstance(prompt, str) and chat and tokenizer is not None:
-        if not prompt.strip():
-            raise ValueError("prompt is empty: give some text to continue")
-        prompt = chat_ids(tokenizer, prompt)
+    if isinstance(prompt, str) and tokenizer is not None:
+        prompt = prompt_ids(prompt, tokenizer, chat)
     common = dict(tokenizer=tokenizer, temperature=float(temperature), seed=seed)
 
     state = {"stop": False}
@@ -312,7 +331,8 @@ def experiment_record(results: Sequence[LabResult], steps: bool = False) -> dict
     """One sweep point over one or more prompts: pooled numbers on top, each prompt's `to_dict` in "runs".
 
     tokens_per_s pools tokens and seconds over the prompts (long prompts weigh more, as in a benchmark);
-    speedup = pooled method tokens/s ÷ pooled baseline tokens/s; identical = every prompt identical.
+    speedup = pooled method tokens/s ÷ pooled baseline tokens/s; identical = every prompt identical;
+    verified_per_forward (and the other `forward_sizes`) average over every step of every prompt.
     """
     if not results:
         raise ValueError("experiment_record needs at least one LabResult")
@@ -350,6 +370,7 @@ def experiment_record(results: Sequence[LabResult], steps: bool = False) -> dict
         "noisy": any(r.noisy for r in results),
         "new_tokens": tokens,
         "forwards": forwards,
+        **forward_sizes([s for r in results for s in r.result.steps]),
         "provenance_counts": {k: counts.get(k, 0) for k in PROVENANCE},
         "machine": machine().as_dict(),
         "runs": runs,

@@ -1,0 +1,19 @@
+"""The lab: live experiments and every ipywidgets dashboard, built on the library and on `specdec_lab.viz`.
+
+Nothing is imported here: `import specdec_lab.lab.experiment` (what sweeps use) needs no ipywidgets, and a
+dashboard module imports ipywidgets only when a dashboard is built.
+
+    experiment.py     run_experiment, LabResult, experiment_record, provenance: one method against
+                      autoregressive on a prompt (notebook 08; sweeps read its record). No widgets.
+    widgets.py        what every dashboard shares: Snapshot (the stored default view), Dashboard (controls
+                      -> callback -> output), mime_bundle / output_record / show_widget, parse_ids
+    prompt_lookup.py  run_prompt_lookup, LookupRun, PromptLookupDashboard (notebook 00)
+    draft.py          run_draft_demo: the distilled draft live, the callback of notebook 02's Dashboard
+    medusa.py         MedusaTrainingDashboard: Medusa-1 training with a live loss plot (notebook 03)
+    trees.py          Explorer (a control that redraws figures), node_explorer (notebook 04; 05-07 sliders)
+    lookahead.py      RecordingLookahead: the lookahead proposer reporting its pool every step (notebook 07)
+    speedup.py        LabDashboard: any registered method against autoregressive, Run/Stop (notebook 08)
+
+Layering: `lab` sits above `viz` (figure functions, which never import `lab`) and above the decoding
+core (which never imports either); tests/test_layers.py checks it.
+"""

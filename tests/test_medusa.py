@@ -240,7 +240,8 @@ def test_figures_and_the_live_plot_callback():
     import plotly.graph_objects as go
 
     from specdec_lab.lab.medusa import MedusaTrainingDashboard
-    from specdec_lab.medusa import HeadAccuracy, Medusa2Log, TrainLog
+    from specdec_lab.medusa.medusa2 import Medusa2Log
+    from specdec_lab.medusa.train import HeadAccuracy, TrainLog
     from specdec_lab.viz.medusa import (
         ablation_figure,
         architecture_figure,

@@ -76,7 +76,7 @@ from specdec_lab import Tree, generate, load_model, measure_cost_curve
 from specdec_lab.io import load_prompts
 from specdec_lab.lab.prompt_lookup import LookupRun, PromptLookupDashboard, run_prompt_lookup
 from specdec_lab.noise import combine, measure_cost_curve_with_noise
-from specdec_lab.theory import expected_tokens_per_step
+from specdec_lab.theory import expected_tokens_per_step, optimal_k
 from specdec_lab.verify import tree_attention_mask
 from specdec_lab.viz.cost import chain_speedup_figure, cost_curve_figure
 from specdec_lab.viz.figures import save_figure
@@ -345,14 +345,15 @@ for k in (1, 2, 4, 8):
 pd.DataFrame(rows).set_index("draft length k")
 
 # %% [markdown]
-# `CostCurve.best_chain_length(α, k_max)` picks the *k* that maximizes expected tokens per second,
+# `theory.optimal_k(α, c, k_max, verify_cost=t)` picks the *k* that maximizes expected tokens per second,
 # E(α, k) / t(k+1). That is how prompt lookup's default `draft_length="cost"` chooses its draft length
 # each step, with α estimated online from its recent acceptances; *k* = 0 means "don't speculate".
-# The curve above was measured at a 64-token context; as a generation grows, the loop's own verify timings
-# correct it per size (`DraftLength.observe_verify`), so the choice follows the context actually decoded.
+# The curve above was measured at a 64-token context; as a generation grows, the loop's own timings correct
+# it per size and add what the loop itself spends per step (`cost.StepCost`, the one price every method's
+# sizing asks), so the choice follows the context actually decoded and the machine it runs on.
 
 # %%
-best = {a: curve.best_chain_length(a, k_max=16) for a in (0.2, 0.4, 0.6, 0.8, 0.9, 0.95)}
+best = {a: optimal_k(a, 0.0, 16, verify_cost=curve) for a in (0.2, 0.4, 0.6, 0.8, 0.9, 0.95)}
 pd.DataFrame(
     {
         "best k": best,  # an int column and a formatted one: no "9.00" draft lengths

@@ -240,7 +240,7 @@ print(f"T_draft = {t_draft * 1e3:.0f} ms, c = T_draft / t(1) = {t_draft / curve(
 rows = []
 for a in (0.3, 0.45, 0.6, 0.7, 0.8):
     k_unit = optimal_k(a, t_draft / curve(1), k_max)
-    k_meas = curve.best_chain_length(a, k_max, draft_step=t_draft)
+    k_meas = optimal_k(a, t_draft, k_max, verify_cost=curve)  # seconds throughout: the same argmax
     rows.append(
         {
             "α": a,
@@ -255,7 +255,7 @@ pd.DataFrame(rows).set_index("α")
 
 # %%
 grid = [i / 100 for i in range(100)]
-break_even = next(a for a in grid if curve.best_chain_length(a, k_max, draft_step=t_draft) > 0)
+break_even = next(a for a in grid if optimal_k(a, t_draft, k_max, verify_cost=curve) > 0)
 slow = [n for n in curve.sizes[1:-1] if curve(n) > min(curve(m) for m in curve.sizes if m > n)]  # dearer than a larger size
 skipped = (
     f"skips the sizes that cost more than a larger one ({', '.join(map(str, slow))} tokens: up to "

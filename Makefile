@@ -43,6 +43,7 @@ help:
 	@echo "make reproduce        run every notebook with default parameters (regenerates figures/)"
 	@echo "make bench            benchmark the decoding methods -> results/bench.json"
 	@echo "make sweep SPEC=data/sweeps/NAME.yaml  a papermill parameter sweep -> results/sweeps/NAME/ (resumes)"
+	@echo "make cluster-extra    the optional Dask extra, for sweeps on a cluster (SWEEP_ARGS=\"--cluster tcp://host:8786\")"
 	@echo "make slides NB=notebooks/00_getting_started.ipynb   the notebook as reveal.js slides -> results/slides/"
 	@echo "make reset-notebooks CONFIRM=1   restore notebooks/*.ipynb (stored outputs) from git, dropping local edits"
 	@echo "make lint | format | sync-notebooks | check-sync | strip-notebooks | clean | distclean"

@@ -72,3 +72,25 @@ def test_where_no_tree_pays_it_probes_the_smallest(target, drafter):
         set_cost_curve(target, CostCurve(sizes=[1], seconds=[1.0], tree=True))
     with pytest.raises(ValueError, match="adapt_every"):
         MedusaDecodeConfig(adapt_every=0)
+
+
+def test_what_the_trees_accept_corrects_their_expected_length():
+    """A run whose text is easier than the calibration (every tree accepted to its full depth): ρ_d > 1, E[L]
+    corrected upwards, and on the same prices a larger tree pays; ρ = 1 before any evidence."""
+    from specdec_lab.trees import DepthCorrection
+
+    options = tree_options(ACC, max_budget=5)
+    assert all(o.expected_length == pytest.approx(1 + sum(o.by_depth)) for o in options)
+    correction = DepthCorrection(decay=1.0)
+    assert correction.factors() == [] and options[3].corrected([]) == options[3].expected_length
+    chain = next(o for o in options if o.depth == 2)  # the smallest tree two deep
+    for _ in range(50):
+        correction.observe(chain.by_depth, accepted=2)
+    factors = correction.factors()
+    assert len(factors) == 2 and factors[0] > 1.05 and factors[1] > 2  # predicted 0.9 and a deep node's ~0.2
+    assert chain.corrected(factors) > chain.expected_length
+    curve = CostCurve(sizes=[1, 2, 6], seconds=[1.0, 1.15, 1.75], tree=True)
+    plain, easy = pick_budget(options, curve), pick_budget(options, curve, factors=factors)
+    assert easy.budget > plain.budget and easy.expected_length > plain.expected_length
+    correction.observe(chain.by_depth[:1], accepted=0)  # a tree of depth 1 updates depth 1 only
+    assert correction.factors()[1] == factors[1] and correction.factors()[0] < factors[0]

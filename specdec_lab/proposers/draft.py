@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..draft_length import DraftLength, Probes
+from ..draft_length import AcceptanceTracker, DraftLength, Probes
 from ..draft_model import Draft, get_draft
 from ..fast_linear import small_linear
 from ..kv_cache import KVCache
@@ -59,6 +59,9 @@ class DraftConfig:
         "backed off, draft again only when k >= 1 pays at α̂ - z·sd (this z; 0: at α̂ itself), so one lucky "
         "probe does not restart a draft that has not been paying (`draft_length.DraftLength`)",
     )
+    alpha_memory: float = param(
+        0.98, "α̂ forgets geometrically: each observation weighs this much less per later one (memory ≈ 1/(1 − it))"
+    )
 
     def __post_init__(self):
         if self.max_draft < 1:
@@ -70,6 +73,7 @@ class DraftConfig:
     def length(self) -> DraftLength:
         """A fresh `DraftLength` with this config's rule, k_max and probe schedule."""
         return DraftLength(self.draft_length, k_max=self.max_draft, probes=Probes(self.probe_every, self.probe_max),
+                           tracker=AcceptanceTracker(decay=self.alpha_memory),
                            resume_z=self.resume_confidence)  # fmt: skip
 
 
@@ -235,6 +239,7 @@ class LayerSkipConfig:
     probe_every: int = param(16, "backed off: the probe schedule, as in DraftConfig")
     probe_max: int = param(128, "the wait doubling after each failed probe up to this")
     resume_confidence: float = param(1.0, "backed off: resume at a lower bound on α̂, as in DraftConfig")
+    alpha_memory: float = param(0.98, "α̂'s decay per observation, as in DraftConfig")
 
 
 class LayerSkipProposer(DraftProposer):
@@ -253,5 +258,6 @@ class LayerSkipProposer(DraftProposer):
                 probe_every=config.probe_every,
                 probe_max=config.probe_max,
                 resume_confidence=config.resume_confidence,
+                alpha_memory=config.alpha_memory,
             )
         )

@@ -25,8 +25,9 @@ compression grows about linearly in the log of the lookahead FLOPs), ĝ the veri
 An estimate is refreshed only while its size is in use, so what was given up is tried again by probes
 (`draft_length.Probes`, the exploration every sizer shares): while fewer n-grams are verified than offered,
 the probe step verifies one more; while the window is off, a probe turns the narrowest window on for one
-`adapt_every` period. A failed probe doubles the wait before the next one. Priors: h_r = 0.5 · 2^−r (about
-prompt lookup's for a match), y_text = 0.3, y_win = 0.1 (data/bench/README.md has how they were chosen).
+`adapt_every` period (after probe_every / 2 periods without a window). A failed probe doubles the wait.
+Priors: h_r = 0.5 · 2^−r (about prompt lookup's for a match), y_text = 0.3, y_win = 0.1 (data/bench/README.md
+has how they were chosen).
 """
 
 from __future__ import annotations
@@ -61,9 +62,10 @@ class LookaheadBudget:
         self.y_win = Estimate(prior=0.1)
         self.g_nodes = Estimate(prior=float(N - 1))  # ĝ; always observed
         self.gram_probes = Probes(probe_every, probe_max)  # steps verifying fewer n-grams than offered
-        # the width is chosen once per adapt_every steps: its probe schedule counts those periods
-        periods = max(round(probe_every / adapt_every), 1) if probe_every else 0
-        self.width_probes = Probes(periods, max(round(probe_max / adapt_every), periods))
+        # The width is chosen once per adapt_every steps, and a window probe lasts that whole period: its schedule
+        # counts periods, half as many as a one-step probe waits steps (so it probes at most as often in steps)
+        periods = max(probe_every // 2, 1) if probe_every else 0
+        self.width_probes = Probes(periods, max(probe_max // 2, periods))
         self.probing_width = False  # this adapt period's window is a probe
         self.probe_hit = False  # ... and its n-grams had tokens accepted
 

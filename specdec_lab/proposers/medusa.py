@@ -30,7 +30,9 @@ specdec_lab.medusa calibrate`), the price from the one cost model (`cost.StepCos
 on this device with a tree mask, corrected by the loop's timings, plus the loop's own time), the heads' cost
 measured here for each depth. A steep (CPU) curve picks a short chain or nothing; a flat (GPU-like) curve
 picks tens of nodes. The candidate trees are built once (`trees.tree_options`) and priced again every
-`adapt_every` steps as the cost model learns; where nothing pays it probes the smallest tree now and then
+`adapt_every` steps as the cost model learns, their E[L] corrected per depth by what this run's trees have
+accepted (`trees.DepthCorrection`: the calibration text is easier or harder than the text at hand, as a
+chain's α̂ follows what was accepted); where nothing pays it probes the smallest tree now and then
 (`draft_length.Probes`), the same exploration every sizer uses. `tree="dynamic"` builds each step's tree from
 the heads' own calibrated confidence instead (`trees.dynamic`): more nodes where the heads are sure, none
 where they are not. Any tree can be given instead.
@@ -50,7 +52,15 @@ from ..medusa.drafter import CALIBRATION, Drafter, get_drafter
 from ..medusa.heads import MedusaHeads
 from ..medusa.projection import WEIGHTS
 from ..tree import Tree
-from ..trees import BudgetChoice, dynamic_tree, expected_length, normalize_paths, parse_tree, pick_budget
+from ..trees import (
+    BudgetChoice,
+    DepthCorrection,
+    dynamic_tree,
+    expected_length,
+    normalize_paths,
+    parse_tree,
+    pick_budget,
+)
 from .base import DecodeState, Proposer, param
 
 __all__ = ["MedusaDecodeConfig", "MedusaProposer", "Drafter", "get_drafter", "CALIBRATION"]
@@ -138,6 +148,8 @@ class MedusaProposer(Proposer):
         self.options = []  # "auto": the candidate trees (`trees.tree_options`), priced every adapt_every steps
         self.shapes: dict[tuple, _Shape] = {}  # "auto": a tree's rank paths -> its shape, built on first use
         self.probes = Probes(self.config.probe_every, self.config.probe_max)
+        self.correction = DepthCorrection()  # "auto": ρ_d, what this run's trees accept against the calibration
+        self._verified: tuple | None = None  # "auto": the step's tree as (budget, its E[L] by depth)
         self.h: torch.Tensor | None = None  # (H,) hidden state at the last accepted node
         self.dynamic = self.config.tree == "dynamic"
         self.prices: list[float] = []  # dynamic: price(n) for n = 1..max_budget+1, refreshed every adapt_every
@@ -186,8 +198,10 @@ class MedusaProposer(Proposer):
         self._reprice()
 
     def _reprice(self) -> None:
-        """Pick the tree that pays most under what the cost model knows now."""
-        self.choice = pick_budget(self.options, lambda n: self.cost.step(n, tree=True), self._head_cost)
+        """Pick the tree that pays most under what the cost model knows now, E[L] corrected by what this run's
+        trees accepted (the calibration text is easier or harder than the text at hand)."""
+        price = lambda n: self.cost.step(n, tree=True)  # noqa: E731
+        self.choice = pick_budget(self.options, price, self._head_cost, self.correction.factors())
         self.shape = self._shape(self.choice.budget)
         self.paths, self.depth = self.shape.paths, self.shape.depth
 
@@ -232,9 +246,13 @@ class MedusaProposer(Proposer):
             self.counts["probes"] += shape.depth > 0
         elif self.options and self.choice.budget > 0:
             self.probes.drafting()
+        self._verified = None
         if self.h is None or shape.depth == 0:  # nothing to draft from yet (one-token prompt), or n = 0
             self._last = {"nodes": 0}
             return Tree.root(state.root)
+        if self.options:
+            option = self.choice.options[len(shape.paths)]
+            self._verified = (option.budget, option.by_depth)
         t0 = time.perf_counter()
         top = self.drafter.candidates(self.h, shape.depth, shape.width, self.score, self.row_ids)  # (D, s)
         tokens = torch.cat([torch.tensor([state.root], device=top.device), top[shape.node_depth, shape.node_rank]])
@@ -276,6 +294,8 @@ class MedusaProposer(Proposer):
         if len(tree) > 1 and not self.dynamic:  # the tree as verified (the loop cuts it near the token budget)
             budgets = self.counts["budgets"]
             budgets[len(tree) - 1] = budgets.get(len(tree) - 1, 0) + 1
+            if self._verified is not None and self._verified[0] == len(tree) - 1:  # (a cut tree: not its E[L])
+                self.correction.observe(self._verified[1], acceptance.accepted_draft)
         if self.probes.probing:
             self.probes.outcome(acceptance.accepted_draft > 0)
 
@@ -297,6 +317,7 @@ class MedusaProposer(Proposer):
             out["budget"] = self.choice.budget
             out["budgets"] = {str(n): k for n, k in sorted(self.counts["budgets"].items())}  # nodes -> steps
             out["probes"] = self.counts["probes"]
+            out["correction"] = [round(f, 3) for f in self.correction.factors()]  # ρ_d per depth
         if self.config.tree == "auto" or len(self.paths) <= 64:
             out["paths"] = [list(p) for p in self.paths]  # parents first (`_Shape.of`)
         return out

@@ -33,6 +33,11 @@ class PromptLookupConfig:
     draft_length: int | str = param("cost", 'int (fixed), "heuristic" (HF\'s +2/-1) or "cost" (measured curve)')
     probe_every: int = param(16, "cost mode backed off: propose one token after this many steps (0: never)")
     probe_max: int = param(128, "the wait doubling after each failed probe up to this (`draft_length.Probes`)")
+    alpha_memory: float = param(
+        0.7,
+        "α̂ per n-gram length forgets this fast: each observation weighs this much less "
+        "per later one (matches come and go with the text)",
+    )
 
     def __post_init__(self):
         if not 1 <= self.min_ngram <= self.max_ngram:
@@ -51,10 +56,9 @@ class PromptLookupProposer(Proposer):
         # Prior acceptance per matched n-gram length: a 3-gram match predicts its continuation far better than
         # a 1-gram one, so it is trusted more before any evidence arrives (0.25, 0.4, 0.55 for n = 1, 2, 3: an
         # unproven 1-gram match is not worth a long verify on a CPU's curve; data/bench/README.md).
-        # Memory: matches come and go with the text, so α̂ per length forgets fast (decay 0.7).
         priors = {n: min(0.8, 0.1 + 0.15 * n) for n in range(cfg.min_ngram, cfg.max_ngram + 1)}
         self.length = DraftLength(cfg.draft_length, k_max=cfg.max_draft, tracker=AcceptanceTracker(priors=priors,
-                                  decay=0.7), probes=Probes(cfg.probe_every, cfg.probe_max))  # fmt: skip
+                                  decay=cfg.alpha_memory), probes=Probes(cfg.probe_every, cfg.probe_max))  # fmt: skip
         # index[n][ngram] = end position of that n-gram's most recent occurrence
         self.index: dict[int, dict[tuple[int, ...], int]] = {
             n: {} for n in range(self.config.min_ngram, self.config.max_ngram + 1)

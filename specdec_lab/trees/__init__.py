@@ -5,7 +5,8 @@ budget, the budget that pays on this device, and dynamic (per-step) trees.
     accuracy.py    a[d, i]: how often depth d's rank-i candidate is right (independent / conditional models)
     confidence.py  c_d(p): how often a candidate given probability p is right (calibrated, monotone)
     build.py       E[L] = 1 + Σ_v Π a; greedy, dynamic-programming and brute-force trees of n nodes
-    budget.py      the node budget n maximising E[L](n) / step seconds on the cost model
+    budget.py      the node budget n maximising E[L](n) / step seconds on the cost model, E[L] corrected by
+                   what the run's trees accepted (`DepthCorrection`)
     dynamic.py     each step's tree best-first on calibrated path probability, cut where the rate peaks
 
 Nothing here knows what proposes the candidates: Medusa's heads (`medusa/`), an EAGLE drafter or a hybrid
@@ -13,7 +14,7 @@ proposer name their candidates by rank and hand these functions their accuracies
 """
 
 from .accuracy import MISSING_RANK, HeadAccuracies, calibrate_from_ranks
-from .budget import BudgetChoice, TreeOption, choose_budget, pick_budget, tree_options
+from .budget import BudgetChoice, DepthCorrection, TreeOption, choose_budget, pick_budget, tree_options
 from .build import brute_force_tree, expected_length, greedy_steps, greedy_tree, node_values, optimal_tree
 from .confidence import DEFAULT_EDGES, HeadConfidence, confidence_from_probs
 from .dynamic import StepTree, dynamic_tree
@@ -51,6 +52,7 @@ __all__ = [
     "brute_force_tree",
     "BudgetChoice",
     "TreeOption",
+    "DepthCorrection",
     "tree_options",
     "pick_budget",
     "choose_budget",

@@ -15,15 +15,15 @@ while decoding, so a proposer prices the same options again as they change (`pic
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import torch
 
-from .build import OptimalTables, as_factors, check_budget, depth_cap, expected_length, greedy_steps
+from .build import OptimalTables, as_factors, check_budget, depth_cap, expected_length, greedy_steps, node_values
 from .paths import RankPath, normalize_paths
 
-__all__ = ["BudgetChoice", "TreeOption", "tree_options", "pick_budget", "choose_budget"]
+__all__ = ["BudgetChoice", "TreeOption", "DepthCorrection", "tree_options", "pick_budget", "choose_budget"]
 
 
 # ---- hardware-aware budget ---------------------------------------------------------------------------
@@ -39,6 +39,7 @@ class BudgetChoice:
     depth: int = 0  # the tree's depth (= heads that must run)
     table: list[dict] = field(default_factory=list)  # per budget: budget, depth, expected_length, ..., rate
     trees: dict = field(default_factory=dict, repr=False)  # budget -> its paths (every row of the table)
+    options: dict = field(default_factory=dict, repr=False)  # budget -> its TreeOption (its E[L] by depth)
 
     @property
     def speedup(self) -> float:
@@ -49,6 +50,7 @@ class BudgetChoice:
         d = asdict(self)
         d["paths"] = [list(p) for p in self.paths]
         d.pop("trees")
+        d.pop("options")
         return d
 
 
@@ -60,6 +62,14 @@ class TreeOption:
     depth: int  # the tree's own depth (= heads that must run)
     expected_length: float  # E[L] under the accuracy model, bonus included
     paths: tuple[RankPath, ...]
+    by_depth: tuple[float, ...] = ()  # (D,) Σ of node values at depth d = P(accepted length >= d); E[L] = 1 + Σ
+
+    def corrected(self, factors) -> float:
+        """E[L] with depth d's acceptance scaled by factors[d - 1] (the last factor for deeper depths):
+        1 + Σ_d ρ_d · P(accepted length >= d). No factors: the model's own E[L]."""
+        if not factors:
+            return self.expected_length
+        return 1.0 + sum(v * factors[min(d, len(factors) - 1)] for d, v in enumerate(self.by_depth))
 
 
 def tree_options(
@@ -82,46 +92,85 @@ def tree_options(
                 continue
             seen.add(paths)
             d = max(len(p) for p in paths)
-            options.append(TreeOption(n, d, expected_length(paths, acc), paths))
+            values = node_values(paths, acc).tolist()
+            by_depth = tuple(sum(v for p, v in zip(paths, values, strict=True) if len(p) == j) for j in range(1, d + 1))
+            options.append(TreeOption(n, d, expected_length(paths, acc), paths, by_depth))
     return options
 
 
 def pick_budget(
-    options: list[TreeOption], verify_cost: Callable[[int], float], head_cost: Callable[[int], float] | float = 0.0
+    options: list[TreeOption],
+    verify_cost: Callable[[int], float],
+    head_cost: Callable[[int], float] | float = 0.0,
+    factors: Sequence[float] = (),
 ) -> BudgetChoice:
     """argmax over the options of E[L] / (verify_cost(n + 1) + heads(depth)); per n the fastest depth (ties ->
-    shallower), overall ties -> smaller n. A root-only tree runs no heads."""
+    shallower), overall ties -> smaller n. A root-only tree runs no heads. factors: ρ_d per depth, how much more
+    (or less) is accepted than the accuracy model says (`DepthCorrection`); E[L] is corrected by them."""
 
     def heads(d: int) -> float:
         if d == 0:
             return 0.0
         return float(head_cost(d)) if callable(head_cost) else float(head_cost)
 
-    best: dict[int, tuple[dict, tuple]] = {}
+    best: dict[int, tuple[dict, TreeOption]] = {}
     verify = {}
     for opt in options:
         n = opt.budget
         if n not in verify:
             verify[n] = float(verify_cost(n + 1))
-        head, e = heads(opt.depth), opt.expected_length
+        head, e = heads(opt.depth), opt.corrected(factors)
         row = {"budget": n, "depth": opt.depth, "expected_length": e, "verify_seconds": verify[n],
                "head_seconds": head, "rate": e / (verify[n] + head)}  # fmt: skip
         if n not in best or row["rate"] > best[n][0]["rate"]:
-            best[n] = (row, opt.paths)
+            best[n] = (row, opt)
     table = [best[n][0] for n in sorted(best)]
     for row in table:
         row["speedup"] = row["rate"] / table[0]["rate"]
     pick = max(table, key=lambda r: (r["rate"], -r["budget"]))  # ties -> smaller n
     return BudgetChoice(
         budget=pick["budget"],
-        paths=list(best[pick["budget"]][1]),
+        paths=list(best[pick["budget"]][1].paths),
         expected_length=pick["expected_length"],
         seconds=pick["verify_seconds"] + pick["head_seconds"],
         rate=pick["rate"],
         depth=pick["depth"],
         table=table,
-        trees={n: list(paths) for n, (_, paths) in best.items()},
+        trees={n: list(opt.paths) for n, (_, opt) in best.items()},
+        options={n: opt for n, (_, opt) in best.items()},
     )
+
+
+class DepthCorrection:
+    """ρ_d: how much more (or less) the verified trees accept at depth d than the accuracy model predicts.
+
+    The accuracies are calibrated on held-out text, and a run's own text is easier or harder: the chance that
+    the accepted length reaches depth d moves with it. After every verified tree,
+
+        A_d <- γ·A_d + 1[accepted >= d]        P_d <- γ·P_d + Σ_{nodes v at depth d} value(v)
+
+    for the depths the tree had, and ρ_d = (A_d + w) / (P_d + w): 1 before any evidence (w pseudo-events on
+    both sides), the observed ratio once it outweighs them; deeper depths not observed yet take the deepest
+    observed ρ. It is the tree's analogue of a chain's α̂ (`draft_length.AcceptanceTracker`): what was
+    accepted corrects the model the sizes are chosen on.
+    """
+
+    def __init__(self, decay: float = 0.95, weight: float = 1.0):
+        self.decay, self.weight = decay, weight
+        self.accepted: list[float] = []  # A_d, depth d = index + 1
+        self.predicted: list[float] = []  # P_d
+
+    def observe(self, by_depth: Sequence[float], accepted: int) -> None:
+        """A tree whose depth-d nodes sum to by_depth[d - 1] (P(accepted length >= d)) accepted `accepted`."""
+        for d, p in enumerate(by_depth):
+            if d == len(self.accepted):
+                self.accepted.append(0.0)
+                self.predicted.append(0.0)
+            self.accepted[d] = self.decay * self.accepted[d] + (1.0 if accepted > d else 0.0)
+            self.predicted[d] = self.decay * self.predicted[d] + p
+
+    def factors(self) -> list[float]:
+        return [(a + self.weight) / (p + self.weight) for a, p in zip(self.accepted, self.predicted, strict=True)]
 
 
 def choose_budget(

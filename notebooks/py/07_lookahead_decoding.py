@@ -77,7 +77,7 @@ from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
 from specdec_lab import generate, load_model, measure_cost_curve
-from specdec_lab.cost import flat_curve
+from specdec_lab.cost import StepCost, flat_curve
 from specdec_lab.io import load_prompts
 from specdec_lab.lab.experiment import NOISY_SPREAD
 from specdec_lab.lab.lookahead import RecordingLookahead
@@ -422,7 +422,7 @@ Markdown(
 # %% tags=["nbval-ignore-output"]
 choices = {}
 for name, c in curves.items():
-    budget = LookaheadBudget(c, N=4, G=4, max_window=16)
+    budget = LookaheadBudget(StepCost.of(c), N=4, G=4, max_window=16)  # the one cost model, on this curve
     choices[name] = {f"W={width}": round(score * c(1), 3) for width, score in budget.scores().items()}
     choices[name]["chosen W"] = budget.width()
 pd.DataFrame(choices).T  # predicted tokens per t(1), per window width, and the width W="auto" starts with

@@ -533,3 +533,34 @@ def test_shipped_specs_are_valid(path):
     check_methods(spec, quick)
     assert 2 <= len(quick) <= 3 and len(points) > len(quick)
     assert len({p.id for p in points}) == len(points)
+
+
+def test_a_kernel_that_dies_at_start_is_started_again(tmp_path, monkeypatch):
+    """papermill_child: a kernel that died before answering kernel_info ran none of the point's code, so the
+    point is executed again (up to START_ATTEMPTS) instead of being recorded as failed; other errors are not."""
+    import papermill
+
+    from specdec_lab.sweep import papermill_child
+
+    def run(failures: list[Exception]) -> tuple[dict, int]:
+        calls = []
+
+        def execute_notebook(*args, **kwargs):
+            calls.append(1)
+            if failures:
+                raise failures.pop(0)
+
+        monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
+        job = {"parent": os.getppid(), "notebook": "in.ipynb", "output": str(tmp_path / "out.ipynb"),
+               "parameters": {}, "kernel": "python3", "cwd": str(tmp_path), "cell_timeout": None,
+               "report": str(tmp_path / "report.json")}  # fmt: skip
+        (tmp_path / "job.json").write_text(json.dumps(job))
+        assert papermill_child.main(str(tmp_path / "job.json")) == 0
+        return json.loads((tmp_path / "report.json").read_text()), len(calls)
+
+    died = RuntimeError("Kernel died before replying to kernel_info")
+    assert run([died, died]) == ({"error": None}, 3)
+    report, calls = run([RuntimeError("Kernel died before replying to kernel_info")] * 3)
+    assert calls == papermill_child.START_ATTEMPTS and report["error"]["ename"] == "RuntimeError"
+    report, calls = run([ValueError("a failing cell")])
+    assert calls == 1 and report["error"] == {"ename": "ValueError", "evalue": "a failing cell"}

@@ -44,6 +44,13 @@ def _raw_error(err: Exception) -> dict:
     return {"ename": type(err).__name__, "evalue": str(err)}
 
 
+START_ATTEMPTS = 3  # starts of a kernel that dies before running any cell
+
+
+def _died_at_start(error: dict) -> bool:
+    return error["ename"] == "RuntimeError" and "before replying to kernel_info" in error["evalue"]
+
+
 def main(job_path: str) -> int:
     with open(job_path, encoding="utf-8") as f:
         job = json.load(f)
@@ -55,18 +62,25 @@ def main(job_path: str) -> int:
     with warnings.catch_warnings():
         # papermill warns that the temp name does not end in .ipynb; it writes JSON all the same
         warnings.filterwarnings("ignore", message=r"The specified file .* does not end in")
-        try:
-            papermill.execute_notebook(
-                job["notebook"],
-                job["output"],
-                parameters=job["parameters"],
-                kernel_name=job["kernel"],
-                cwd=job["cwd"],
-                progress_bar=False,
-                execution_timeout=job["cell_timeout"],
-            )
-        except Exception as err:  # a failed point: reported, not raised
-            error = _raw_error(err)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                papermill.execute_notebook(
+                    job["notebook"],
+                    job["output"],
+                    parameters=job["parameters"],
+                    kernel_name=job["kernel"],
+                    cwd=job["cwd"],
+                    progress_bar=False,
+                    execution_timeout=job["cell_timeout"],
+                )
+                error = None
+            except Exception as err:  # a failed point: reported, not raised
+                error = _raw_error(err)
+            # A kernel that died before it answered kernel_info ran none of the point's code (kernels started
+            # two at a time on a busy machine do, now and then): the point is started again, not failed.
+            if error is None or not _died_at_start(error):
+                break
+            print(f"the kernel died at start (attempt {attempt} of {START_ATTEMPTS}): {error['evalue']}", flush=True)
     with open(job["report"], "w", encoding="utf-8") as f:
         json.dump({"error": error}, f)
     return 0

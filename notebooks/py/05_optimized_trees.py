@@ -327,7 +327,7 @@ for p in chosen:
         totals[name]["paths"] = run.paths
 rows = []
 for name, t in totals.items():
-    rows.append({"tree": name, "nodes": len(t["paths"]), "depth": max(len(q) for q in t["paths"]),
+    rows.append({"tree": name, "nodes": len(t["paths"]), "depth": max((len(q) for q in t["paths"]), default=0),
                  "measured": t["tokens"] / t["forwards"],
                  "independent": expected_length(t["paths"], acc.top),
                  "conditional": expected_length(t["paths"], acc.conditional)})

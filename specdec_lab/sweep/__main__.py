@@ -120,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
             s = run_sweep(spec, points, config)
         except KeyboardInterrupt:
             print(f"\n{interrupted_message(out)}", file=sys.stderr)
+            if __name__ == "__main__":
+                # Stopped: nothing is left for a second Ctrl-C to stop. Ignore it, or one landing while the
+                # interpreter shuts down (which restores SIGINT's default action, but leaves an ignored one
+                # ignored) would end the process by the signal (exit -2) instead of with 130.
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
             return 130
         except ClusterError as err:
             print(f"specdec_lab.sweep: error: {err}", file=sys.stderr)

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from .build import OptimalTables, as_factors, check_budget, depth_cap, expected_length, greedy_steps, node_values
+from .build import OptimalTables, as_factors, check_budget, depth_cap, greedy_steps, node_values
 from .paths import RankPath, normalize_paths
 
 __all__ = ["BudgetChoice", "TreeOption", "DepthCorrection", "tree_options", "pick_budget", "choose_budget"]
@@ -38,8 +38,12 @@ class BudgetChoice:
     rate: float  # expected_length / seconds (tokens per second under the model)
     depth: int = 0  # the tree's depth (= heads that must run)
     table: list[dict] = field(default_factory=list)  # per budget: budget, depth, expected_length, ..., rate
-    trees: dict = field(default_factory=dict, repr=False)  # budget -> its paths (every row of the table)
-    options: dict = field(default_factory=dict, repr=False)  # budget -> its TreeOption (its E[L] by depth)
+    options: dict = field(default_factory=dict, repr=False)  # budget -> its TreeOption (every row of the table)
+
+    @property
+    def trees(self) -> dict[int, list[RankPath]]:
+        """budget -> its paths, for every row of the table."""
+        return {n: list(opt.paths) for n, opt in self.options.items()}
 
     @property
     def speedup(self) -> float:
@@ -49,7 +53,6 @@ class BudgetChoice:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["paths"] = [list(p) for p in self.paths]
-        d.pop("trees")
         d.pop("options")
         return d
 
@@ -92,9 +95,10 @@ def tree_options(
                 continue
             seen.add(paths)
             d = max(len(p) for p in paths)
-            values = node_values(paths, acc).tolist()
-            by_depth = tuple(sum(v for p, v in zip(paths, values, strict=True) if len(p) == j) for j in range(1, d + 1))
-            options.append(TreeOption(n, d, expected_length(paths, acc), paths, by_depth))
+            values = node_values(paths, acc)  # (N,); E[L] = 1 + their sum (`expected_length`)
+            by_depth = tuple(sum(v for p, v in zip(paths, values.tolist(), strict=True) if len(p) == j)
+                             for j in range(1, d + 1))  # fmt: skip
+            options.append(TreeOption(n, d, 1.0 + float(values.sum()), paths, by_depth))
     return options
 
 
@@ -136,7 +140,6 @@ def pick_budget(
         rate=pick["rate"],
         depth=pick["depth"],
         table=table,
-        trees={n: list(opt.paths) for n, (_, opt) in best.items()},
         options={n: opt for n, (_, opt) in best.items()},
     )
 

@@ -116,7 +116,7 @@ assert abs(sim["acceptance"] - sim["alpha"]) < 5 * np.sqrt(sim["alpha"] * (1 - s
 assert np.all(np.abs(sim["histogram"] - p) < 5 * se + 1e-12)
 
 # %% [markdown]
-# Note token x4: the draft proposes it 20% of the time, the target never wants it (p = 0), and it is
+# Note token x4: the draft proposes it (q > 0 in the table above), the target never wants it (p = 0), and it is
 # never emitted. Tokens the target wants *more* than the draft (x0, x2, x3) are topped up by the residual.
 # Temperature, top-k and top-p change p and q but not the argument, as long as the *same* warping is
 # applied to both (`specdec_lab.sampling.warp_probs`): the notebook 02 and `tests/test_speculative.py`

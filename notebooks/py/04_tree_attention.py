@@ -95,7 +95,7 @@ print(f"K = 4 heads, top-8 each: {k4s8['nodes']} nodes, {k4s8['paths']} paths, "
 explosion.rename_axis(columns="top-s  (cells: nodes / paths)")
 
 # %% [markdown]
-# Nearly all of those paths are hopeless: head 4's rank-7 guess is right ~2% of the time *on its own*,
+# Nearly all of those paths are hopeless: head 4's rank-7 guess is rarely right even *on its own* (notebook 03 measures each head's accuracy by rank),
 # and a depth-4 node is accepted only if all four of its tokens are right. Notebook 05 picks the few
 # dozen nodes worth verifying. Whatever the tree, verifying it works the same way, which is what this
 # notebook is about.

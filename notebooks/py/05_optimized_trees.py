@@ -220,8 +220,8 @@ fig
 # factors > 1 (e.g. weights that are not probabilities), where greedy is not.
 #
 # The Cartesian trees lie well below the greedy curve: at the same size they spend nodes on deep
-# low-rank combinations. K = 4 × top-8 (4680 nodes, 73× as many) adds only about a quarter of a token to
-# the 64-node greedy tree's E[L], and greedy with 4680 nodes would beat it again.
+# low-rank combinations. The Cartesian tree of four heads' top 8 each (4680 nodes, against 64) adds only a fraction of a token to
+# the 64-node greedy tree's E[L] (the table above), and greedy with 4680 nodes would beat it again.
 #
 # ## 4. The 64-node sparse tree
 

@@ -177,6 +177,8 @@ ifneq ($(strip $(wildcard notebooks/*.ipynb)),)
 	$(BIN)/nbstripout --keep-output --keep-count \
 	  --extra-keys "metadata.papermill cell.metadata.papermill cell.metadata.execution metadata.widgets" \
 	  $(wildcard notebooks/*.ipynb)
+	@# widget views without their (stripped) widget state show "model not found" once trusted: drop them
+	$(BIN)/python -m specdec_lab.lab.stored $(wildcard notebooks/*.ipynb)
 endif
 
 # ---------------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from torch.nn.utils import parametrize
 
 from .io import atomic_dir, atomic_path, cache_dir, write_json
 from .models import match_kernels
+from .vocab import vocab_for
 
 __all__ = [
     "DRAFT_DIR",
@@ -139,6 +140,8 @@ def layer_skip_draft(target, n_layers: int = 4) -> Draft:
 
     Shares every module with the target (zero memory). SmolLM2 was not trained for early exit, so its
     early layers predict the target's token poorly (measured α is small): the baseline a trained draft beats.
+    Its drafting vocabulary is the shipped one built for a head of the target's size (`vocab.vocab_for`), or
+    None: scoring 8k rows instead of all V makes each draft step, and so each probe, a fraction of the cost.
     """
     layers = target.get_decoder().layers
     if not 1 <= n_layers < len(layers):
@@ -146,7 +149,7 @@ def layer_skip_draft(target, n_layers: int = 4) -> Draft:
     model = _shell(target, n_layers)
     model.get_decoder().layers = nn.ModuleList(layers[:n_layers])  # layer_idx 0..n-1: the cache slots match
     model.get_decoder().norm = target.get_decoder().norm
-    return Draft(model=model, vocab=None, name=f"layer_skip:{n_layers}", shared_layers=n_layers)
+    return Draft(model=model, vocab=vocab_for(target), name=f"layer_skip:{n_layers}", shared_layers=n_layers)
 
 
 class LowRankDelta(nn.Module):

@@ -25,6 +25,8 @@ from functools import cached_property
 
 import torch
 
+from .text import path_pieces
+
 __all__ = ["Tree", "MalformedTreeError"]
 
 
@@ -220,8 +222,11 @@ class Tree:
         graph = nx.DiGraph()
         depths = self.depths.tolist()
         cand = [True] * len(self) if self.candidate is None else self.candidate.tolist()
-        for i, tok in enumerate(self.tokens.tolist()):
-            text = tokenizer.decode([tok]) if tokenizer is not None else str(tok)
+        tokens = self.tokens.tolist()
+        # each node's text decoded along its own path: a character spread over byte tokens lands on the
+        # node that completes it ("" on the ones before), never "�" per byte
+        texts = path_pieces(tokens, self._parents_list, tokenizer) if tokenizer is not None else map(str, tokens)
+        for i, (tok, text) in enumerate(zip(tokens, texts, strict=True)):
             graph.add_node(i, token=tok, text=text, depth=depths[i], candidate=cand[i])
             if i > 0:
                 graph.add_edge(self._parents_list[i], i)

@@ -7,10 +7,11 @@ that cost by the vocabulary's ratio, and costs acceptance only where the target'
 target verifies every node, so the output never changes. Drafters add the prompt's own tokens at run time,
 so names and code copied from the prompt stay reachable.
 
-    data/vocab/<target>.json   {"target", "size", "source", "ids": [most frequent first]}
+    data/vocab/<target>.json   {"target", "target_vocab_size", "size", "source", "ids": [most frequent first]}
 
-`drafting_vocab(name)` reads one; `write_vocab` writes one (atomically). Decoding reads the file and never
-loads a draft model or training data to get a vocabulary.
+`drafting_vocab(name)` reads one; `write_vocab` writes one (atomically); `vocab_for(model)` finds the shipped
+one built for a model's head (same number of rows), for drafters that are not shipped with one (layer
+skip). Decoding reads the file and never loads a draft model or training data to get a vocabulary.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import torch
 
 from .io import write_json
 
-__all__ = ["VOCAB_DIR", "vocab_path", "drafting_vocab", "write_vocab"]
+__all__ = ["VOCAB_DIR", "vocab_path", "drafting_vocab", "vocab_for", "write_vocab"]
 
 VOCAB_DIR = Path(__file__).resolve().parents[1] / "data" / "vocab"
 
@@ -47,8 +48,28 @@ def drafting_vocab(name: str = "smollm2-135m", device: torch.device | str = "cpu
     return torch.tensor(ids, dtype=torch.long, device=device)
 
 
-def write_vocab(path: str | os.PathLike, ids: Sequence[int] | torch.Tensor, target: str, source: str) -> Path:
+def vocab_for(model) -> torch.Tensor | None:
+    """(M,) the shipped drafting vocabulary built for a head of `model`'s size (its rows), or None if none is.
+
+    Matching on the head's row count (recorded as "target_vocab_size") keeps a vocabulary built for SmolLM2
+    off a tiny test model or another tokenizer, where its ids would mean other tokens or not exist.
+    """
+    rows = model.get_output_embeddings().weight.shape[0]
+    device = model.get_output_embeddings().weight.device
+    for path in sorted(VOCAB_DIR.glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(record, dict) and record.get("target_vocab_size") == rows:
+            return drafting_vocab(str(path), device)
+    return None
+
+
+def write_vocab(
+    path: str | os.PathLike, ids: Sequence[int] | torch.Tensor, target: str, source: str, target_vocab_size: int
+) -> Path:
     """Write a drafting vocabulary file (one id list, most frequent first) atomically."""
     ids = [int(i) for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids)]
-    record = {"target": target, "size": len(ids), "source": source, "ids": ids}
+    if max(ids) >= target_vocab_size:
+        raise ValueError(f"token id {max(ids)} is outside a vocabulary of {target_vocab_size}")
+    record = {"target": target, "target_vocab_size": target_vocab_size, "size": len(ids), "source": source,
+              "ids": ids}  # fmt: skip
     return write_json(path, record, indent=None)

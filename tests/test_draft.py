@@ -226,3 +226,36 @@ def test_real_model_greedy_draft_equals_autoregressive(real_model):
 
 def test_draft_object_is_exported():
     assert isinstance(layer_skip_draft(S.tiny_model(num_layers=3), 1), Draft)
+
+
+def test_layer_skip_drafts_over_the_shipped_vocabulary_only_when_it_fits_the_head():
+    """The shipped 8k drafting vocabulary was built for SmolLM2's 49,152-row head: a layer-skip draft of a
+    target with that head scores only those rows; any other head (here a tiny model's) scores all of them."""
+    from specdec_lab.vocab import drafting_vocab
+
+    assert layer_skip_draft(S.tiny_model(num_layers=3), 1).vocab is None
+    shipped = drafting_vocab()
+    big = S.tiny_model(num_layers=2, vocab_size=49152)
+    skip = layer_skip_draft(big, 1)
+    assert skip.vocab is not None and torch.equal(skip.vocab, shipped)
+
+
+def test_layer_skip_over_the_drafting_vocabulary_equals_autoregressive():
+    """Scoring a subset of the head changes which token the draft proposes, never what is emitted."""
+    big = S.tiny_model(num_layers=3, vocab_size=49152)
+    ids = [5, 17, 300, 12000, 9, 44]
+    ar = S.generate(big, ids, max_new_tokens=24)
+    for vocab in ("draft", "full"):
+        r = S.generate(big, ids, method="layer_skip", n_layers=1, draft_length=3, vocab=vocab, max_new_tokens=24)
+        assert r.tokens == ar.tokens, vocab
+
+
+@pytest.mark.real
+def test_real_model_layer_skip_uses_the_drafting_vocabulary(real_model):
+    ids = real_model.chat_ids("Write a Python function that reverses a string.")
+    ar = S.generate(real_model, ids, max_new_tokens=32)
+    r = S.generate(real_model, ids, method="layer_skip", draft_length=3, max_new_tokens=32)
+    assert r.tokens == ar.tokens
+    from specdec_lab.draft_model import get_draft
+
+    assert get_draft("layer_skip:4", real_model.model).vocab is not None

@@ -95,7 +95,7 @@ def test_mask_heatmap_has_unique_labels(tree):
 def test_labels_show_spaces_and_newlines():
     class Tok:
         def decode(self, ids):
-            return {1: "The", 2: " cat", 3: "\n"}[ids[0]]
+            return "".join({1: "The", 2: " cat", 3: "\n"}[i] for i in ids)
 
     t = Tree(torch.tensor([1, 2, 3]), torch.tensor([-1, 0, 1]))
     assert node_labels(t, Tok()) == ["0:The", "1:▁cat", "2:↵"]
@@ -169,7 +169,8 @@ def test_tokens_html_marks_accepted_target_and_rejected():
 def test_tokens_html_decodes_and_escapes():
     class Tok:
         def decode(self, ids):
-            return {21: "<b>", 22: " x", 30: "\n", 31: "y", 32: "z", 23: "w", 40: "u", 41: "v"}[ids[0]]
+            words = {21: "<b>", 22: " x", 30: "\n", 31: "y", 32: "z", 23: "w", 40: "u", 41: "v"}
+            return "".join(words.get(i, "") for i in ids)  # the prompt's ids decode to nothing
 
     html = tokens_html(hand_made_result(), Tok(), legend=False)
     assert spans(html, "accepted")[0] == "&lt;b&gt;"
@@ -272,3 +273,21 @@ def test_run_prompt_lookup_uses_a_given_cost_curve(curve):
     assert run.baseline is None and run.equal is None
     assert len(run.result.tokens) == 12
     assert run.stats()["new_tokens"] == 12
+
+
+def test_byte_tokens_of_one_character_show_the_character_not_replacement_marks():
+    """An emoji spread over byte tokens shows once, on the token that completes it (issue: 24 "�")."""
+    from specdec_lab.generate import GenerationResult, StepTrace
+
+    class Bytes:
+        def decode(self, ids):
+            return bytes(ids).decode("utf-8", errors="replace")
+
+    apple = list("🍎".encode())  # 4 bytes = 4 tokens
+    steps = [StepTrace([65], [-1], [0], [b], 0.0, 0.0, 0.0) for b in apple]
+    res = GenerationResult(tokens=apple, prompt_tokens=[65], text=None, stop_reason="max_new_tokens",
+                           method="autoregressive", seconds=1.0, prefill_seconds=0.0, steps=steps,
+                           forwards=4)  # fmt: skip
+    html = tokens_html(res, Bytes(), legend=False)
+    assert "🍎" in html and "\ufffd" not in html
+    assert node_labels(Tree(torch.tensor([65, *apple]), torch.tensor([-1, 0, 1, 2, 3])), Bytes())[-1] == "4:🍎"

@@ -240,6 +240,11 @@ class LayerSkipConfig:
     probe_max: int = param(128, "the wait doubling after each failed probe up to this")
     resume_confidence: float = param(1.0, "backed off: resume at a lower bound on α̂, as in DraftConfig")
     alpha_memory: float = param(0.98, "α̂'s decay per observation, as in DraftConfig")
+    vocab: str = param(
+        "draft",
+        '"draft": the shipped drafting vocabulary when one fits the target\'s head (+ prompt tokens), '
+        'else all rows; "full": the whole head',
+    )
 
 
 class LayerSkipProposer(DraftProposer):
@@ -254,7 +259,7 @@ class LayerSkipProposer(DraftProposer):
                 draft=f"layer_skip:{config.n_layers}",
                 max_draft=config.max_draft,
                 draft_length=config.draft_length,
-                vocab="full",
+                vocab=config.vocab,
                 probe_every=config.probe_every,
                 probe_max=config.probe_max,
                 resume_confidence=config.resume_confidence,

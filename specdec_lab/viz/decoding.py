@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .tokens import token_text
+from ..text import PARTIAL, token_pieces
+from .tokens import step_pieces
 from .trees import tree_figure
 
 __all__ = [
@@ -52,10 +53,12 @@ def step_label(result, step: int, tokenizer=None) -> str:
     """'step s/N: n nodes, a accepted, emitted "…"' for one step of a traced GenerationResult."""
     _check_step(result, step)
     s = result.steps[step]
-    text = "".join(token_text(t, tokenizer) for t in s.emitted)
+    before = result.prompt_tokens + [t for x in result.steps[:step] for t in x.emitted]
+    text = "".join(token_pieces(s.emitted, tokenizer, before))
     return (
         f"step {step}/{len(result.steps) - 1}: {len(s.tree_tokens)} nodes, {s.accepted} of {s.proposed} "
         f"proposed accepted, emitted {text!r}"
+        + (" (a byte of a character a later token completes)" if s.emitted and not text else "")
     )
 
 
@@ -92,6 +95,7 @@ def steps_html(result, tokenizer=None, *, legend: bool = True) -> str:
     if not result.steps and result.tokens:
         raise ValueError("this result has no per-step trace: run generate(..., trace=True)")
     parts = []
+    pieces = step_pieces(result, tokenizer)
     for i, s in enumerate(result.steps):
         color = STEP_COLORS[i % len(STEP_COLORS)]
         n_acc = min(s.accepted, len(s.emitted))
@@ -99,7 +103,7 @@ def steps_html(result, tokenizer=None, *, legend: bool = True) -> str:
         for j, tok in enumerate(s.emitted):
             drafted = j < n_acc
             style = f"background:{color};" + ("font-weight:bold;text-decoration:underline;" if drafted else "")
-            text = token_text(tok, tokenizer)
+            text = pieces[i][j] or PARTIAL
             shown = _html.escape(text).replace("\n", "↵<br>")
             if text.strip() == "" and "\n" not in text:
                 shown = shown.replace(" ", "&nbsp;") or "&#8203;"

@@ -15,8 +15,9 @@ import html as _html
 
 import plotly.graph_objects as go
 
+from ..text import PARTIAL
 from .decoding import step_tree_figure
-from .tokens import COLORS, token_text
+from .tokens import COLORS, step_pieces
 
 __all__ = ["PROVENANCE_COLORS", "provenance_html", "accepted_figure", "numbers_html", "numbers_frame",
            "steps_slider_figure"]  # fmt: skip
@@ -42,11 +43,12 @@ def provenance_html(lab, tokenizer=None, legend: bool = True) -> str:
     """The method's output, one span per token coloured by provenance; hover: its step and id."""
     kinds = lab.provenance
     spans, i = [], 0
+    pieces = step_pieces(lab.result, tokenizer)
     for s, step in enumerate(lab.result.steps):
         parts = []
-        for tok in step.emitted:
+        for j, tok in enumerate(step.emitted):
             kind = kinds[i]
-            parts.append(_span(token_text(tok, tokenizer), kind, f"step {s}: {kind} (id {tok})"))
+            parts.append(_span(pieces[s][j] or PARTIAL, kind, f"step {s}: {kind} (id {tok})"))
             i += 1
         spans.append(f'<span class="lab-step" data-step="{s}">{"".join(parts)}</span>')
     body = (

@@ -8,14 +8,18 @@ Per step of the loop (one target forward) the emitted tokens are
   were verified but never emitted.
 
 `tokens_html` returns a self-contained HTML string (inline styles, no scripts); `show_tokens` wraps it in
-`IPython.display.HTML` for notebooks. Without a tokenizer tokens are shown as their ids.
+`IPython.display.HTML` for notebooks. Without a tokenizer tokens are shown as their ids. Text is decoded as
+a run (`specdec_lab.text`): a character spread over byte tokens (an emoji is three or four) lands on the token
+that completes it, and the tokens before it show as "·", never as "�".
 """
 
 from __future__ import annotations
 
 import html as _html
 
-__all__ = ["tokens_html", "show_tokens", "trace_table", "token_text", "token_roles"]
+from ..text import PARTIAL, path_pieces, token_pieces
+
+__all__ = ["tokens_html", "show_tokens", "trace_table", "token_text", "token_roles", "step_pieces", "node_pieces"]
 
 COLORS = {
     "accepted": "#c7ecc5",  # accepted draft token
@@ -34,6 +38,21 @@ def token_text(token: int, tokenizer=None) -> str:
     if tokenizer is None:
         return f"[{token}]"
     return tokenizer.decode([token])
+
+
+def step_pieces(result, tokenizer=None) -> list[list[str]]:
+    """Per step, the text of each emitted token, decoded as one run after the prompt (`text.token_pieces`):
+    "" for a byte whose character a later token completes."""
+    flat = [t for s in result.steps for t in s.emitted]
+    pieces = iter(token_pieces(flat, tokenizer, context=result.prompt_tokens))
+    return [[next(pieces) for _ in s.emitted] for s in result.steps]
+
+
+def node_pieces(result, step: int, tokenizer=None) -> list[str]:
+    """The text of each node of `step`'s tree, decoded along its own path after the committed tokens."""
+    before = result.prompt_tokens + [t for s in result.steps[:step] for t in s.emitted]
+    s = result.steps[step]
+    return path_pieces(s.tree_tokens, s.tree_parents, tokenizer, context=before[:-1])
 
 
 def token_roles(result) -> list[list[tuple[str, int]]]:
@@ -84,18 +103,26 @@ def tokens_html(
         raise ValueError("this result has no per-step trace: run generate(..., trace=True)")
     parts = []
     counts = {"accepted": 0, "target": 0, "rejected": 0}
+    emitted = step_pieces(result, tokenizer)
     for s, roles in enumerate(token_roles(result)):
         step = result.steps[s]
         head = f"step {s}: {step.accepted}/{step.proposed} proposed accepted"
+        on_path = set(step.path)
+        nodes = node_pieces(result, s, tokenizer) if show_rejected and tokenizer is not None else None
+        texts = emitted[s] + [
+            nodes[i] if nodes is not None else token_text(t, tokenizer)
+            for i, t in enumerate(step.tree_tokens)
+            if i > 0 and i not in on_path
+        ]
         spans = []
         rejected = 0
-        for role, tok in roles:
+        for (role, tok), text in zip(roles, texts, strict=True):
             counts[role] += 1
             if role == "rejected":
                 rejected += 1
                 if not show_rejected or rejected > max_rejected:
                     continue
-            spans.append(_span(token_text(tok, tokenizer), role, f"{head} — {ROLE_TITLES[role]} (id {tok})"))
+            spans.append(_span(text or PARTIAL, role, f"{head} — {ROLE_TITLES[role]} (id {tok})"))
         if show_rejected and rejected > max_rejected:
             spans.append(f'<span class="sd-more" style="opacity:0.5;font-size:0.8em">+{rejected - max_rejected}</span>')
         parts.append(
@@ -138,13 +165,14 @@ def trace_table(result, tokenizer=None):
     import pandas as pd
 
     rows = []
+    texts = step_pieces(result, tokenizer)
     for s, step in enumerate(result.steps):
         row = {
             "step": s,
             "proposed": step.proposed,
             "accepted": step.accepted,
             "emitted": len(step.emitted),
-            "text": "".join(token_text(t, tokenizer) for t in step.emitted),
+            "text": "".join(texts[s]),
             "ms_propose": round(step.t_propose * 1e3, 2),
             "ms_verify": round(step.t_verify * 1e3, 2),
             "ms_accept": round(step.t_accept * 1e3, 2),

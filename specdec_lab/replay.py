@@ -20,8 +20,10 @@ price it unchanged — the two settings bracket what the other device would do.
 
 What a replay cannot predict: methods that size their work from this machine's curve (prompt lookup's and
 the drafts' draft lengths, Medusa's tree budget, Lookahead's window) would decide differently on another
-device. The replay prices *these* decisions there; on a flatter curve, where bigger trees cost little more,
-a re-tuned method would choose larger trees, so for those methods the projection errs low.
+device. The replay *re-prices* these decisions there; on a flatter curve, where bigger trees cost little
+more, a method would choose larger trees, so for those methods the re-priced projection errs low.
+`redecide.redecide_bench` answers the other question: each method's own sizing rule re-decides under the
+other curve, and those steps are priced.
 
 Which t(n) is "this machine's". The verify seconds of a run depend on the context length (attention over
 the cache grows as the answer does), on the mask (a chain runs without one, a tree needs one) and on
@@ -320,7 +322,8 @@ def _print_table(name: str, table: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """python -m specdec_lab.replay RESULTS.json [--curve "1:0.006,64:0.0064"] [--measure CURVES.json]
 
-    Prints the replay under the run's own curve (`curve_from_traces`), a flat one, and --curve if given.
+    Prints the replay under the run's own curve (`curve_from_traces`), a flat one, and --curve if given
+    (`python -m specdec_lab.redecide` prints the re-decided projection beside the re-priced one).
     --measure: also measure `measure_bench_curve` and `cost_curve_for(tree=True)` on the results' model
     (loaded as the bench loaded it) and write them to CURVES.json (notebook 09 reads that file).
     """
@@ -348,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if a.curve:
         try:
-            points = [(int(n), float(t)) for n, t in (item.split(":") for item in a.curve.split(",") if item.strip())]
+            points = [(int(n), float(t)) for n, t in (x.split(":") for x in a.curve.split(",") if x.strip())]
             curves["--curve"] = curve_from_points(points)
         except ValueError as err:
             print(f"specdec_lab.replay: error: --curve {a.curve!r}: {err}", file=sys.stderr)

@@ -221,3 +221,202 @@ def test_curves_by_prompt_price_each_row_at_its_own_context():
     assert pooled["ratio"] != pytest.approx(1.0)
     with pytest.raises(ValueError, match="no curve for prompt 2"):
         replay_bench(results, {1: per_prompt[1]})
+
+
+# ---- re-deciding: each method's own sizing rule under the other curve ----------------------------------------
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+STEEP = {1: T1, 2: 1.1 * T1, 3: 1.2 * T1, 4: 1.3 * T1, 5: 1.4 * T1, 9: 1.8 * T1, 33: 4.2 * T1, 65: 7.4 * T1}
+
+
+def steep():
+    """A CPU-like curve: every extra token costs a tenth of a one-token forward."""
+    return curve_from_points(STEEP)
+
+
+def chain_run(method="draft", k=3, c=0.02 * T1, repeats=4):
+    """AR and a chain method whose every step drafts k tokens (k = the rule's choice on `steep()` at α 0.6):
+    accepted k, 0, 0 repeated -> α̂ = k / (k + 2 rejections) = 0.6 for k = 3."""
+    curve = steep()
+    pattern = [k, 0, 0] * repeats
+    steps = [[k + 1, k, a + 1, c * k, curve(k + 1), 0.0, 1] for a in pattern]
+    tokens = sum(s[2] for s in steps)
+    ar = traced("autoregressive", 1, [[1, 0, 1, 0.0, T1, 0.0, 1]] * tokens)
+    return results_of([ar, traced(method, 1, steps)], ["autoregressive", method])
+
+
+def by_method(table):
+    return {r["method"]: r for r in table}
+
+
+def test_redecided_chain_on_its_own_curve_keeps_the_recorded_k_and_its_time():
+    from specdec_lab.redecide import redecide_bench
+    from specdec_lab.theory import optimal_k
+
+    assert optimal_k(0.6, 0.02 * T1, 8, verify_cost=steep()) == 3  # the run's k is the rule's on this curve
+    results = chain_run()
+    draft = by_method(redecide_bench(results, steep(), reference=steep()))["draft"]
+    assert draft["size"] == "draft length k"
+    assert draft["recorded_size"] == draft["chosen_size"] == 3
+    assert draft["predicted_speedup"] == pytest.approx(draft["repriced_speedup"])
+    assert draft["repriced_speedup"] == pytest.approx(draft["measured_speedup"])
+
+
+@pytest.mark.parametrize("method", ["draft", "prompt_lookup"])
+def test_on_a_flat_curve_a_chain_drafts_longer_and_gains(method):
+    from specdec_lab.redecide import redecide_bench
+
+    results = chain_run(method)
+    row = by_method(redecide_bench(results, flat_curve(T1), reference=steep()))[method]
+    assert row["chosen_size"] > row["recorded_size"] == 3
+    assert row["predicted_speedup"] > row["repriced_speedup"] > row["measured_speedup"]
+
+
+def test_a_chain_that_drafted_nothing_and_fixed_sizes_are_repriced():
+    from specdec_lab.redecide import redecide_row
+
+    plain = traced("draft", 1, [[1, 0, 1, 0.0001, T1, 0.0, 1]] * 5)
+    fixed = traced("draft:draft_length=3", 1, chain_run()["rows"][1]["trace"]["steps"])
+    for row in (plain, fixed):
+        d = redecide_row(row, flat_curve(T1))
+        assert d.kind == "" and d.seconds == pytest.approx(replay_row(row, flat_curve(T1)))
+
+
+def medusa_run(budget, curve, head=0.05 * T1, emitted=(2, 1, 2, 1)):
+    steps = [[budget + 1, budget, e, head, curve(budget + 1), 0.0, int(budget <= 1)] for e in emitted * 4]
+    tokens = sum(s[2] for s in steps)
+    ar = traced("autoregressive", 1, [[1, 0, 1, 0.0, T1, 0.0, 1]] * tokens)
+    med = traced("medusa", 1, steps)
+    med["proposer"] = {"depth": 1, "correction": [1.0]}
+    return results_of([ar, med], ["autoregressive", "medusa"])
+
+
+def test_medusa_redecided_calls_pick_budget_on_the_calibrated_trees():
+    from specdec_lab.redecide import redecide_bench
+    from specdec_lab.trees import pick_budget, tree_options
+    from specdec_lab.trees.accuracy import HeadAccuracies
+
+    calib = json.loads((REPO / "data" / "medusa" / "smollm2-135m" / "calibration.json").read_text())
+    acc = HeadAccuracies.from_dict(calib).model("conditional")
+    options = tree_options(acc, 32, max_depth=acc.shape[0])
+    own = pick_budget(options, steep(), lambda d: 0.05 * T1 * d, [1.0])  # what the run would have picked here
+    results = medusa_run(own.budget, steep())
+    here = by_method(redecide_bench(results, steep(), reference=steep()))["medusa"]
+    assert here["size"] == "tree nodes n" and here["chosen_size"] == here["recorded_size"] == own.budget
+    assert here["predicted_speedup"] == pytest.approx(here["repriced_speedup"], rel=0.02)
+    flat = by_method(redecide_bench(results, flat_curve(T1), reference=steep()))["medusa"]
+    assert flat["chosen_size"] >= 4 * own.budget  # the tree grows where nodes are free
+    assert flat["predicted_speedup"] > flat["repriced_speedup"]
+
+
+def test_lookahead_opens_its_window_on_a_flat_curve():
+    from specdec_lab.redecide import redecide_bench
+
+    curve = steep()
+    steps = [[3, 2, e, 0.0002, curve(3), 0.0, 1] for e in (2, 1, 1, 2) * 4]  # no window: W = 0, 2 n-gram nodes
+    tokens = sum(s[2] for s in steps)
+    ar = traced("autoregressive", 1, [[1, 0, 1, 0.0, T1, 0.0, 1]] * tokens)
+    la = traced("lookahead", 1, steps)
+    la["proposer"] = {"steps": 16, "text": 8, "window": 0, "y_win": 0.1}
+    results = results_of([ar, la], ["autoregressive", "lookahead"])
+    here = by_method(redecide_bench(results, curve, reference=curve))["lookahead"]
+    assert here["size"] == "window W" and here["recorded_size"] == here["chosen_size"] == 0
+    flat = by_method(redecide_bench(results, flat_curve(T1), reference=curve))["lookahead"]
+    assert flat["chosen_size"] > 0 and flat["predicted_speedup"] > flat["repriced_speedup"]
+
+
+def test_redecided_on_this_machines_recorded_run():
+    """The committed AVX-512 run: on its own curve the rules choose about what the run used; on a flat one the
+    chains draft longer, Medusa's tree and Lookahead's window grow, and none of them loses."""
+    from specdec_lab.redecide import redecide_bench
+
+    results = json.loads((REPO / "data" / "bench" / "avx512-after.json").read_text())
+    own = curve_from_traces(results)
+    here = by_method(redecide_bench(results, own, reference=own))
+    for m in ("prompt_lookup", "draft", "medusa", "lookahead"):
+        assert abs(here[m]["chosen_size"] - here[m]["recorded_size"]) < 1.5, here[m]
+        assert here[m]["predicted_speedup"] == pytest.approx(here[m]["measured_speedup"], rel=0.1)
+    flat = by_method(redecide_bench(results, flat_curve(own(1)), reference=own))
+    for m in ("prompt_lookup", "draft", "medusa", "lookahead"):
+        assert flat[m]["chosen_size"] > here[m]["chosen_size"], m
+        assert flat[m]["predicted_speedup"] >= flat[m]["repriced_speedup"] - 1e-9, m
+    assert flat["medusa"]["chosen_size"] >= 16
+
+
+# ---- curve files: one command on the device, read by notebook 09 ---------------------------------------------
+def test_a_curve_file_round_trips_and_a_hand_written_one_loads(tmp_path):
+    from specdec_lab.cost import CostCurve
+    from specdec_lab.curve_file import curve_record, load_curve_file
+    from specdec_lab.replay import ShapedCurve
+
+    tree = CostCurve([1, 4, 64], [0.006, 0.0061, 0.0064], device="cuda", context=64, tree=True)
+    chain = CostCurve([1, 4, 64], [0.006, 0.006, 0.0062], device="cuda", context=64)
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps(curve_record(tree, chain, device="cuda", machine={"device_name": "H100"})))
+    loaded = load_curve_file(path)
+    assert isinstance(loaded, ShapedCurve)
+    assert loaded.tree(64) == pytest.approx(0.0064) and loaded.chain(64) == pytest.approx(0.0062)
+    by_hand = tmp_path / "hand.json"
+    by_hand.write_text(json.dumps({"device": "my gpu", "points": {"1": 0.005, "33": 0.0052}}))
+    assert load_curve_file(by_hand)(17) == pytest.approx(0.0051)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"points": {"4": 0.01}}))
+    with pytest.raises(CurveInputError, match="n=1"):
+        load_curve_file(bad)
+    bad.write_text(json.dumps([1, 2]))
+    with pytest.raises(CurveInputError, match="points"):
+        load_curve_file(bad)
+
+
+def test_the_curve_file_command_measures_and_writes(model, tmp_path, monkeypatch):
+    import specdec_lab.curve_file as cf
+    from specdec_lab.cost import measure_cost_curve
+    from specdec_lab.redecide import redecide_bench
+
+    def measure(model_name, device, dtype, context, repeats, max_tokens):  # the tiny model, not a download
+        sizes = [1, 2, 4, max_tokens]
+        tree = measure_cost_curve(model, sizes=sizes, context=context, repeats=repeats, tree=True)
+        chain = measure_cost_curve(model, sizes=sizes, context=context, repeats=repeats)
+        return cf.curve_record(tree, chain, model=model_name, device=device)
+
+    monkeypatch.setattr(cf, "measure_curve_file", measure)
+    out = tmp_path / "curve.json"
+    assert cf.main(["--out", str(out), "--context", "8", "--repeats", "1", "--max-tokens", "8"]) == 0
+    curve = cf.load_curve_file(out)
+    assert curve.tree.sizes == [1, 2, 4, 8] and all(t > 0 for t in curve.tree.seconds)
+    assert "curve.json" in cf.curve_label(out)
+    results = chain_run()
+    table = by_method(redecide_bench(results, curve, reference=steep()))  # a file's curve is a what-if curve
+    assert table["autoregressive"]["predicted_speedup"] == pytest.approx(1.0)
+
+
+def test_the_results_figures_fit_and_the_whatif_table_names_both_views():
+    from specdec_lab.redecide import redecide_bench
+    from specdec_lab.viz.results import ranking_figure, ranking_frame, replay_figure, whatif_frame
+
+    results = chain_run()
+    tables = {"this machine": redecide_bench(results, steep(), reference=steep()),
+              "flat": redecide_bench(results, flat_curve(T1), reference=steep())}  # fmt: skip
+    frame = whatif_frame(tables)
+    assert ("flat", "re-priced") in frame.columns and ("flat", "re-decided") in frame.columns
+    assert frame.loc["draft", ("measured here", "what is sized")] == "draft length k"
+    replay = {"own": replay_bench(results, steep(), reference=steep()), "flat": replay_bench(results, flat_curve(T1))}
+    fig = replay_figure(replay)
+    assert fig.layout.width <= 950 and len({t.marker.symbol for t in fig.data}) == 2  # a distinct mark per curve
+    assert all(t.mode == "markers" for t in fig.data)  # no text labels printed over each other
+    flat = {r["method"]: r for r in tables["flat"]}
+    rank = ranking_frame({m: r["measured_speedup"] for m, r in flat.items()},
+                         {"re-decided: flat": {m: r["predicted_speedup"] for m, r in flat.items()}})  # fmt: skip
+    assert ranking_figure(rank, "t").layout.width <= 950
+
+
+def test_the_redecide_command_prints_both_views(tmp_path, capsys):
+    from specdec_lab.redecide import main
+
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps(chain_run()))
+    curve = tmp_path / "c.json"
+    curve.write_text(json.dumps({"device": "gpu", "points": {"1": T1 / 4, "64": T1 / 4}}))
+    assert main([str(results), "--curve", str(curve)]) == 0
+    out = capsys.readouterr().out
+    assert "re-decided" in out and "flat t(n) = t(1)" in out and str(curve) in out and "draft length k" in out
+    assert main([str(results), "--curve", "4:0.01"]) == 2

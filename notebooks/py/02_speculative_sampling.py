@@ -25,13 +25,15 @@
 #    training record, and the training-free alternative (the target's own first layers);
 # 2. the draft live: per step, what it proposed and what the target accepted;
 # 3. measured α per draft position against the i.i.d. theory of notebook 01;
-# 4. losslessness: the empirical next-token histogram under speculative sampling vs the target's p,
+# 4. α against the sampling temperature, measured on benchmark prompts (read from a committed file);
+# 5. losslessness: the empirical next-token histogram under speculative sampling vs the target's p,
 #    with a chi-square test — and a broken rule that fails it;
-# 5. speed: against autoregressive decoding and against transformers' `generate(assistant_model=...)`
+# 6. speed: against autoregressive decoding and against transformers' `generate(assistant_model=...)`
 #    with the same draft weights;
-# 6. a dashboard.
+# 7. a dashboard.
 #
-# Defaults are small so the notebook runs in a couple of minutes on a CPU (nbval runs it as is).
+# Defaults are small so the notebook runs in a couple of minutes on a CPU (nbval runs it as is). Section 4
+# reads its measurement from `data/bench/draft_alpha_temperature.json` (`rerun=True` measures it again).
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: fewer prompts, tokens and trials (same code paths)
@@ -41,8 +43,10 @@ prompt_id: int = 3  # question_id in data/prompts.jsonl for the live demo
 max_new_tokens: int = 48  # tokens per generation in the demos
 k_fixed: int = 6  # draft length for the per-position statistics
 position_prompts: int = 2  # prompts for the per-position statistics
-temperature: float = 0.8  # sampling temperature for sections 2 and 4
-top_p: float = 0.9  # nucleus sampling for sections 2 and 4
+temperature: float = 0.8  # sampling temperature for sections 2 and 5
+top_p: float = 0.9  # nucleus sampling for sections 2 and 5
+rerun: bool = False  # section 4: measure α against temperature afresh (minutes) instead of reading alpha_file
+alpha_file: str = "../data/bench/draft_alpha_temperature.json"  # python -m specdec_lab.alpha_temperature
 hist_trials: int = 1000  # speculative episodes for the histogram
 bench_prompts: int = 2  # prompts for the live speed comparison
 bench_tokens: int = 48  # new tokens per prompt in the live speed comparison
@@ -55,6 +59,7 @@ if quick:
     hist_trials = min(hist_trials, 300)
     bench_prompts = min(bench_prompts, 1)
     bench_tokens = min(bench_tokens, 24)
+    rerun = True  # the measurement's own code path, on a tiny grid, into results/
 
 import json
 import logging
@@ -68,6 +73,7 @@ from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
 from specdec_lab import generate, load_model
+from specdec_lab.alpha_temperature import AlphaTemperatureConfig, measure
 from specdec_lab.bench import run_benchmark
 from specdec_lab.cost import cost_curve_for
 from specdec_lab.draft_model import get_draft
@@ -84,16 +90,22 @@ from specdec_lab.losslessness import (
 from specdec_lab.noise import measure_cost_curve_with_noise
 from specdec_lab.sampling import Sampling, warp_probs
 from specdec_lab.theory import accepted_length_pmf, expected_tokens_per_step, measured_speedup
-from specdec_lab.viz.acceptance import acceptance_by_position, histogram_figure, position_figure
+from specdec_lab.viz.acceptance import (
+    acceptance_by_position,
+    alpha_temperature_figure,
+    histogram_figure,
+    position_figure,
+    vocabulary_labels,
+)
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.tokens import show_tokens, trace_table
 
-FIGURES = Path("../figures")  # notebooks run from notebooks/
+FIGURES = Path("../results/figures" if quick else "../figures")  # from notebooks/; quick runs keep figures/ as is
 hf_logging.disable_progress_bar()
 
 
 class _AssistantConfigWarning(logging.Filter):
-    """Drop one transformers message, nothing else: inside `generate(assistant_model=...)` (section 5),
+    """Drop one transformers message, nothing else: inside `generate(assistant_model=...)` (section 6),
     transformers' own candidate generator calls the assistant's `generate()` with a generation_config *and*
     max/min_new_tokens, then warns that this combination is deprecated. Nothing this notebook passes can
     avoid it, and in the stored outputs its red stderr box reads like an error."""
@@ -137,32 +149,31 @@ if manifest and d.vocab is not None:
     ))  # fmt: skip
 
 # %% tags=["nbval-check-output"]
-if manifest:
+if manifest:  # the committed record of `python -m specdec_lab.train draft` (the same on every machine)
     training = manifest["training"]
-    pd.Series(
-        {
-            "base layers": manifest["spec"]["base_layers"],
-            "LoRA rank": manifest["spec"]["lora_rank"],
-            "drafting vocabulary": manifest["spec"]["vocab_size"],
-            "training data": f"{manifest['data']['train_examples']} prompts, {manifest['data']['response_tokens']} response tokens",
-            "steps": training["steps_done"],
-            "training minutes": round(training["wall_seconds"] / 60, 1),
-            "final loss": training["final_loss"],
-            "held-out greedy α (drafting vocabulary)": manifest["heldout"]["alpha_greedy_draft_vocab"],
-            "held-out greedy α (full head)": manifest["heldout"]["alpha_greedy_full_vocab"],
-            "α before training (tuned-lens init)": manifest["heldout_before_training"]["alpha_greedy_draft_vocab"],
-        },
-        name="draft training record (manifest.json)",
-    ).to_frame()
-else:
-    print("training-free draft: nothing was trained")
+    record = {
+        "base layers": manifest["spec"]["base_layers"],
+        "LoRA rank": manifest["spec"]["lora_rank"],
+        "drafting vocabulary": manifest["spec"]["vocab_size"],
+        "training data": f"{manifest['data']['train_examples']} prompts, {manifest['data']['response_tokens']} response tokens",
+        "steps": training["steps_done"],
+        "training minutes": round(training["wall_seconds"] / 60, 1),
+        "final loss": training["final_loss"],
+        "held-out greedy α (drafting vocabulary)": manifest["heldout"]["alpha_greedy_draft_vocab"],
+        "held-out greedy α (full head)": manifest["heldout"]["alpha_greedy_full_vocab"],
+        "α before training (tuned-lens init)": manifest["heldout_before_training"]["alpha_greedy_draft_vocab"],
+    }
+else:  # a layer-skip draft: the target's own first layers
+    record = {"layers": f"the target's first {d.n_layers}", "trained": "nothing (training-free)"}
+pd.Series(record, name=f"draft {d.name!r}" + (" (manifest.json)" if manifest else "")).to_frame()
 
 # %% [markdown]
 # ## 2. The draft live
 #
 # Greedy first: the output must equal plain autoregressive decoding token for token. Each bordered group
 # is one target forward: green tokens were proposed by the draft and accepted, the blue one is the
-# target's bonus token, struck-through red ones were proposed and rejected.
+# target's bonus token, struck-through red ones were proposed and rejected. In token labels ▁ is a space,
+# ↵ a newline, ⇥ a tab, and · a byte of a character that the next token completes.
 
 # %%
 prompt = prompts[prompt_id].text
@@ -174,9 +185,10 @@ sd = generate(lm, ids, method="draft", draft=draft, draft_length=4, max_new_toke
 # %% tags=["nbval-check-output"]
 assert sd.tokens == ar.tokens, "greedy speculative decoding must equal autoregressive decoding"
 print(f"identical to autoregressive: {sd.tokens == ar.tokens}")
-print(f"{len(sd.tokens)} tokens in {sd.forwards} target forwards (autoregressive: {ar.forwards}); mean accepted {sd.mean_accepted:.2f}")
+print(f"fewer target forwards than autoregressive: {sd.forwards < ar.forwards}")
 
 # %%
+print(f"{sd.forwards} target forwards (autoregressive: {ar.forwards}); {sd.mean_accepted:.2f} tokens per forward")
 show_tokens(sd, lm.tokenizer)
 
 # %%
@@ -206,7 +218,7 @@ stats = acceptance_by_position(runs, k_fixed)
 alpha_hat = stats["accepted"].sum() / stats["reached"].sum()
 steps = [s for r in runs for s in r.steps if s.proposed == k_fixed]
 
-# %% tags=["nbval-check-output"]
+# %%
 print(f"prompts {position_ids}: {len(steps)} full-length steps, α̂ = {alpha_hat:.3f}")
 pd.DataFrame({k: v for k, v in stats.items() if k != "position"}, index=pd.Index(stats["position"], name="position")).round(3)
 
@@ -227,20 +239,110 @@ mean_tokens = np.mean([s.accepted + 1 for s in steps]) if steps else float("nan"
 print(f"tokens per step: measured {mean_tokens:.2f}, theory (1 − α̂^(k+1))/(1 − α̂) = {expected_tokens_per_step(alpha_hat, k_fixed):.2f}")
 
 # %% [markdown]
-# Under the i.i.d. model the rate would be flat across positions and the histogram geometric. Real
-# acceptance is bursty: easy stretches (copying code or a name from the prompt, closing a block,
-# boilerplate) accept whole chains, hard ones reject the first token, so positions reached only in easy
-# stretches tend to accept *more* often than position 1, and the histogram has extra mass at 0 and at
-# long runs (with a weak draft, few steps reach the later positions: mind the error bars). That is why
-# the draft length is chosen per step from a running estimate (`DraftLength("cost")`) rather than once.
+# Under the i.i.d. model the rate would be flat across positions and the histogram truncated-geometric.
+# Real acceptance need not be: easy stretches (copying code or a name from the prompt, closing a block,
+# boilerplate) can accept whole chains while hard ones reject the first token. Such burstiness would show
+# as later positions (reached mostly in easy stretches) accepting more often than position 1, and as
+# extra mass at 0 and at k in the histogram. What this run shows, read from the tables above:
+
+# %%
+def _rate(accepted: int, reached: int) -> tuple[float, float]:  # rate and its binomial standard error
+    r = accepted / max(reached, 1)
+    return r, (r * (1 - r) / max(reached, 1)) ** 0.5
+
+
+(first, se_first), (later, se_later) = _rate(stats["accepted"][0], stats["reached"][0]), _rate(
+    stats["accepted"][1:].sum(), stats["reached"][1:].sum()
+)
+z_pos = (later - first) / max((se_first**2 + se_later**2) ** 0.5, 1e-12)
+iid = accepted_length_pmf(alpha_hat, k_fixed)
+Markdown(
+    f"* Position 1 accepted {first:.2f} of the drafts that reached it, positions 2–{k_fixed} together {later:.2f} "
+    f"({stats['reached'][1:].sum()} reached): later positions accepted **{'more' if later > first else 'less'}** "
+    f"often than position 1 here, a difference of {abs(z_pos):.1f} standard errors "
+    f"({'beyond' if abs(z_pos) > 2 else 'within'} the noise of {len(steps)} steps).\n"
+    f"* Steps that accepted nothing: {observed[0]:.2f} measured against {iid[0]:.2f} under the i.i.d. law "
+    f"(**{'more' if observed[0] > iid[0] else 'less'}** mass at 0); steps that accepted all {k_fixed}: "
+    f"{observed[-1]:.2f} against {iid[-1]:.2f} (**{'more' if observed[-1] > iid[-1] else 'less'}**).\n"
+    f"* Tokens per step: {mean_tokens:.2f} measured, {expected_tokens_per_step(alpha_hat, k_fixed):.2f} from the "
+    f"formula at α̂ — the formula runs **{'above' if expected_tokens_per_step(alpha_hat, k_fixed) > mean_tokens else 'below'}** "
+    "the measurement on this run.\n\n"
+    "With few steps the later positions rest on a handful of drafts (mind the error bars in the figure), and "
+    "the direction can change from run to run. Either way acceptance varies along the text, which is why "
+    "the draft length is chosen per step from a running estimate (`DraftLength(\"cost\")`) rather than once."
+)  # fmt: skip
 
 # %% [markdown]
-# ## 4. Losslessness: the next-token distribution is the target's
+# ## 4. α against temperature
+#
+# α is not a property of the draft alone: temperature T reshapes p and q alike, and Σ min(p, q) moves
+# with it. At T = 0 both are one-hot and α is greedy agreement, 1[argmax q = argmax p] averaged over
+# contexts; as T grows both flatten, overlapping where they were close and spreading mass where they
+# were not; as T → ∞ p becomes uniform over the target's vocabulary and q over the drafting vocabulary,
+# so α tends to their size ratio. Which way α moves in between is an empirical question for this draft.
+#
+# `python -m specdec_lab.alpha_temperature` measures it on the first prompts of every category of the
+# benchmark set, at a few temperatures from greedy (T = 0) to T = 1 (temperature only, no top-p), two ways:
+#
+# * **α_TV** (teacher-forced): at every position t of an answer sampled from the target at T, the exact
+#   acceptance probability of one draft token, β_t = Σ min(p_T, q_T) = 1 − TV(p_T, q_T), averaged —
+#   Leviathan et al.'s α = E[β]. The answer is the speculative run's own output, which *is* a sample
+#   of the target at T (section 5), so these are the contexts decoding visits;
+# * **α_run** (realised): accepted / reached in that speculative run (fixed k): a draft position
+#   counts once all earlier drafts of its step were accepted (accepted / drafted would count drafts that
+#   were never checked).
+#
+# The notebook reads the committed result; `rerun=True` measures it again here (minutes).
+
+# %% tags=["nbval-check-output"]
+if rerun:
+    config = AlphaTemperatureConfig(
+        draft=draft, threads=torch.get_num_threads(), quiet=True, fresh=True,
+        out="../results/02_alpha_temperature_quick.json" if quick else "../results/02_alpha_temperature.json",
+        **({"temperatures": [0.0, 1.0], "per_category": 1, "max_new_tokens": 8, "prompts": "../data/prompts.jsonl"}
+           if quick else {}),
+    )  # fmt: skip
+    alpha_t = measure(config, lm=lm)
+else:
+    alpha_t = json.loads(Path(alpha_file).read_text())
+cfg_t = alpha_t["config"]
+alpha_table = pd.DataFrame(alpha_t["summary"]).set_index("temperature")
+print(f"{alpha_t['draft']} drafting for {alpha_t['target']['name']}: {alpha_table['prompts'].iloc[0]} prompts "
+      f"({cfg_t['per_category']} per category), up to {cfg_t['max_new_tokens']} new tokens, k = {cfg_t['draft_length']}")  # fmt: skip
+alpha_table[["positions", "alpha_tv", "alpha_tv_se", "reached", "alpha_run", "tokens_per_forward", "tokens_per_forward_iid"]]
+
+# %%
+fig = alpha_temperature_figure(alpha_t["summary"])
+print(f"saved {save_figure(fig, '02_alpha_temperature', FIGURES)}")
+fig
+
+# %%
+tv = alpha_table["alpha_tv"]
+t_cold, t_hot = tv.index[0], tv.index[-1]
+steps_t = np.sign(np.diff(tv.to_numpy()))
+trend = (", at every step of the grid" if (steps_t == steps_t[0]).all() else ", between the ends though not at every step") if len(tv) > 2 else ""
+gap = (alpha_table["alpha_run"] - tv).abs().max()
+worst_iid = (alpha_table["tokens_per_forward_iid"] - alpha_table["tokens_per_forward"]).abs().max()
+limit = (len(d.vocab) if d.vocab is not None else lm.model.config.vocab_size) / lm.model.config.vocab_size
+heldout = manifest.get("heldout", {}).get("alpha_greedy_draft_vocab") if manifest else None
+Markdown(
+    f"From T = {t_cold:g} to T = {t_hot:g}, α_TV goes from {tv.iloc[0]:.3f} to {tv.iloc[-1]:.3f}: on these prompts the "
+    f"draft is accepted **{'less' if tv.iloc[-1] < tv.iloc[0] else 'more'}** often the hotter the sampling{trend} "
+    f"(the T → ∞ limit, the drafting vocabulary's share of the target's, is about {limit:.2f}). "
+    f"The realised rate α_run differs from α_TV by at most {gap:.3f} at any temperature, and the i.i.d. formula at "
+    f"α_run gives tokens per forward within {worst_iid:.2f} of the measured ones. "
+    + (f"At T = 0, α_TV is the quantity training reports as held-out greedy α ({heldout:.3f} in the record of "
+       "section 1, measured on held-out training-style prompts rather than these). " if heldout and t_cold == 0 else "")
+    + "What α buys in speed depends on k and on the machine's cost curve: section 6, and notebook 01, section 4."
+)  # fmt: skip
+
+# %% [markdown]
+# ## 5. Losslessness: the next-token distribution is the target's
 #
 # Fix a context, run many independent speculative steps (the draft samples x ~ q, the library's rule
 # `accept_speculative` accepts or resamples from the residual) and histogram the first emitted token.
 # The exact answer is p(· | context) after the same temperature/top-p. Model outputs are memoized per
-# prefix (`speculative.LogitsTable`); each episode calls the real rule on a real tree.
+# prefix (`losslessness.LogitsTable`); each episode calls the real rule on a real tree.
 
 # %%
 sampling = Sampling(temperature=temperature, top_p=top_p)
@@ -264,7 +366,7 @@ print(f"broken rule (rejection resamples from p) vs p: consistent: {bad['p_value
 # %%
 print(f"chi-square: exact rule stat {good['stat']:.1f} on {good['dof']} dof, p-value {good['p_value']:.3g}; "
       f"broken rule stat {bad['stat']:.1f}, p-value {bad['p_value']:.3g}")  # fmt: skip
-labels = [repr(lm.tokenizer.decode([i])) + f" ({i})" for i in range(len(p_exact))]
+labels = vocabulary_labels(lm.tokenizer, np.argsort(-p_exact)[:12])  # {id: text (id)}: single vocabulary entries
 fig = histogram_figure(counts, p_exact, labels, top=12)
 print(f"saved {save_figure(fig, '02_losslessness', FIGURES)}")
 fig
@@ -275,7 +377,7 @@ fig
 # drafts), and checks that two broken rules fail it.
 
 # %% [markdown]
-# ## 5. Speed
+# ## 6. Speed
 #
 # The same harness as `python -m specdec_lab.bench` (every method timed from outside, order rotated per
 # prompt, greedy): autoregressive decoding, our `draft` method, and transformers' assisted generation
@@ -317,8 +419,18 @@ rows = [{"k": k, "predicted speedup": round(measured_speedup(alpha_hat, k, curve
 print(f"T_target = {curve(1) * 1e3:.1f} ms, T_draft = {t_draft * 1e3:.1f} ms (c = {t_draft / curve(1):.3f})")
 pd.DataFrame(rows).set_index("k").T
 
+# %%
+best = max(rows, key=lambda r: r["predicted speedup"])
+live = bench["summary"]["draft"]["speedup"]
+Markdown(
+    f"The parts predict at most {best['predicted speedup']:.2f}× (at k = {best['k']}, with α̂ from section 3); the "
+    f"live benchmark above measured {live:.2f}× for `draft`, **{'below' if live < best['predicted speedup'] else 'above'}** "
+    "the prediction. The prediction assumes i.i.d. acceptance at one α̂ measured on other prompts and leaves out "
+    "the loop's own overhead; the benchmark's draft also chooses k per step rather than using the best fixed one."
+)  # fmt: skip
+
 # %% [markdown]
-# ## 6. Dashboard
+# ## 7. Dashboard
 #
 # The plain cell runs the default; the controls call the same function (`lab.draft.run_draft_demo`)
 # and redraw under them on every change (a static snapshot of the default view stands there until then).

@@ -28,7 +28,7 @@
 # 3. the tree mask derived by hand and checked against the library's;
 # 4. the tree and its mask, linked: pick a node, see its path and its mask row;
 # 5. on SmolLM2-135M with the shipped heads: one tree forward gives the same logits as decoding each
-#    path on its own, for the price of about one forward.
+#    path on its own, and what it costs against a single-token forward.
 #
 # Notation: p = target, q = draft; a node's tokens are all drafts except the root, the last accepted
 # token. The library pieces: `specdec_lab.tree.Tree`, `specdec_lab.verify` (`verify_tree`,
@@ -40,7 +40,7 @@ model_name: str = "smollm2-135m"  # target model: shipped name, HF directory or 
 prompt_index: int = 0  # which benchmark prompt (data/prompts.jsonl) feeds the real-model tree
 tree_nodes: int = 16  # nodes below the root of the real Medusa tree (greedy, conditional model)
 top: int = 10  # candidates per head (ranks available to the tree)
-repeats: int = 3  # timing repeats (median) for the one-forward vs per-path cost
+repeats: int = 3  # timing rounds (median; each round times every way once, in rotated order)
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
 
 # %%
@@ -56,12 +56,14 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
 from specdec_lab import KVCache, Tree, load_model
 from specdec_lab.io import load_prompts
 from specdec_lab.lab.trees import node_explorer
 from specdec_lab.medusa import load_shipped_heads, shipped_heads_path
+from specdec_lab.text import WHITESPACE_LEGEND, path_pieces, visible
 from specdec_lab.trees import HeadAccuracies, cartesian_paths, cartesian_size, greedy_tree
 from specdec_lab.verify import prefill, tree_attention_mask, verify_tree
 from specdec_lab.viz.figures import save_figure
@@ -77,8 +79,8 @@ print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={qui
 # ## 1. The Cartesian explosion
 #
 # The obvious tree takes head $k$'s top-$s$ at every depth and all their combinations: depth $d$ holds
-# $s^d$ nodes, so $K$ heads give $\sum_{d=1}^{K} s^d$ nodes and $s^K$ root-to-leaf paths. One verify
-# forward costs (on a CPU) roughly in proportion to its tokens, and the mask is $N \times N$:
+# $s^d$ nodes, so $K$ heads give $\sum_{d=1}^{K} s^d$ nodes and $s^K$ root-to-leaf paths. A verify
+# forward's cost grows with its tokens (notebook 00's cost curve; section 5 below), and the mask is $N \times N$:
 
 # %% tags=["nbval-check-output"]
 rows = []
@@ -120,9 +122,11 @@ small = Tree.from_rank_paths(ids_of[" cat"][0], rank_paths, cand)
 prefix_ids = tok("The black", add_special_tokens=False)["input_ids"]
 L = len(prefix_ids)  # cache length: the prefix's K/V are already cached; the root " cat" is not
 ordered = [()] + sorted(rank_paths, key=lambda p: (len(p), p))
+small_text = path_pieces(small.tokens, small.parents, tok, context=prefix_ids)  # each node's text, on its path
+display(Markdown(f"Token text in tables and figures: {WHITESPACE_LEGEND}."))
 pd.DataFrame(
     {
-        "token": [repr(tok.decode([t])) for t in small.tokens.tolist()],
+        "token": [visible(x) for x in small_text],
         "rank path": [str(p) if p else "(root)" for p in ordered],
         "parent": small.parents.tolist(),
         "depth": small.depths.tolist(),
@@ -194,7 +198,7 @@ node_explorer(small, tok, cache_length=L, node=selected)
 # ## 5. On the real model: one forward = every path decoded on its own
 #
 # Now a tree of **real** Medusa candidates: prefill a benchmark prompt, run the shipped heads on the last
-# hidden state, and place their top candidates on a 16-node tree (the greedy tree of notebook 05 under the
+# hidden state, and place their top candidates on a tree of `tree_nodes` candidates (the greedy tree of notebook 05 under the
 # conditional accuracy model). The root is the prompt's last token.
 
 # %%
@@ -225,41 +229,45 @@ fig
 # %% tags=["nbval-ignore-output"]
 out = verify_tree(model, cache, tree)  # (N, V) logits, one forward
 cache.rollback()  # drop the tree's K/V: the cache is back to the prefix
-rows, worst = [], 0.0
+rows, worst, largest = [], 0.0, 0.0
+node_text = path_pieces(tree.tokens, tree.parents, tok, context=ids[:-1])  # the root completes the prompt
 with torch.inference_mode():
     for path in tree.paths():
         seq = torch.tensor(ids + tree.tokens[path[1:]].tolist())[None]  # prompt (root included) + the path's drafts
         ref = model(input_ids=seq).logits[0, len(ids) - 1 :].float()  # (len(path), V): at the root, then each draft
         delta = (out.logits[path] - ref).abs().max().item()
-        worst = max(worst, delta)
+        worst, largest = max(worst, delta), max(largest, ref.abs().max().item())
         rows.append({"path (nodes)": " → ".join(map(str, path)),
-                     "text": repr(tok.decode(tree.tokens[path].tolist())),
+                     "text": visible("".join(node_text[n] for n in path)),
                      "max |Δ logit|": f"{delta:.1e}",
                      "same argmax": bool((out.logits[path].argmax(-1) == ref.argmax(-1)).all())})
-pd.DataFrame(rows)
+display(pd.DataFrame(rows))
+Markdown(f"The largest difference is {worst:.1e}, on logits up to {largest:.0f} in size.")
 
 # %% tags=["nbval-check-output"]
 assert worst < 1e-3 and all(r["same argmax"] for r in rows)
 print(f"fp32: max |Δ logit| over all {len(tree)} nodes and {len(rows)} paths < 1e-3: {worst < 1e-3}")
 
 # %% [markdown]
-# The differences are float rounding (a different summation order in attention and the matmuls), at
-# the level of $10^{-5}$ on logits of size ~20. Greedy acceptance walks down this tree comparing each
-# node's token with its parent's argmax, so the tree forward accepts exactly what path-by-path decoding
-# would.
+# The differences are float rounding (a different summation order in attention and the matmuls). Greedy
+# acceptance walks down this tree comparing each node's token with its parent's argmax, so the tree
+# forward accepts exactly what path-by-path decoding would.
 #
 # **Cost.** Three ways to score every node: one tree forward; one cached forward per root-to-leaf path
 # (each a chain: what a chain verifier would need for the same candidates); and plain decoding, one
-# forward per token of each path.
+# forward per token of each path. The unit is a single-token forward, one step of plain decoding. The
+# four are timed in one loop, each round in a rotated order, so that a change in the machine's load
+# falls on all of them alike.
 
 # %% tags=["nbval-ignore-output"]
-def timed(fn, n=repeats, warmup=1):
-    times = []
-    for _ in range(warmup + n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times[warmup:])
+def single():
+    verify_tree(model, cache, Tree.root(int(tree.tokens[0])))
+    cache.rollback()
+
+
+def one_tree():
+    verify_tree(model, cache, tree)
+    cache.rollback()
 
 
 def per_path():
@@ -275,25 +283,44 @@ def token_by_token():
         cache.rollback()
 
 
-def one_tree():
-    verify_tree(model, cache, tree)
-    cache.rollback()
-
-
 n_paths, n_tokens = len(tree.paths()), sum(len(p) for p in tree.paths())
-costs = {"one tree forward": (1, timed(one_tree)),
-         "one forward per path": (n_paths, timed(per_path)),
-         "one forward per token of each path": (n_tokens, timed(token_by_token, 1, warmup=0))}
-cost_table = pd.DataFrame({"forwards": {k: f for k, (f, _) in costs.items()},
-                           "ms": {k: round(s * 1e3, 1) for k, (_, s) in costs.items()}})
-cost_table["× one tree forward"] = (cost_table["ms"] / cost_table["ms"].iloc[0]).round(1)
+ways = {  # name: (function, forwards, tokens scored)
+    "one single-token forward": (single, 1, 1),
+    "one tree forward": (one_tree, 1, len(tree)),
+    "one forward per path": (per_path, n_paths, n_tokens),
+    "one forward per token of each path": (token_by_token, n_tokens, n_tokens),
+}
+names = list(ways)
+times = {name: [] for name in names}
+for r in range(repeats + 1):  # round 0 warms up (not kept)
+    for name in names[r % len(names):] + names[: r % len(names)]:  # rotated order
+        t0 = time.perf_counter()
+        ways[name][0]()
+        if r:
+            times[name].append(time.perf_counter() - t0)
+ms = {name: statistics.median(times[name]) * 1e3 for name in names}
+cost_table = pd.DataFrame(
+    {"forwards": {n: ways[n][1] for n in names}, "tokens scored": {n: ways[n][2] for n in names},
+     "ms": {n: round(ms[n], 1) for n in names}},
+)  # fmt: skip
+cost_table["× a single-token forward"] = (cost_table["ms"] / ms[names[0]]).round(2)
 cost_table
 
+# %% tags=["nbval-ignore-output"]
+unit, tree_ms = ms["one single-token forward"], ms["one tree forward"]
+Markdown(
+    f"One tree forward scored all {len(tree)} nodes in {tree_ms / unit:.1f}× the time of a single-token forward: "
+    f"{len(tree) * unit / tree_ms:.1f}× less time per token than scoring them one at a time. Verifying the same "
+    f"candidates path by path took {ms['one forward per path'] / tree_ms:.1f}× the tree forward ({n_paths} "
+    f"forwards), and plain decoding {ms['one forward per token of each path'] / tree_ms:.1f}× ({n_tokens} forwards)."
+)
+
 # %% [markdown]
-# One tree forward scores all the nodes for a little more than a single-token forward costs: on a CPU a
-# forward of a few tokens is dominated by reading the weights once, and the extra rows are cheap until
-# the matmuls become compute-bound (notebook 00's cost curve; notebook 05 measures it with a tree mask
-# and sizes the tree on it). Verifying the same candidates path by path multiplies the weight reads by
-# the number of paths, and plain decoding by the number of tokens. This is the whole reason trees pay:
-# extra candidates are verified almost for free — as long as the tree stays small enough that the
-# forward's cost does not grow with it. Which nodes to spend that budget on is notebook 05.
+# Why: a forward costs roughly a fixed part — reading every weight once, whatever the number of tokens —
+# plus a part that grows with its tokens (the matmuls' arithmetic, attention). The tree forward pays the
+# fixed part once for all its nodes; path by path pays it once per path, plain decoding once per token. How
+# much of a single-token forward is the fixed part depends on the machine: the more, the cheaper each
+# extra node (notebook 00's cost curve; notebook 05 measures it with a tree mask and sizes the tree on it).
+# This is the whole reason trees pay: extra candidates are verified for a fraction of their own forward —
+# as long as what they add to the forward's cost stays below what they add to the accepted length. Which
+# nodes to spend that budget on is notebook 05.

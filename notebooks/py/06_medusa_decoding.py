@@ -42,13 +42,14 @@ model_name: str = "smollm2-135m"  # target: shipped name, HF directory or .gguf
 prompt_id: int = 3  # question_id in data/prompts.jsonl for the live demo
 max_new_tokens: int = 48  # tokens generated in the live demo
 max_budget: int = 16  # tree="auto": largest node budget considered (a CPU picks a handful)
-default_step: int = 1  # step shown (and saved) before the slider
+default_step: int = -1  # step shown (and saved) before the slider; -1: the step that accepted most (ties: the larger tree)
 bench_prompts: int = 4  # prompts in the live speed comparison (spread over categories)
 bench_tokens: int = 48  # new tokens per prompt in the live speed comparison
 temperature: float = 0.7  # sampling temperature of section 3
 sample_tokens: int = 32  # tokens per sampled generation in section 3
-epsilon: float = 0.09  # typical acceptance: hard threshold ε (reference default)
-delta: float = 0.3  # typical acceptance: entropy threshold δ (reference default, = sqrt(ε))
+epsilon: float = 0.09  # typical acceptance: hard threshold ε of section 3's decode and drift (reference default)
+delta: float = 0.3  # typical acceptance: entropy threshold δ of section 3's decode and drift (reference default, = sqrt(ε))
+drift_epsilons: str = "0.01,0.25"  # further ε of the drift measurement beside (epsilon, delta), each with δ = sqrt(ε)
 drift_trials: int = 400  # episodes per point of the drift measurement
 drift_vocab: int = 8  # vocabulary of the tiny model used for the drift
 seed: int = 0  # random seed
@@ -67,10 +68,11 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from IPython.display import display
+from IPython.display import Markdown
 from transformers.utils import logging as hf_logging
 
 from specdec_lab import generate, load_model, tiny_model
+from specdec_lab.accept import typical_rule
 from specdec_lab.bench import run_benchmark
 from specdec_lab.io import load_prompts
 from specdec_lab.lab.trees import Explorer
@@ -144,18 +146,36 @@ fig
 # %% tags=["nbval-ignore-output"]
 pd.Series(med.proposer["budgets"], name="steps").rename_axis("nodes verified").to_frame().T
 
+# %% tags=["nbval-ignore-output"]
+acc = proposer.drafter.accuracies  # the heads' calibrated accuracies (calibration.json, notebook 05)
+A = acc.model(proposer.config.accuracy)  # (K, S)
+largest = max(choice.trees)  # the largest tree priced (budget <= max_budget)
+gains = sorted((math.prod(float(A[k, r]) for k, r in enumerate(p)) for p in choice.trees[largest]),
+               reverse=True)  # each node's addition to E[L], best first
+Markdown(
+    "The predicted speed-up falls once the verify forward grows faster than $E[L]$: each extra node costs a "
+    "share of a forward on this machine's cost curve, while head $d$'s rank-$r$ candidate adds only "
+    "$\\prod_j a_{j, r_j}$ to $E[L]$"
+    + (f" (in the {largest}-node tree: {gains[0]:.3f} for the best node, {gains[-1]:.3f} for the last)"
+       if gains else "")
+    + f". The heads' accuracy (head 1 top-1 {float(acc.top[0, 0]):.2f} on held-out text: `calibration.json`, notebook "
+    "05) caps $E[L]$ "
+    "far below the trees of the Medusa paper's Vicuna-7B heads."
+)  # fmt: skip
+
 # %% [markdown]
-# The predicted speed-up falls once the verify forward grows faster than $E[L]$: on this CPU each extra
-# node costs a visible fraction of a forward, while head $d$'s rank-$r$ candidate adds only
-# $\prod_j a_{j, r_j}$ to $E[L]$ (a few hundredths past the first nodes). The heads' accuracy (head 1
-# top-1 ≈ 0.39 held-out, notebook 03) caps $E[L]$ well below the paper's Vicuna-7B trees.
-#
 # **Each step's tree.** Node 0 is the root (the last accepted token); green is the accepted path, whose
-# tokens are emitted together with the target's bonus token after it. The default step first, then a
-# slider over all steps (its callback is the same `step_tree_figure`):
+# tokens are emitted together with the target's bonus token after it. In token labels ▁ is a space, ↵ a
+# newline, ⇥ a tab, and · a byte of a character that the next token completes. The step shown first is
+# the one that accepted most (ties: the larger tree, then the earlier step; parameter `default_step`),
+# then a slider over all steps (its callback is the same `step_tree_figure`):
 
 # %% tags=["nbval-ignore-output"]
-step = min(default_step, len(med.steps) - 1)
+if default_step < 0:  # the most instructive step: most tokens accepted, then the largest tree, then the earliest
+    step = max(range(len(med.steps)), key=lambda i: (med.steps[i].accepted, len(med.steps[i].tree), -i))
+else:
+    step = min(default_step, len(med.steps) - 1)
+print(f"step {step} of {len(med.steps)}: {len(med.steps[step].tree)} nodes, {med.steps[step].accepted} accepted")
 fig = step_tree_figure(med, step, tok)
 print(f"saved {save_figure(fig, '06_step_tree', FIGURES)}")
 fig
@@ -212,29 +232,48 @@ print(
     all(s["identical_to_autoregressive"] == 1.0 for s in bench["summary"].values()),
 )
 
-# %% [markdown]
-# Mean accepted is what the heads buy per forward; the speed-up is that divided by what a bigger verify
-# forward (and the heads) cost. A one-node chain pays almost nothing extra per step but emits at most 2
-# tokens; the auto tree trades a slightly dearer forward for more candidates per position. On a CPU the
-# margin is thin — the same heads on a GPU-like flat cost curve would verify tens of nodes for free.
+# %% tags=["nbval-ignore-output"]
+summary = bench["summary"]
+auto, chain = summary["medusa"], summary["medusa:tree=chain:1"]
+faster = "auto tree" if auto["speedup"] > chain["speedup"] else "one-node chain"
+ia, ic = auto.get("speedup_95"), chain.get("speedup_95")  # 95% paired-bootstrap intervals over prompts
+overlap = ia is None or ic is None or (ia[0] <= ic[1] and ic[0] <= ia[1])  # (none: too few prompts to tell)
+Markdown(
+    "Mean accepted is what the heads buy per forward; the speed-up is that divided by what a bigger verify forward "
+    "(and the heads) cost. A one-node chain pays little extra per step but emits at most 2 tokens; the auto tree "
+    f"pays for a larger forward to offer more candidates per position. Here the auto tree emitted "
+    f"{auto['mean_accepted']:.2f} tokens per forward against the chain's {chain['mean_accepted']:.2f}; its speed-up "
+    f"was {auto['speedup']:.2f}× against the chain's {chain['speedup']:.2f}×"
+    + (" — their 95% intervals overlap, so on these few prompts the two cannot be told apart." if overlap
+       else f": the **{faster}** was faster.")
+    + " The same heads on a GPU-like flat cost curve would verify tens of nodes for free (notebook 05, section 5)."
+)  # fmt: skip
 
 # %% [markdown]
 # ## 3. Greedy vs typical acceptance
 #
-# Greedy acceptance is exact but only defined at temperature 0. There is no exact rule yet for sampling
-# on a branching tree (`accept_speculative` needs a chain), so Medusa samples with the paper's
-# **typical acceptance** (section 2.3.1): accept candidate $x$ after node $j$ iff
+# Greedy acceptance is exact but only defined at temperature 0. Exact rules for *sampling* on a branching
+# tree exist: SpecInfer's multi-step speculative sampling (Miao et al., arXiv 2305.09781) tries a node's
+# children one after another, each against the residual distribution the rejected ones leave, so the
+# emitted token still follows $p$; SpecTr (Sun et al., arXiv 2310.15141) treats the choice among several
+# drafts as optimal transport; EAGLE (Li et al., arXiv 2401.15077) samples on its draft tree with the same
+# recursive rejection. This workbook has no such rule yet — its exact rule, `accept_speculative`, handles a
+# chain; exact tree sampling comes in a later step (issue 27). So here Medusa samples with the Medusa
+# paper's **typical acceptance** (section 2.3.1), which is *lossy*: accept candidate $x$ after node $j$ iff
 #
 # $$p_j(x) > \min\big(\varepsilon,\; \delta \cdot e^{-H(p_j)}\big),$$
 #
-# with the reference defaults $\varepsilon = 0.09$, $\delta = 0.3 = \sqrt{\varepsilon}$, and sample the
-# bonus token from $p$. At temperature 0, $p$ is one-hot, $H = 0$, and the rule accepts exactly the
-# argmax: **typical = greedy**.
+# and sample the bonus token from $p$. The reference defaults are $\varepsilon = 0.09$,
+# $\delta = 0.3 = \sqrt{\varepsilon}$ (Cai et al. 2024); this section uses the parameters `epsilon` and
+# `delta` (`typical_rule(epsilon, delta)`), the defaults unless a run sets them. At temperature 0, $p$ is
+# one-hot, $H = 0$, and the rule accepts exactly the argmax: **typical = greedy**.
 
 # %% tags=["nbval-check-output"]
-typ0 = generate(lm, ids, method="medusa", accept="typical", max_new_tokens=max_new_tokens, tree="auto",
+rule = typical_rule(epsilon, delta)  # the thresholds every typical decode and drift of this section uses
+typ0 = generate(lm, ids, method="medusa", accept=rule, max_new_tokens=max_new_tokens, tree="auto",
                 max_budget=max_budget)  # fmt: skip
-print(f"typical at temperature 0 == greedy Medusa, token for token: {typ0.tokens == med.tokens}")
+print(f"typical acceptance (ε = {epsilon:g}, δ = {delta:g}) at temperature 0 == greedy Medusa, token for token: "
+      f"{typ0.tokens == med.tokens}")  # fmt: skip
 
 # %% [markdown]
 # At temperature > 0 greedy Medusa does not exist (`generate` refuses `method="medusa"` without
@@ -251,27 +290,34 @@ except ValueError as err:
 runs = {
     f"autoregressive sampling, T = {temperature}": generate(
         lm, ids, temperature=temperature, seed=seed, max_new_tokens=sample_tokens),
-    f"medusa, typical (ε = {epsilon}, δ = {delta}), T = {temperature}": generate(
-        lm, ids, method="medusa", accept="typical", temperature=temperature, seed=seed,
+    f"medusa, typical (ε = {epsilon:g}, δ = {delta:g}), T = {temperature}": generate(
+        lm, ids, method="medusa", accept=rule, temperature=temperature, seed=seed,
         max_new_tokens=sample_tokens, max_budget=max_budget),
 }  # fmt: skip
-base = runs[next(iter(runs))]
-display(pd.DataFrame(
-    {name: {"tokens/s": r.tokens_per_s, "mean accepted": r.mean_accepted,
-            "speed-up vs autoregressive sampling": r.tokens_per_s / base.tokens_per_s,
-            "text": r.text[:80] + "…"} for name, r in runs.items()}
-).T)  # fmt: skip
+pd.DataFrame.from_dict(
+    {name: {"new tokens": len(r.tokens), "target forwards": r.forwards, "mean accepted": round(r.mean_accepted, 3),
+            "text": r.text[:80] + "…"} for name, r in runs.items()},
+    orient="index",
+)  # fmt: skip
+
+# %% tags=["nbval-ignore-output"]
+sampled, typical = runs.values()
+Markdown(
+    f"Here typical Medusa emitted {typical.mean_accepted:.2f} tokens per target forward against sampling's "
+    f"{sampled.mean_accepted:.2f} ({typical.forwards} forwards for {len(typical.tokens)} tokens, against "
+    f"{sampled.forwards} for {len(sampled.tokens)}; what that buys in speed on this machine is section 2's question, "
+    "timed there by the benchmark harness)."
+)  # fmt: skip
 
 # %% [markdown]
-# `generate(accept="typical")` uses the defaults; `accept_typical`'s thresholds are set with
-# `typical_rule(epsilon, delta)`. The speed-up under sampling comes from accepting a draft token whenever
-# it is *plausible*, not only when it is the one sampling would have drawn — which is exactly why the rule
-# is **lossy**. How lossy, measured: on a tiny model (vocabulary `drift_vocab`, so every prefix can be
+# Typical acceptance gains its tokens by accepting a draft token whenever it is *plausible*, not only when
+# it is the one sampling would have drawn — which is exactly why the rule is **lossy**. How lossy, measured: on a tiny model (vocabulary `drift_vocab`, so every prefix can be
 # tabulated) with a deterministic draft (argmax of a perturbed copy — as Medusa heads propose their top
 # candidates), run many independent 2-draft episodes and compare the histogram of the first two emitted
 # tokens with the exact joint $p(t_1)\,p(t_2 \mid t_1)$ (`losslessness.typical_drift`). The exact rule
 # (`accept_speculative`) on the same drafts gives the noise floor of this many trials (`drift_baseline`).
-# ε as in the paper's sweep, δ = √ε:
+# The grid: this run's $(\varepsilon, \delta)$ (parameters `epsilon`, `delta`) and the further ε of
+# `drift_epsilons`, each with $\delta = \sqrt{\varepsilon}$; the temperature of the decode above and 1.
 
 # %%
 target = tiny_model(vocab_size=drift_vocab, seed=seed)
@@ -284,13 +330,15 @@ with torch.no_grad():  # the "heads": the target's weights plus 30% noise in eve
 context = [1, 2, 3]
 target_table = LogitsTable(target, context).fill(3)
 draft_table = LogitsTable(perturbed, context).fill(3)
-epsilons, temperatures = (0.01, 0.09, 0.25), (0.7, 1.0)
+grid = {float(e): math.sqrt(float(e)) for e in drift_epsilons.split(",") if e.strip()} | {epsilon: delta}
+grid = dict(sorted(grid.items()))  # ε -> δ: this run's pair, and sqrt(ε) for the further ε
+temperatures = tuple(sorted({temperature, 1.0}))
 floors, drifts = {}, []
 for t in temperatures:
     sampling = Sampling(temperature=t)
     floors[t] = drift_baseline(target_table, draft_table, sampling, k=2, trials=drift_trials, n=2, seed=seed)
-    for eps in epsilons:
-        drifts.append(typical_drift(target_table, draft_table, sampling, epsilon=eps, delta=math.sqrt(eps),
+    for eps, dlt in grid.items():
+        drifts.append(typical_drift(target_table, draft_table, sampling, epsilon=eps, delta=dlt,
                                     k=2, trials=drift_trials, n=2, seed=seed))  # fmt: skip
 drift = drift_frame(drifts, floors)
 
@@ -321,20 +369,31 @@ for t in temperatures:
     p0 = warp_probs(target_table(()), Sampling(temperature=t))
     x = int(draft_table(()).argmax())
     H = float(-torch.special.xlogy(p0, p0).sum())
-    for eps in epsilons:
-        thr = min(eps, math.sqrt(eps) * math.exp(-H))
-        rows[(t, eps)] = {"draft token x": x, "p(x) (what sampling gives it)": float(p0[x]),
+    for eps, dlt in grid.items():
+        thr = min(eps, dlt * math.exp(-H))
+        rows[(t, eps)] = {"δ": dlt, "draft token x": x, "p(x) (what sampling gives it)": float(p0[x]),
                           "H(p) nats": H, "threshold min(ε, δe^-H)": thr, "accepted": float(p0[x]) > thr}  # fmt: skip
-pd.DataFrame(rows).T.rename_axis(["temperature", "epsilon"]).round(3)
+first = pd.DataFrame.from_dict(rows, orient="index").rename_axis(["temperature", "epsilon"])
+first.round(3)  # rounded per column, before any transpose could make the columns objects
 
-# %% [markdown]
-# The threshold is small next to a plausible token's probability: for every ε of the sweep the draft's
-# token passes, so the first emitted token is (almost) always the draft's choice and the TV is large —
-# the rule trades *diversity* for speed. Only a large ε at a peaked temperature rejects some
-# candidates and moves the output back toward $p$. On a real model the effect is the same in kind:
-# typical acceptance produces "plausible" text, and the paper reports quality rather than distribution
-# equality. Where the output must follow $p$, use an exact rule (the draft model's speculative sampling,
-# notebook 02); for Medusa trees, greedy decoding is exact.
+# %% tags=["nbval-ignore-output"]
+passed, low = int(first["accepted"].sum()), drift["TV"].idxmin()
+largest_eps = low[1] == max(grid)
+Markdown(
+    (f"The threshold is small next to a plausible token's probability: at all {len(first)} (T, ε) of the grid the "
+     "draft's first token passes, so" if passed == len(first) else
+     f"The draft's first token passes the threshold at {passed} of the {len(first)} (T, ε) of the grid; where it "
+     "passes,")
+    + " the first emitted token is (almost) always the draft's choice and the TV is large — the rule trades "
+    f"*diversity* for speed. The TV is lowest at T = {low[0]:g}, ε = {low[1]:g} ({drift.loc[low, 'TV']:.3f}, against "
+    f"up to {drift['TV'].max():.3f} elsewhere)"
+    + (": the grid's largest ε, whose higher threshold rejects more of the later candidates and moves the output "
+       "back toward $p$." if largest_eps else ".")
+    + " On a real model the effect is the same in kind: typical "
+    "acceptance produces plausible text, and the Medusa paper reports quality rather than distribution equality. "
+    "Where the output must follow $p$, use an exact rule (the draft model's speculative sampling, notebook 02); for "
+    "Medusa trees, greedy decoding is exact."
+)  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
 print(f"notebook wall time: {time.perf_counter() - T_START:.0f} s")

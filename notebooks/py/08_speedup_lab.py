@@ -26,7 +26,9 @@
 #   **plain step** (nothing was proposed: an ordinary decoding step);
 # * the tokens per step (target forward) — the "mean accepted" of the theory, bonus included;
 # * tokens/s of both runs and the speed-up, and whether the output is identical (it must be, greedily);
-# * the tree verified at each step.
+# * the tree verified at each step;
+# * and several methods at once on the same prompt (section 2): tokens per step, draft tokens accepted
+#   per step, and speed, side by side.
 #
 # The method list and each method's parameters are read from the registry
 # (`specdec_lab.proposers.METHODS` and its config dataclasses), so a method added with `register_method`
@@ -46,12 +48,16 @@ temperature: float = 0.0  # sampling temperature (0: greedy, the output must equ
 max_new_tokens: int = 64  # tokens generated per prompt, by the method and by the baseline
 seed: int = 0  # sampling seed (both runs)
 result_path: str = None  # when set: write the experiment's JSON record there (sweeps read it)
-default_step: int = 1  # the step whose tree is shown first
+default_step: int = -1  # the step whose tree is shown first (-1: the most instructive, `instructive_step`)
+compare: str = "prompt_lookup,draft,medusa,lookahead"  # section 2: specs run side by side on the first prompt
+compare_tokens: int = 48  # section 2: tokens per method
+compare_rounds: int = 2  # section 2: interleaved rounds (order rotated); each method keeps its fastest
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
 
 # %%
 if quick:
     max_new_tokens = min(max_new_tokens, 24)
+    compare, compare_tokens, compare_rounds = "prompt_lookup,lookahead", 16, 1
     figures_dir = "../results/figures"  # CI runs leave the committed figures alone
 
 import os
@@ -65,9 +71,12 @@ from transformers.utils import logging as hf_logging
 
 from specdec_lab import load_model
 from specdec_lab.io import load_prompts, write_json
-from specdec_lab.lab.experiment import experiment_record, run_experiment
+from specdec_lab.lab.compare import CompareDashboard, compare_methods
+from specdec_lab.lab.experiment import experiment_record, instructive_step, run_experiment
 from specdec_lab.lab.speedup import LabDashboard
 from specdec_lab.machine import machine
+from specdec_lab.text import WHITESPACE_LEGEND
+from specdec_lab.viz.comparison import comparison_figure, comparison_frame
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.lab_figures import (
     accepted_figure,
@@ -111,10 +120,12 @@ print(f"[{by_id[prompt_ids[0]].category}] {lab.prompt[:300]}...")
 # %% [markdown]
 # The output of the method, coloured by provenance (hover a token for its step). Tokens that arrive as
 # accepted drafts are the speed-up: each step emits its accepted run plus one bonus token for one
-# target forward.
+# target forward. A character the tokenizer spells with several byte tokens (an emoji, an accented
+# letter) shows on the token that completes it; the key to the symbols in token labels follows the text.
 
 # %% tags=["nbval-ignore-output"]
 display(HTML(provenance_html(lab, lm.tokenizer) + numbers_html(lab)))
+display(Markdown(f"Symbols in token labels: {WHITESPACE_LEGEND}."))
 numbers_frame(lab)
 
 # %% [markdown]
@@ -156,8 +167,9 @@ if record["speedup"] < 1:
     summary += (" Below 1: on a CPU every extra token in the verify forward costs time, and the accepted "
                 "drafts did not pay for the proposals here.")  # fmt: skip
 if record["noisy"]:
-    summary += (f" **These timings are unreliable**: autoregressive steps, which all do the same work, varied "
-                f"by {record['timing_spread']:.1f}× (p90/median) — the CPU was busy; re-run when it is idle.")  # fmt: skip
+    summary += (f" Autoregressive steps, which all do the same work, varied by {record['timing_spread']:.1f}× "
+                "(p90/median) in this run: the CPU was busy with something else, so these speeds may move on a "
+                "re-run.")  # fmt: skip
 elif record["timing_spread"] is not None:
     summary += f" Timing noise: autoregressive step times p90/median = {record['timing_spread']:.2f}."
 if result_path:
@@ -165,7 +177,53 @@ if result_path:
 Markdown(summary)
 
 # %% [markdown]
-# ## 2. The dashboard
+# ## 2. Several methods at once
+#
+# The same prompt, several methods (`compare` above: bench specs, so `draft:max_draft=4` works too), and
+# autoregressive decoding once for all of them (`specdec_lab.lab.compare.compare_methods`). Their timings
+# are taken in one loop: every round runs each of them once, in an order rotated by one per round, and
+# each keeps its fastest round — the benchmark's rule, so a busy moment or a first-call cost does not
+# land on one method alone. Four views: tokens emitted against target forwards (the slope is the tokens
+# per step), against seconds (the slope is the speed), how many draft tokens the steps accepted, and the
+# speedup.
+
+# %% tags=["nbval-ignore-output"]
+specs = [s.strip() for s in compare.split(",") if s.strip()]
+first = by_id[prompt_ids[0]]
+comparison = compare_methods(lm, first.text, specs, temperature=temperature, max_new_tokens=compare_tokens,
+                             seed=seed, repeats=compare_rounds)  # fmt: skip
+display(comparison_frame(comparison).style.format(precision=2)
+        .set_caption(f"prompt {first.question_id} ({first.category}), {compare_tokens} tokens per method"))  # fmt: skip
+fig = comparison_figure(comparison, f"Prompt {first.question_id} ({first.category}): {len(specs)} methods, "
+                                    f"{compare_rounds} interleaved round(s)")  # fmt: skip
+print(f"saved {save_figure(fig, '08_compare', FIGURES)}")
+fig
+
+# %% tags=["nbval-ignore-output"]
+ranked = sorted(comparison, key=lambda x: x.speedup, reverse=True)
+most_steps = max(comparison, key=lambda x: x.mean_accepted)
+Markdown(
+    f"On this prompt the fastest is **{ranked[0].spec}** ({ranked[0].speedup:.2f}× autoregressive decoding)"
+    + (f" and the slowest {ranked[-1].spec} ({ranked[-1].speedup:.2f}×)" if len(ranked) > 1 else "")
+    + f"; the most tokens per target forward come from **{most_steps.spec}** ({most_steps.mean_accepted:.2f})"
+    + (" — the same method." if most_steps is ranked[0] else
+       " — not the fastest: what a step costs (its verify forward, its drafting) decides as much as what it "
+       "emits.")
+    + " Every output "
+    + ("is identical to autoregressive decoding's." if all(x.identical for x in comparison)
+       else "is **not** identical to autoregressive decoding's: " + ", ".join(x.spec for x in comparison
+                                                                          if not x.identical) + ".")
+)  # fmt: skip
+
+# %% [markdown]
+# The same with controls: edit the method list, pick a prompt, press **Run** (the runs happen in the
+# background; **Stop** ends them at the next step).
+
+# %% tags=["nbval-skip"]
+CompareDashboard(lm, all_prompts, initial=comparison, seed=seed)
+
+# %% [markdown]
+# ## 3. One method in detail: the dashboard
 #
 # Pick a shipped prompt (or type your own — the line under the box says which it is), a method and its
 # parameters, the temperature, and press **Run**; **Stop** ends a long run at the next step and shows
@@ -179,11 +237,17 @@ dash
 # %% [markdown]
 # **The default view, stored.** The dashboard needs a running kernel; this is what it shows for the
 # default experiment, as a static figure: each step's verified tree (green: the accepted path, whose
-# tokens were emitted with the bonus token after it), one step at a time on the figure's own slider.
+# tokens were emitted with the bonus token after it), one step at a time on the figure's own slider. It
+# opens on the most instructive step (`instructive_step`: one whose proposal was accepted in part and
+# rejected in part, the most tokens accepted among those); the cell below says which.
 
 # %% tags=["nbval-ignore-output"]
-fig = steps_slider_figure(lab, lm.tokenizer, step=default_step)
+shown = instructive_step(lab.result.steps) if default_step < 0 else default_step
+fig = steps_slider_figure(lab, lm.tokenizer, step=shown)
 print(f"saved {save_figure(fig, '08_step_trees', FIGURES)}")
+s = lab.result.steps[min(shown, len(lab.result.steps) - 1)]
+display(Markdown(f"Shown first: step {shown} (the steps are numbered 0 to {len(lab.result.steps) - 1}), a tree of "
+                 f"{len(s.tree_tokens)} nodes; {s.accepted} of its {s.proposed} proposed tokens were accepted."))  # fmt: skip
 fig
 
 # %% tags=["nbval-ignore-output"]

@@ -13,6 +13,8 @@ dashboard module imports ipywidgets only when a dashboard is built.
     trees.py          Explorer (a control that redraws figures), node_explorer (notebook 04; 05-07 sliders)
     lookahead.py      RecordingLookahead: the lookahead proposer reporting its pool every step (notebook 07)
     speedup.py        LabDashboard: any registered method against autoregressive, Run/Stop (notebook 08)
+    compare.py        compare_methods, CompareDashboard: several methods on one prompt, side by side (08)
+    stored.py         drop dead widget views from stored notebooks (`make strip-notebooks`)
 
 Layering: `lab` sits above `viz` (figure functions, which never import `lab`) and above the decoding
 core (which never imports either); tests/test_layers.py checks it.

@@ -32,11 +32,14 @@ from dataclasses import asdict, dataclass, field
 from ..generate import GenerationResult, StepTrace, generate
 from ..machine import machine
 from ..models import prompt_ids, unwrap
-from ..proposers.registry import BASELINE, METHODS, check_method_spec, parse_method_spec
+from ..proposers.registry import BASELINE, METHODS, MethodSpec, check_method_spec, parse_method_spec
 
 __all__ = [
     "LabResult",
+    "RunSetup",
+    "prepare",
     "run_experiment",
+    "instructive_step",
     "experiment_record",
     "provenance",
     "forward_sizes",
@@ -59,6 +62,21 @@ def provenance(steps: Sequence[StepTrace]) -> list[str]:
         n_acc = min(s.accepted, len(s.emitted))  # EOS may cut the path short
         out += ["accepted draft"] * n_acc + ["bonus"] * (len(s.emitted) - n_acc)
     return out
+
+
+def instructive_step(steps: Sequence[StepTrace]) -> int:
+    """The step whose tree teaches most (0 without steps): one where the target accepted some of the proposal
+    and rejected the rest, so both outcomes show; among those the most draft tokens accepted, then the largest
+    tree, then the earliest. Without such a step: the most accepted, then the largest tree."""
+    if not steps:
+        return 0
+
+    def score(i: int) -> tuple:
+        s = steps[i]
+        accepted = min(s.accepted, len(s.emitted))
+        return (0 < accepted < s.proposed, accepted, len(s.tree_tokens), -i)
+
+    return max(range(len(steps)), key=score)
 
 
 def forward_sizes(steps: Sequence[StepTrace]) -> dict[str, float | None]:
@@ -235,6 +253,60 @@ def _jsonable(obj):
 LabHook = Callable[[str, int, StepTrace | None, int], bool | None]
 
 
+@dataclass
+class RunSetup:
+    """One method spec ready to run on one prompt: parsed and checked against the registry, the prompt
+    tokenised (a text prompt goes into the chat template). `run(name, n)` generates with the method's own
+    settings when `name` is the spec's method, else as the baseline does (its default rule, and the spec's
+    sampling keys top_k / top_p, so both runs sample alike)."""
+
+    model: object
+    tokenizer: object
+    prompt: object  # token ids (or the text, for a model without a tokenizer it is already ids)
+    text: str | None  # the prompt text (None for token ids)
+    parsed: MethodSpec
+    params: dict  # proposer parameters from the spec
+    loop: dict  # loop keys from the spec (accept, top_k, top_p; temperature removed)
+    temperature: float
+    seed: int
+
+    def run(self, name: str, n: int, on_step=None) -> GenerationResult:
+        own = {**self.loop, **self.params} if name == self.parsed.name else self.sampling
+        return generate(self.model, self.prompt, method=name, max_new_tokens=n, on_step=on_step,
+                        tokenizer=self.tokenizer, temperature=self.temperature, seed=self.seed, **own)  # fmt: skip
+
+    @property
+    def sampling(self) -> dict:
+        return {k: v for k, v in self.loop.items() if k != "accept"}
+
+
+def prepare(
+    model, prompt, spec: str, *, temperature: float = 0.0, seed: int = 0, baseline: str = BASELINE,
+    tokenizer=None, chat: bool | str = "auto"
+) -> RunSetup:  # fmt: skip
+    """Check `spec` and `baseline` against the registry and tokenise the prompt (`run_experiment`'s setup)."""
+    model, tokenizer = unwrap(model, tokenizer)
+    parsed = parse_method_spec(spec)
+    if parsed.name not in METHODS:
+        raise ValueError(
+            f"method {parsed.name!r} is not a registered method (the lab needs our loop's traces); "
+            f"registered: {', '.join(sorted(METHODS))}"
+        )
+    if baseline not in METHODS:
+        raise ValueError(f"baseline {baseline!r} is not a registered method; registered: {', '.join(sorted(METHODS))}")
+    parsed = check_method_spec(parsed)  # unknown keys, ill-typed values, unusable rules
+    loop, params = parsed.loop, parsed.proposer
+    if "temperature" in loop and float(loop.pop("temperature")) != float(temperature):
+        raise ValueError(
+            f"method spec {spec!r} sets temperature={parsed.params['temperature']} but temperature={temperature} "
+            "was passed: give it once"
+        )
+    text = prompt if isinstance(prompt, str) else None
+    if isinstance(prompt, str) and tokenizer is not None:
+        prompt = prompt_ids(prompt, tokenizer, chat)
+    return RunSetup(model, tokenizer, prompt, text, parsed, params, loop, float(temperature), seed)
+
+
 def run_experiment(
     model,
     prompt,
@@ -263,27 +335,9 @@ def run_experiment(
     Every run — warm-ups included — starts from a fresh `Memory`: nothing one run learns (α̂, probe schedules,
     cost corrections) reaches the next, so the warm-up cannot change the run it precedes.
     """
-    model, tokenizer = unwrap(model, tokenizer)
-    parsed = parse_method_spec(spec)
-    if parsed.name not in METHODS:
-        raise ValueError(
-            f"method {parsed.name!r} is not a registered method (the lab needs our loop's traces); "
-            f"registered: {', '.join(sorted(METHODS))}"
-        )
-    if baseline not in METHODS:
-        raise ValueError(f"baseline {baseline!r} is not a registered method; registered: {', '.join(sorted(METHODS))}")
-    parsed = check_method_spec(parsed)  # unknown keys, ill-typed values, unusable rules
-    loop, params = parsed.loop, parsed.proposer
-    if "temperature" in loop and float(loop.pop("temperature")) != float(temperature):
-        raise ValueError(
-            f"method spec {spec!r} sets temperature={parsed.params['temperature']} but temperature={temperature} "
-            "was passed: give it once"
-        )
-    text = prompt if isinstance(prompt, str) else None
-    if isinstance(prompt, str) and tokenizer is not None:
-        prompt = prompt_ids(prompt, tokenizer, chat)
-    common = dict(tokenizer=tokenizer, temperature=float(temperature), seed=seed)
-
+    setup = prepare(model, prompt, spec, temperature=temperature, seed=seed, baseline=baseline,
+                    tokenizer=tokenizer, chat=chat)  # fmt: skip
+    parsed = setup.parsed
     state = {"stop": False}
 
     def hook(phase: str):
@@ -295,34 +349,28 @@ def run_experiment(
 
         return step_hook
 
-    sampling = {k: v for k, v in loop.items() if k != "accept"}  # top_k/top_p: both runs sample alike
-
-    def run(name: str, phase: str, n: int) -> GenerationResult:
-        own = {**loop, **params} if name == parsed.name else sampling  # the baseline: its default rule
-        return generate(model, prompt, method=name, max_new_tokens=n, on_step=hook(phase), **common, **own)
-
     if warmup_tokens > 0:
         for name in (parsed.name, baseline):
             if not state["stop"]:
-                run(name, "warmup", min(warmup_tokens, max_new_tokens))
+                setup.run(name, min(warmup_tokens, max_new_tokens), hook("warmup"))
     if state["stop"]:  # stopped during warm-up: nothing was measured
-        ids = [int(t) for t in prompt] if not isinstance(prompt, str) else []
+        ids = [int(t) for t in setup.prompt] if not isinstance(setup.prompt, str) else []
         result = GenerationResult([], ids, "", "stopped", parsed.name, 0.0, 0.0)
         base = None
     else:
-        result = run(parsed.name, "method", max_new_tokens)
-        base = None if state["stop"] else run(baseline, "baseline", max_new_tokens)
+        result = setup.run(parsed.name, max_new_tokens, hook("method"))
+        base = None if state["stop"] else setup.run(baseline, max_new_tokens, hook("baseline"))
     return LabResult(
         spec=parsed.label,
         method=parsed.name,
-        params=params,
+        params=setup.params,
         temperature=float(temperature),
         seed=seed,
         max_new_tokens=max_new_tokens,
         result=result,
         baseline=base,
         baseline_method=baseline,
-        prompt=text,
+        prompt=setup.text,
         extra=dict(extra or {}),
     )
 

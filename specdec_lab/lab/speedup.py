@@ -11,7 +11,8 @@
     Run       runs `run_experiment` in a background thread (the kernel stays free for Stop); a progress bar
               follows the method's tokens, then the baseline's; Stop ends the run at the next step
     view      tokens coloured by provenance, tokens per step, speed-up, and the tree of one step (a
-              slider over steps: it redraws without a new run)
+              slider over steps: it redraws without a new run; it opens on `instructive_step`, a step
+              that accepted part of its proposal)
 
 The root widget carries the CSS class "specdec-lab" (browser tests find it by that). Callbacks are plain
 methods: tests set widget values and call `on_run(background=False)` without a browser.
@@ -28,7 +29,7 @@ from ..models import unwrap
 from ..proposers.registry import LOOP_PARAMS, METHODS, Param, method_parameters, parse_method_spec
 from ..viz.decoding import step_tree_figure
 from ..viz.lab_figures import accepted_figure, numbers_html, provenance_html
-from .experiment import LabResult, run_experiment
+from .experiment import LabResult, instructive_step, run_experiment
 from .widgets import PLACEHOLDER, output_record, parse_ids
 
 __all__ = ["LabDashboard", "param_widget", "OWN_PROMPT"]
@@ -287,7 +288,7 @@ class LabDashboard:
         self.plot.outputs = (output_record(accepted_figure(lab)),) if lab.result.steps else ()
         last = max(len(lab.result.steps) - 1, 0)
         with self.step.hold_trait_notifications():
-            self.step.max, self.step.value = last, min(1, last)
+            self.step.max, self.step.value = last, min(instructive_step(lab.result.steps), last)
         self.step.disabled = not lab.result.steps
         self.show_step(self.step.value)
 

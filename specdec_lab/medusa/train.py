@@ -14,6 +14,11 @@ and the heads' weights stay fp32; elsewhere (AVX2 CPUs emulate bf16, many times 
 `bf16=None`, the default, decides from `specdec_lab.machine`. For the shared variant the loss is
 `frozen_head_loss`, which computes the gradient through the frozen W2 chunk by chunk instead of
 materialising (B*K, V) logits for autograd.
+
+Memorisation. An epoch is one pass over the shuffled rows (len(rows) // batch_size steps). With
+`epoch_eval_rows > 0` and held-out rows given, the log records, before training and after every epoch, each
+head's accuracy on a fixed, evenly spread sample of the *training* rows and on the held-out rows
+(`TrainLog.epochs`): the gap between the two is what the heads have memorised rather than learned.
 """
 
 from __future__ import annotations
@@ -89,6 +94,7 @@ class Medusa1Config:
     log_every: int = 10  # record the (smoothed) losses every n steps
     eval_every: int = 0  # evaluate on held-out rows every n steps (0: only at the end)
     eval_rows: int = 4096  # cap on held-out rows per evaluation
+    epoch_eval_rows: int = 0  # >0: per epoch, accuracy on this many training rows and on the held-out rows
     seed: int = 0
 
 
@@ -99,6 +105,7 @@ class TrainLog:
     head_loss: list[list[float]] = field(default_factory=list)  # per head CE_k, same averaging
     lr: list[float] = field(default_factory=list)
     evals: list[dict] = field(default_factory=list)  # {"step", "top1", "top5", ...}
+    epochs: list[dict] = field(default_factory=list)  # {"epoch", "step", "train": {...}, "heldout": {...}}
     seconds: float = 0.0  # wall time of the training loop (evaluations included)
 
     def as_dict(self) -> dict:
@@ -108,6 +115,7 @@ class TrainLog:
             "head_loss": [[round(x, 4) for x in row] for row in self.head_loss],
             "lr": self.lr,
             "evals": self.evals,
+            "epochs": self.epochs,
             "seconds": round(self.seconds, 1),
         }
 
@@ -169,6 +177,16 @@ def train_medusa1(
     order, pos = torch.randperm(len(rows), generator=gen), 0
     log, run_loss, run_heads, seen = TrainLog(), 0.0, torch.zeros(k), 0
     t0 = time.perf_counter()
+    per_epoch = cfg.epoch_eval_rows > 0 and eval_rows is not None
+
+    def epoch_eval(epoch: int, step: int) -> None:  # the same training sample every epoch (evenly spread rows)
+        train = head_accuracy(heads, rows, max_rows=cfg.epoch_eval_rows, bf16=bf16)
+        held = head_accuracy(heads, eval_rows, max_rows=cfg.eval_rows, bf16=bf16)
+        log.epochs.append({"epoch": epoch, "step": step, "train": train.as_dict(), "heldout": held.as_dict()})
+        heads.train()
+
+    if per_epoch:
+        epoch_eval(0, 0)  # untrained: every head is still the LM head
     heads.train()
     bar = tqdm(range(cfg.steps), desc="medusa-1", disable=not progress)
     for step in bar:
@@ -201,6 +219,8 @@ def train_medusa1(
             acc = head_accuracy(heads, eval_rows, max_rows=cfg.eval_rows, bf16=bf16)
             log.evals.append({"step": step + 1, **acc.as_dict()})
             heads.train()
+        if per_epoch and pos + cfg.batch_size > len(order):  # this step ended an epoch (the next reshuffles)
+            epoch_eval(len(log.epochs), step + 1)
         if callback is not None and ((step + 1) % cfg.log_every == 0 or last) and callback(log):
             break
     bar.close()

@@ -7,10 +7,11 @@ per-position counts. `speedup_explorer` is the slider callback of notebook 01 (a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import qualitative
 
 from ..theory import (
     accepted_length_pmf,
@@ -29,7 +30,11 @@ __all__ = [
     "acceptance_by_position",
     "position_figure",
     "histogram_figure",
+    "vocabulary_labels",
+    "alpha_temperature_figure",
 ]
+
+COLORS = qualitative.Plotly  # one colour per curve, shared by that curve's markers (legend colour = mark colour)
 
 
 def speedup_surface_figure(c: float = 0.05, k_max: int = 12, points: int = 50) -> go.Figure:
@@ -68,16 +73,18 @@ def speedup_curves_figure(alphas: Sequence[float] = (0.5, 0.7, 0.8, 0.9), c: flo
     """Speedup vs k for several α at cost ratio c; the optimum of each curve is marked."""
     ks = np.arange(0, k_max + 1)
     fig = go.Figure()
-    for a in alphas:
+    for i, a in enumerate(alphas):
+        color = COLORS[i % len(COLORS)]
         ys = [expected_speedup(a, int(k), c) for k in ks]
-        fig.add_trace(go.Scatter(x=ks, y=ys, mode="lines+markers", name=f"α = {a:g}"))
+        fig.add_trace(go.Scatter(x=ks, y=ys, mode="lines+markers", name=f"α = {a:g}", line={"color": color},
+                                 legendgroup=f"{a:g}"))  # fmt: skip
         k_best = optimal_k(a, c, k_max)
         fig.add_trace(
-            go.Scatter(x=[k_best], y=[ys[k_best]], mode="markers", marker={"size": 14, "symbol": "star"},
-                       showlegend=False, hovertext=f"α = {a:g}: k* = {k_best}")
+            go.Scatter(x=[k_best], y=[ys[k_best]], mode="markers", showlegend=False, legendgroup=f"{a:g}",
+                       marker={"size": 14, "symbol": "star", "color": color}, hovertext=f"α = {a:g}: k* = {k_best}")
         )  # fmt: skip
     fig.add_hline(y=1.0, line_dash="dot", annotation_text="autoregressive")
-    fig.update_layout(title=f"Speedup vs draft length (c = {c})", xaxis_title="k", yaxis_title="speedup")
+    fig.update_layout(title=f"Speedup vs draft length (c = {c}); ★ = optimal k", xaxis_title="k", yaxis_title="speedup")
     return fig
 
 
@@ -96,13 +103,16 @@ def monte_carlo_figure(ks: Sequence[int] = (1, 3, 5, 8), steps: int = 20_000, se
     alphas = np.linspace(0.0, 0.95, 11)
     fig = go.Figure()
     grid = np.linspace(0, 0.95, 96)
-    for k in ks:
+    for i, k in enumerate(ks):
+        color = COLORS[i % len(COLORS)]  # a formula line and its simulated points share a colour
         ys = [expected_tokens_per_step(a, k) for a in grid]
-        fig.add_trace(go.Scatter(x=grid, y=ys, mode="lines", name=f"k = {k} (formula)"))
+        fig.add_trace(go.Scatter(x=grid, y=ys, mode="lines", name=f"k = {k} (formula)", line={"color": color},
+                                 legendgroup=str(k)))  # fmt: skip
         sims = [simulate_tokens_per_step(a, k, steps, seed) for a in alphas]
         fig.add_trace(
             go.Scatter(
                 x=alphas, y=[s.mean() for s in sims], mode="markers", name=f"k = {k} (simulated)",
+                marker={"color": color}, legendgroup=str(k),
                 error_y={"type": "data", "array": [2 * s.std() / np.sqrt(len(s)) for s in sims]},
             )
         )  # fmt: skip
@@ -160,8 +170,13 @@ def position_figure(stats: dict[str, np.ndarray], alpha: float) -> go.Figure:
     return fig
 
 
-def histogram_figure(counts: np.ndarray, probs: np.ndarray, labels: Sequence[str], top: int = 20) -> go.Figure:
-    """Empirical frequencies of emitted tokens against the exact target probabilities (top tokens by p)."""
+def histogram_figure(
+    counts: np.ndarray, probs: np.ndarray, labels: Sequence[str] | Mapping[int, str], top: int = 20
+) -> go.Figure:
+    """Empirical frequencies of emitted tokens against the exact target probabilities (top tokens by p).
+
+    labels: per token id (a sequence over the vocabulary, or a mapping holding at least the `top` ids).
+    """
     order = np.argsort(-np.asarray(probs))[:top]
     freq = np.asarray(counts, float) / max(int(np.sum(counts)), 1)
     se = np.sqrt(probs[order] * (1 - probs[order]) / max(int(np.sum(counts)), 1))
@@ -170,5 +185,46 @@ def histogram_figure(counts: np.ndarray, probs: np.ndarray, labels: Sequence[str
     fig.add_trace(go.Bar(x=[labels[i] for i in order], y=freq[order], name="speculative sampling (empirical)",
                          error_y={"type": "data", "array": 2 * se}))  # fmt: skip
     fig.update_layout(barmode="group", title="Next-token distribution: speculative sampling vs the target",
-                      xaxis_title="token", yaxis_title="probability")  # fmt: skip
+                      xaxis_title="token (▁ = space, ↵ = newline)", yaxis_title="probability")  # fmt: skip
+    return fig
+
+
+def vocabulary_labels(tokenizer, ids: Iterable[int]) -> dict[int, str]:
+    """{id: label} for single vocabulary entries (a listing of the vocabulary, not a text): the token's text
+    with whitespace shown (`text.visible`: ▁ space, ↵ newline, ⇥ tab) and its id. A byte token, which holds
+    only part of a UTF-8 character and decodes alone to "�", is labelled as such, by its id."""
+    from ..text import visible
+
+    out = {}
+    for i in (int(t) for t in ids):
+        piece = tokenizer.decode([i])
+        out[i] = f"(byte of a character) {i}" if "\ufffd" in piece else f"{visible(piece, partial=False)} ({i})"
+    return out
+
+
+def alpha_temperature_figure(summary: Sequence[dict]) -> go.Figure:
+    """α of a draft against the sampling temperature (`alpha_temperature.summarise` rows): the teacher-forced
+    1 − TV (± 2 SE across prompts) and the realised accepted / reached (± 2 binomial SE)."""
+    t = [r["temperature"] for r in summary]
+    tv = [r["alpha_tv"] for r in summary]
+    tv_se = [2 * (r["alpha_tv_se"] or 0.0) for r in summary]
+    run = [r["alpha_run"] for r in summary]
+    run_se = [
+        2 * np.sqrt(r["alpha_run"] * (1 - r["alpha_run"]) / r["reached"]) if r["reached"] else 0.0 for r in summary
+    ]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(x=t, y=tv, mode="lines+markers", name="α_TV: mean Σ min(p, q), teacher-forced (± 2 SE over prompts)",
+                   error_y={"type": "data", "array": tv_se})
+    )  # fmt: skip
+    fig.add_trace(
+        go.Scatter(x=t, y=run, mode="markers", marker={"symbol": "diamond", "size": 10},
+                   name="α_run: accepted / reached in the runs (± 2 binomial SE)",
+                   error_y={"type": "data", "array": run_se})
+    )  # fmt: skip
+    fig.update_layout(
+        title="Draft acceptance rate against sampling temperature", xaxis_title="temperature T (0 = greedy)",
+        yaxis_title="α", yaxis_range=[0, 1], height=420,
+        legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.7)"},
+    )  # fmt: skip
     return fig

@@ -8,7 +8,7 @@ step emits more than t(n)/t(1) tokens on average; the diagonal n is what n autor
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from ..cost import CostCurve
 from ..theory import expected_tokens_per_step
 
-__all__ = ["cost_curve_figure", "chain_speedup_figure"]
+__all__ = ["cost_curve_figure", "cost_curves_figure", "chain_speedup_figure"]
 
 
 def cost_curve_figure(curve: CostCurve, title: str | None = None) -> go.Figure:
@@ -83,10 +83,64 @@ def cost_curve_figure(curve: CostCurve, title: str | None = None) -> go.Figure:
     fig.update_layout(
         title=title or f"Verify cost on {curve.device} (context {curve.context} tokens)",
         template="plotly_white",
-        width=1000,
+        width=940,  # fits JupyterLab's output area with the file browser open
         height=420,
         legend={"orientation": "h", "y": -0.2},
         margin={"t": 80, "b": 100},
+    )
+    return fig
+
+
+def cost_curves_figure(curves: Mapping[str, CostCurve], title: str | None = None) -> go.Figure:
+    """Several setups' curves (one colour each, both panels): t(n) in ms, and t(n)/t(1) — how a kernel
+    choice moves the break-even line, not only the milliseconds."""
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        subplot_titles=("time of one verify forward", "relative cost t(n) / t(1)"),
+        horizontal_spacing=0.12,
+    )
+    palette = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3")
+    for i, (name, curve) in enumerate(curves.items()):
+        color = palette[i % len(palette)]
+        fig.add_trace(
+            go.Scatter(
+                x=list(curve.sizes),
+                y=[s * 1e3 for s in curve.seconds],
+                mode="lines+markers",
+                name=name,
+                legendgroup=name,
+                line={"color": color},
+                hovertemplate=f"{name}<br>n=%{{x}}: %{{y:.1f}} ms<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=list(curve.sizes),
+                y=curve.relative(),
+                mode="lines+markers",
+                name=name,
+                legendgroup=name,
+                showlegend=False,
+                line={"color": color},
+                hovertemplate=f"{name}<br>n=%{{x}}: %{{y:.2f}} × t(1)<extra></extra>",
+            ),
+            row=1,
+            col=2,
+        )
+    first = next(iter(curves.values()))
+    fig.update_xaxes(title_text="tokens verified in one forward (n)", rangemode="tozero")
+    fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text="× t(1)", rangemode="tozero", row=1, col=2)
+    fig.update_layout(
+        title=title or f"Verify cost by kernel setup on {first.device} (context {first.context} tokens)",
+        template="plotly_white",
+        width=940,
+        height=440,
+        legend={"orientation": "h", "y": -0.22},
+        margin={"t": 80, "b": 110},
     )
     return fig
 

@@ -131,8 +131,9 @@ def numbers_html(lab) -> str:
     stop = " · <b>stopped</b>" if lab.stopped else ""
     if lab.noisy:
         stop += (
-            f"<br><span style='color:#b00'>timings unreliable: autoregressive steps took {lab.baseline_step_ms:.0f} ms"
-            f" (median) but their p90 is {lab.timing_spread:.1f}× that — the CPU was busy; re-run when idle</span>"
+            f"<br><span style='color:#555'>noisy timing: autoregressive steps took {lab.baseline_step_ms:.0f} ms"
+            f" (median) and their p90 {lab.timing_spread:.1f}× that, though each does the same work — the CPU "
+            "was busy with something else, so the speeds may move on a re-run</span>"
         )
     return (
         f'<div class="lab-numbers" style="font-size:13px;margin:4px 0">{_html.escape(lab.spec)}: '
@@ -141,10 +142,24 @@ def numbers_html(lab) -> str:
     )
 
 
+MAX_HEIGHT = 720  # px: a deep chain's tree is squeezed vertically rather than drawn taller than a screen
+
+
+def _wrapped_title(text: str, limit: int = 72) -> str:
+    """The step's caption on two lines (what it verified; what it emitted), the emitted text shortened."""
+    head, sep, emitted = text.partition(", emitted ")
+    if not sep:
+        return text
+    if len(emitted) > limit:
+        emitted = emitted[: limit - 1] + "…"
+    return f"{head}<br>emitted {_html.escape(emitted, quote=False)}"
+
+
 def steps_slider_figure(lab, tokenizer=None, step: int = 0, max_steps: int = 64) -> go.Figure:
     """Each step's tree (`step_tree_figure`) in one figure; a plotly slider shows one step at a time.
 
-    Only the first `max_steps` steps are included (the stored HTML grows with every trace)."""
+    Only the first `max_steps` steps are included (the stored HTML grows with every trace). At most the
+    output area's width (the trees' own limit) and MAX_HEIGHT px high; the caption on two lines."""
     steps = lab.result.steps[:max_steps]
     if not steps:
         raise ValueError("this result has no steps to draw (stopped before the first step?)")
@@ -160,7 +175,7 @@ def steps_slider_figure(lab, tokenizer=None, step: int = 0, max_steps: int = 64)
         lay = f.layout
         views.append(
             {
-                "title.text": lay.title.text,
+                "title.text": _wrapped_title(lay.title.text),
                 "xaxis.range": list(lay.xaxis.range),
                 "yaxis.tickvals": list(lay.yaxis.tickvals),
                 "yaxis.ticktext": list(lay.yaxis.ticktext),
@@ -175,11 +190,12 @@ def steps_slider_figure(lab, tokenizer=None, step: int = 0, max_steps: int = 64)
     ]
     fig.update_layout(
         template="plotly_white",
-        width=max(w for w, _ in sizes),
-        height=max(h for _, h in sizes) + 90,
+        width=max(620, *(w for w, _ in sizes)),  # the caption's two lines need the room; the trees cap their own
+        height=min(max(h for _, h in sizes), MAX_HEIGHT) + 110,
+        margin={"t": 110},
         sliders=[{"active": step, "steps": slider, "currentvalue": {"prefix": "step "}, "pad": {"t": 40}}],
         xaxis={"visible": False},
-        legend={"orientation": "h", "y": 1.02},
+        legend={"orientation": "h", "y": 1.0, "yanchor": "bottom"},
     )
     fig.update_layout(**{k.replace(".", "_"): v for k, v in views[step].items()})
     return fig

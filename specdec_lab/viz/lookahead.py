@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from .tokens import token_text
-from .trees import _readable
+from ..text import path_pieces, token_pieces, visible
 
 __all__ = [
     "jacobi_frame",
@@ -43,8 +42,9 @@ __all__ = [
 KIND_COLORS = {"root": "#ff7f0e", "window": "#9e9e9e", "ngram": "#1f77b4", "accepted": "#2ca02c"}
 
 
-def _text(token: int, tokenizer=None) -> str:
-    return _readable(token_text(int(token), tokenizer))
+def _node_text(tree, tokenizer=None) -> list[str]:
+    """Each node's text decoded along its own path (byte pieces grouped, whitespace visible)."""
+    return [visible(p) for p in path_pieces(tree.tokens.tolist(), tree.parents.tolist(), tokenizer)]
 
 
 def _need_steps(result) -> None:
@@ -73,6 +73,9 @@ def jacobi_frame(result, tokenizer=None):
         info = step.info
         if "before" not in info:
             raise ValueError("not a Jacobi trace: its steps' info has no 'before' block (method='jacobi')")
+        context = result.prompt_tokens + result.tokens[:emitted]
+        guesses = [visible(p) for p in token_pieces(info["before"], tokenizer, context, final=False)]
+        updates = [visible(p) for p in token_pieces(info["after"], tokenizer, context, final=False)]
         for j, (guess, update) in enumerate(zip(info["before"], info["after"], strict=True)):
             index = emitted + j  # the new-token index this offset stands for
             right = index < len(result.tokens) and result.tokens[index] == guess
@@ -83,8 +86,8 @@ def jacobi_frame(result, tokenizer=None):
                     "offset": j + 1,
                     "guess": guess,
                     "update": update,
-                    "guess text": _text(guess, tokenizer),
-                    "update text": _text(update, tokenizer),
+                    "guess text": guesses[j],
+                    "update text": updates[j],
                     "unchanged": bool(info["converged"][j]),
                     "right": right,
                     "accepted": accepted,
@@ -147,7 +150,7 @@ def jacobi_figure(result, tokenizer=None, title: str | None = None) -> go.Figure
             f"{int((frame['state'] == 1).sum())} right but behind a wrong one"
         ),
         template="plotly_white",
-        width=max(560, 70 * width + 260),
+        width=min(950, max(560, 70 * width + 260)),  # at most the output area of a laptop screen
         height=max(320, 16 * steps + 160),
         xaxis={"title": "block offset after the root", "dtick": 1, "side": "top"},
         yaxis={"title": "step (one target forward)", "autorange": "reversed"},
@@ -200,6 +203,7 @@ def lookahead_tree_figure(tree, columns: int, tokenizer=None, path=None, title: 
     accepted), verification n-grams; `path` (accepted node indices) in green."""
     kinds = node_kinds(tree, columns)
     depths = tree.depths.tolist()
+    texts = _node_text(tree, tokenizer)
     pos = {0: (0.0, 0.0)}
     for n, kind in enumerate(kinds):
         if kind == "window":
@@ -240,31 +244,33 @@ def lookahead_tree_figure(tree, columns: int, tokenizer=None, path=None, title: 
         "root": "root (last accepted token)",
         "window": "window cell (never accepted)",
         "ngram": "verification n-gram",
+        "accepted": "accepted n-gram token",
     }
-    for kind in ("root", "window", "ngram"):
-        nodes = [n for n in range(len(tree)) if kinds[n] == kind]
+    # one trace per legend entry, each in one colour, so the legend's swatch is its marks' colour
+    groups = {kind: [n for n in range(len(tree)) if kinds[n] == kind and not (kind == "ngram" and n in on_path)]
+              for kind in ("root", "window", "ngram")}  # fmt: skip
+    groups["accepted"] = [n for n in range(len(tree)) if kinds[n] == "ngram" and n in on_path]
+    for group, nodes in groups.items():
+        kind = "ngram" if group == "accepted" else group
         if not nodes:
             continue
         hover = []
         for n in nodes:
             where = f"cell {window_cell(n, columns)}" if kind == "window" else kind
-            hover.append(f"node {n} ({where}): {_text(tree.tokens[n], tokenizer)!r}, position offset {depths[n]}")
+            hover.append(f"node {n} ({where}): {texts[n]!r}, position offset {depths[n]}")
         fig.add_trace(
             go.Scatter(
                 x=[pos[n][0] for n in nodes],
                 y=[pos[n][1] for n in nodes],
                 mode="markers+text",
-                name=names[kind],
+                name=names[group],
                 marker={
                     "size": 16,
-                    "color": [
-                        KIND_COLORS["accepted"] if n in on_path and kind == "ngram" else KIND_COLORS[kind]
-                        for n in nodes
-                    ],
+                    "color": KIND_COLORS[group],
                     "symbol": "circle-open" if kind == "window" else "circle",
-                    "line": {"width": 2 if kind == "window" else 1, "color": KIND_COLORS[kind]},
+                    "line": {"width": 2 if kind == "window" else 1, "color": KIND_COLORS[group]},
                 },
-                text=[_text(tree.tokens[n], tokenizer)[:10] for n in nodes],
+                text=[texts[n][:10] for n in nodes],
                 textposition="top center",
                 textfont={"size": 10},
                 customdata=hover,
@@ -290,7 +296,7 @@ def lookahead_tree_figure(tree, columns: int, tokenizer=None, path=None, title: 
     fig.update_layout(
         title=title or f"one lookahead step: {len(tree)} nodes ({windows} window cells, {grams} n-grams verified)",
         template="plotly_white",
-        width=max(520, 85 * (max(xs) - min(xs) + 3)),
+        width=min(950, max(520, 85 * (max(xs) - min(xs) + 3))),  # at most the output area of a laptop screen
         height=max(300, 95 * (levels + 2) + 60),
         legend={"orientation": "h", "y": -0.08},
         xaxis={"visible": False, "range": [min(xs) - 0.8, max(xs) + 0.8]},
@@ -312,11 +318,12 @@ def lookahead_mask_figure(
     coloured by the key's branch (root / window / n-gram), lines separate the branches. Labels
     "i r|w(l,i)|g:token" keep repeated tokens apart. cache_length > 0 prepends the (all-visible) prefix."""
     kinds = node_kinds(tree, columns)
+    texts = _node_text(tree, tokenizer)
     code = {"root": 1, "window": 2, "ngram": 3}
     labels = []
     for n, kind in enumerate(kinds):
         tag = "r" if kind == "root" else f"w{window_cell(n, columns)}".replace(" ", "") if kind == "window" else "g"
-        labels.append(f"{n} {tag}:{_text(tree.tokens[n], tokenizer)}")
+        labels.append(f"{n} {tag}:{texts[n]}")
     mask = tree.mask.cpu().tolist()
     z = [[code[kinds[j]] if mask[i][j] else 0 for j in range(len(tree))] for i in range(len(tree))]
     cols, shift = list(labels), 0
@@ -365,7 +372,7 @@ def lookahead_mask_figure(
     fig.update_layout(
         title={"text": title or "lookahead attention mask (row: query, column: key)", "y": 0.98, "yanchor": "top"},
         template="plotly_white",
-        width=max(size + 80, 620),
+        width=min(950, max(size + 80, 620)),  # at most the output area of a laptop screen
         height=26 * len(labels) + 220,
         margin={"t": 190},
         xaxis={"type": "category", "side": "top", "tickangle": -60},
@@ -381,7 +388,8 @@ def lookahead_step_figure(result, step: int, tokenizer=None) -> go.Figure:
         raise IndexError(f"step {step} out of range: the result has steps 0..{len(result.steps) - 1}")
     s = result.steps[step]
     info = s.info
-    emitted = "".join(token_text(t, tokenizer) for t in s.emitted)
+    before = result.prompt_tokens + [t for x in result.steps[:step] for t in x.emitted]
+    emitted = "".join(token_pieces(s.emitted, tokenizer, before))
     title = (
         f"step {step}: window {info.get('columns', 0)} columns x {info.get('levels', 0)} levels, "
         f"{info.get('grams', 0)} n-grams verified, {s.accepted} accepted, emitted {emitted!r}"

@@ -9,6 +9,11 @@ in; nothing here runs a model.
     sweep_figure(frame)                 speed-up, mean accepted and tokens verified per forward against W
     predicted_speedups(frame, curves)   each point priced on other cost curves (e.g. `cost.flat_curve`)
     cost_figure(frame, curves)          the curves, and measured vs predicted speed-up per point
+    paper_sizes_figure(results)         a bench results file: tokens per step and speed-up per prompt, the paper's
+                                        W = 15, N = 5, G = 15 beside W="auto" (`lab.lookahead.paper_sizes_frame`)
+
+Every figure fits a 950 px output area (JupyterLab in a laptop window with its file browser open), legends
+included.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from plotly.subplots import make_subplots
 
 from ..cost import CostCurve
 
-__all__ = ["COLUMNS", "sweep_frame", "sweep_figure", "predicted_speedups", "cost_figure"]
+__all__ = ["COLUMNS", "sweep_frame", "sweep_figure", "predicted_speedups", "cost_figure", "paper_sizes_figure"]
 
 # the sweep table's column (a key of the point's record) -> its name in the frame
 COLUMNS = {
@@ -80,7 +85,7 @@ def sweep_figure(frame, title: str | None = None) -> go.Figure:
         ("mean accepted", "mean accepted"),
         ("tokens verified / forward", "tokens verified per forward"),
     )
-    fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in panels], horizontal_spacing=0.08)
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in panels], horizontal_spacing=0.07)
     palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
                "#17becf")  # fmt: skip
     for k, (name, ws, part) in enumerate(_series(frame)):
@@ -105,9 +110,10 @@ def sweep_figure(frame, title: str | None = None) -> go.Figure:
         title=title or f"Lookahead decoding sweep{_no_window(frame)}",
         template="plotly_white",
         barmode="group",
-        width=1050,
-        height=420,
-        legend={"orientation": "h", "y": -0.25},
+        width=940,
+        height=460,
+        margin={"l": 50, "r": 20},
+        legend={"orientation": "h", "y": -0.22, "x": 0},
     )
     return fig
 
@@ -128,11 +134,11 @@ def cost_figure(frame, curves: Mapping[str, CostCurve], title: str | None = None
     """Left: t(n)/t(1) of each curve, the sweep's points at their tokens per forward. Right: per grid point
     the measured speed-up and the predicted one on each curve (`predicted_speedups`)."""
     pred = predicted_speedups(frame, curves)
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        column_widths=[0.4, 0.6],
-        horizontal_spacing=0.1,
+    fig = make_subplots(  # two rows: the bar groups (one per grid point) get the whole width
+        rows=2,
+        cols=1,
+        row_heights=[0.38, 0.62],
+        vertical_spacing=0.15,
         subplot_titles=("relative cost of a forward t(n)/t(1)", "speed-up: measured vs predicted"),
     )
     palette = ("#d62728", "#1f77b4", "#9467bd", "#8c564b")
@@ -140,7 +146,7 @@ def cost_figure(frame, curves: Mapping[str, CostCurve], title: str | None = None
     ns = sorted({1, top, *(n for c in curves.values() for n in c.sizes)})
     labels = [f"W={w} N={n} G={g}" for w, n, g in frame.index]
     fig.add_trace(
-        go.Bar(x=labels, y=frame["speed-up vs autoregressive"], name="measured", marker_color="#7f7f7f"), row=1, col=2
+        go.Bar(x=labels, y=frame["speed-up vs autoregressive"], name="measured", marker_color="#7f7f7f"), row=2, col=1
     )
     for k, (name, curve) in enumerate(curves.items()):
         color = palette[k % len(palette)]
@@ -170,19 +176,58 @@ def cost_figure(frame, curves: Mapping[str, CostCurve], title: str | None = None
         )
         fig.add_trace(
             go.Bar(x=labels, y=pred[f"predicted ({name})"], name=f"predicted on {name}", marker_color=color),
-            row=1,
-            col=2,
+            row=2,
+            col=1,
         )
-    fig.add_hline(y=1.0, line_dash="dash", line_color="gray", row=1, col=2)
+    fig.add_hline(y=1.0, line_dash="dash", line_color="gray", row=2, col=1)
     fig.update_xaxes(title_text="tokens in one forward n", row=1, col=1)
+    fig.update_xaxes(tickangle=-60, tickfont={"size": 9}, row=2, col=1)
     fig.update_yaxes(title_text="× t(1)", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text="speed-up over autoregressive", rangemode="tozero", row=1, col=2)
+    fig.update_yaxes(title_text="speed-up", rangemode="tozero", row=2, col=1)
     fig.update_layout(
         title=title or "Where a forward of n tokens costs what one costs, the same tokens per step pay",
         template="plotly_white",
         barmode="group",
-        width=1100,
+        width=940,
+        height=800,
+        margin={"l": 60, "r": 20, "b": 40},
+        legend={"orientation": "h", "y": -0.16, "x": 0, "yanchor": "top"},
+    )
+    return fig
+
+
+# ---- 3. the paper's sizes beside this machine's, from a bench results file -----------------------------
+def paper_sizes_figure(results: dict, title: str | None = None) -> go.Figure:
+    """Per prompt (x: its category), one bar per lookahead method of a bench results file: tokens per step
+    (mean accepted, bonus included; left) and speed-up over autoregressive on that prompt (right)."""
+    rows = results["rows"]
+    base = {r["question_id"]: float(r["tokens_per_s"]) for r in rows if r["method"] == "autoregressive"}
+    prompts = list(dict.fromkeys((r["question_id"], r["category"]) for r in rows))
+    labels = [f"{cat} ({qid})" for qid, cat in prompts]
+    methods = [m for m in results["methods"] if m.startswith("lookahead")]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens per step", "speed-up vs autoregressive"),
+                        horizontal_spacing=0.1)  # fmt: skip
+    palette = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
+    for k, method in enumerate(methods):
+        by_prompt = {r["question_id"]: r for r in rows if r["method"] == method}
+        color = palette[k % len(palette)]
+        per_step = [float(by_prompt[q]["mean_accepted"]) if q in by_prompt else None for q, _ in prompts]
+        speedup = [float(by_prompt[q]["tokens_per_s"]) / base[q] if q in by_prompt and q in base else None
+                   for q, _ in prompts]  # fmt: skip
+        for col, ys in ((1, per_step), (2, speedup)):
+            fig.add_trace(
+                go.Bar(x=labels, y=ys, name=method, legendgroup=method, showlegend=col == 1, marker_color=color,
+                       hovertemplate=f"{method}, %{{x}}: %{{y:.2f}}<extra></extra>"),
+                row=1, col=col,
+            )  # fmt: skip
+    fig.add_hline(y=1.0, line_dash="dash", line_color="gray", row=1, col=2)
+    fig.update_xaxes(tickangle=-35)
+    fig.update_layout(
+        title=title or "Lookahead on this CPU: the paper's sizes beside the sizes it chooses",
+        template="plotly_white",
+        barmode="group",
+        width=900,
         height=440,
-        legend={"orientation": "h", "y": -0.3},
+        legend={"orientation": "h", "y": -0.4, "x": 0},
     )
     return fig

@@ -1,4 +1,5 @@
-"""Figures for Medusa heads: the architecture, per-head accuracy against the paper, loss curves, Medusa-2 drift.
+"""Figures for Medusa heads: the architecture, per-head accuracy against the paper, loss curves, memorisation
+(training vs held-out accuracy per epoch), Medusa-2 drift.
 
 Data in (configs, `TrainLog`, `HeadAccuracy`, `Medusa2Log`), `plotly.graph_objects.Figure` out; nothing
 here runs a model. `update_loss_figure` is the live-plot callback (works on a `go.FigureWidget`);
@@ -24,6 +25,7 @@ __all__ = [
     "loss_figure",
     "update_loss_figure",
     "ablation_figure",
+    "memorisation_figure",
     "medusa2_figure",
 ]
 
@@ -111,7 +113,7 @@ def architecture_figure(config: MedusaConfig, backbone_layers: int | None = None
         xaxis={"visible": False, "range": [-1.2, 10.2]},
         yaxis={"visible": False, "range": [min(rows) - 0.8, max(rows) + 0.8]},
         height=160 + 90 * k_heads,
-        width=980,
+        width=940,  # fits JupyterLab's output area with the file browser open (~950 px)
         margin={"l": 10, "r": 10, "t": 50, "b": 10},
         plot_bgcolor="white",
         showlegend=False,
@@ -221,6 +223,41 @@ def ablation_figure(results: Mapping[str, HeadAccuracy], title: str = "") -> go.
     return fig
 
 
+def memorisation_figure(epochs: list[dict], metric: str = "top1", title: str = "") -> go.Figure:
+    """Accuracy per epoch on the training rows (solid) and on held-out rows (dashed), one colour per head.
+
+    epochs: `TrainLog.epochs` (or the "epochs" of `medusa.memorisation`'s record): {"epoch", "train",
+    "heldout"}, each side a `HeadAccuracy.as_dict()`. The gap between a head's two lines is what it memorised.
+    """
+    fig = go.Figure()
+    x = [e["epoch"] for e in epochs]
+    num_heads = len(epochs[0]["train"][metric]) if epochs else 0
+    for k in range(num_heads):
+        color = COLORS[k % len(COLORS)]
+        for side, dash, label in (("train", "solid", "training rows"), ("heldout", "dash", "held-out")):
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=[e[side][metric][k] for e in epochs],
+                    mode="lines+markers",
+                    name=f"head {k + 1}: {label}",
+                    line={"color": color, "dash": dash},
+                    legendgroup=f"head {k + 1}",
+                    hovertemplate=f"head {k + 1}, {label}, epoch %{{x}}: %{{y:.3f}}<extra></extra>",
+                )
+            )
+    name = {"top1": "top-1", "top5": "top-5"}.get(metric, metric)
+    fig.update_layout(
+        title=title or f"Medusa-1 heads: {name} on training rows (solid) vs held-out rows (dashed), per epoch",
+        xaxis={"title": "epoch (0: untrained, each head = the LM head)", "dtick": 1},
+        yaxis={"title": f"{name} accuracy", "rangemode": "tozero"},
+        template="plotly_white",
+        height=440,
+        width=860,
+    )
+    return fig
+
+
 def medusa2_figure(logs: Mapping[str, Medusa2Log]) -> go.Figure:
     """Left: Medusa loss (sum over heads) per step; right: backbone drift KL(p_orig || p) when measured."""
     fig = make_subplots(
@@ -263,5 +300,10 @@ def medusa2_figure(logs: Mapping[str, Medusa2Log]) -> go.Figure:
     fig.update_xaxes(title_text="step")
     fig.update_yaxes(title_text="nats", row=1, col=1)
     fig.update_yaxes(title_text="mean KL(p_orig || p) per position, nats", row=1, col=2)
-    fig.update_layout(title="Medusa-2 on a tiny model: warmup (heads only) | joint phase", height=420, width=980)
+    fig.update_layout(
+        title="Medusa-2 on a tiny model: warmup (heads only) | joint phase",
+        height=440,
+        width=940,
+        legend={"orientation": "h", "y": -0.2},  # under the panels: both keep their width
+    )
     return fig

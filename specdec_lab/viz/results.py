@@ -12,7 +12,18 @@ import plotly.graph_objects as go
 
 from ..bench.report import categories
 
-__all__ = ["speedup_frame", "stat_frame", "category_figure", "replay_figure", "ranking_frame", "ranking_figure"]
+__all__ = [
+    "speedup_frame",
+    "stat_frame",
+    "category_figure",
+    "replay_figure",
+    "ranking_frame",
+    "ranking_figure",
+    "whatif_frame",
+    "waterfall_frame",
+    "waterfall_figure",
+    "measured_rows",
+]
 
 ANCHOR_PREFIX = "hf_"
 
@@ -48,35 +59,37 @@ def category_figure(frames: Mapping[str, pd.DataFrame], title: str) -> go.Figure
                 hovertemplate=f"{method}<br>%{{x}}: %{{y:.2f}}x<extra>{source}</extra>",
             )
     fig.add_hline(y=1.0, line_dash="dot", annotation_text="autoregressive", annotation_position="top left")
-    fig.update_layout(barmode="group", title=title, yaxis_title="speedup over autoregressive", height=480,
-                      width=1000, legend_title="method")  # fmt: skip
+    fig.update_layout(barmode="group", title=title, yaxis_title="speedup over autoregressive", height=520,
+                      width=900, legend=dict(orientation="h", y=-0.15, x=0, title_text="method"),
+                      margin=dict(r=20))  # fmt: skip
     return fig
 
 
+SYMBOLS = ("circle", "square-open", "diamond-open", "x-thin-open", "triangle-up-open", "star-open", "cross-thin-open")
+
+
 def replay_figure(tables: Mapping[str, Sequence[dict]], band: float = 0.05) -> go.Figure:
-    """Predicted vs measured speedup per method, one marker set per curve ({curve name: replay table});
-    the diagonal and a ±band corridor."""
+    """How far each curve's replay lands from the measurement, per method: predicted / measured − 1, one marker
+    symbol per curve ({curve name: replay table}), the ±band corridor shaded. Hover: both speedups."""
     fig = go.Figure()
-    top = max(max(r["measured_speedup"], r["predicted_speedup"]) for t in tables.values() for r in t) * 1.1
-    xs = [0, top]
-    fig.add_scatter(x=xs, y=[x * (1 + band) for x in xs], mode="lines", line=dict(width=0), showlegend=False,
-                    hoverinfo="skip")  # fmt: skip
-    fig.add_scatter(x=xs, y=[x * (1 - band) for x in xs], mode="lines", line=dict(width=0), fill="tonexty",
-                    fillcolor="rgba(0,128,0,0.12)", name=f"±{band:.0%}", hoverinfo="skip")  # fmt: skip
-    fig.add_scatter(x=xs, y=xs, mode="lines", line=dict(dash="dot", color="gray"), name="predicted = measured")
-    for name, table in tables.items():
+    methods = list(dict.fromkeys(r["method"] for t in tables.values() for r in t))
+    fig.add_hrect(y0=-band, y1=band, fillcolor="rgba(0,128,0,0.12)", line_width=0)
+    fig.add_hline(y=0, line=dict(dash="dot", color="gray"))
+    for i, (name, table) in enumerate(tables.items()):
         fig.add_scatter(
-            x=[r["measured_speedup"] for r in table],
-            y=[r["predicted_speedup"] for r in table],
-            mode="markers+text",
-            text=[r["method"] for r in table],
-            textposition="top center",
+            x=[r["method"] for r in table],
+            y=[r["predicted_speedup"] / r["measured_speedup"] - 1 for r in table],
+            customdata=[[r["measured_speedup"], r["predicted_speedup"]] for r in table],
+            mode="markers",
             name=name,
-            marker=dict(size=10),
+            marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], size=11, line=dict(width=2)),
+            hovertemplate=f"{name}<br>%{{x}}: measured %{{customdata[0]:.3f}}x, predicted %{{customdata[1]:.3f}}x"
+            "<extra></extra>",
         )
-    fig.update_layout(title="Replay: predicted vs measured speedup over autoregressive",
-                      xaxis_title="measured speedup", yaxis_title="predicted speedup (replay)",
-                      xaxis_range=[0, top], yaxis_range=[0, top], height=520, width=720)  # fmt: skip
+    fig.update_layout(title="Replay: predicted / measured speedup − 1, per method and curve (shaded: ±"
+                      f"{band:.0%})", xaxis=dict(categoryorder="array", categoryarray=methods),
+                      yaxis=dict(title="predicted / measured − 1", tickformat="+.0%", zeroline=False),
+                      height=480, width=900, legend=dict(orientation="h", y=-0.18, x=0))  # fmt: skip
     return fig
 
 
@@ -103,6 +116,101 @@ def ranking_figure(frame: pd.DataFrame, title: str) -> go.Figure:
         fig.add_bar(name=col, y=order, x=frame.loc[order, col], orientation="h",
                     hovertemplate=f"%{{y}}: %{{x:.2f}}x<extra>{col}</extra>")  # fmt: skip
     fig.add_vline(x=1.0, line_dash="dot")
-    fig.update_layout(barmode="group", title=title, xaxis_title="speedup over autoregressive", height=460,
-                      width=900)  # fmt: skip
+    fig.update_layout(barmode="group", title=title, xaxis_title="speedup over autoregressive",
+                      height=120 + 28 * len(order) * max(len(cols), 2), width=900,
+                      legend=dict(orientation="h", y=-0.12, x=0, traceorder="normal"))  # fmt: skip
     return fig
+
+
+# ---- what-if: re-priced and re-decided ----------------------------------------------------------------------
+def whatif_frame(tables: Mapping[str, Sequence[dict]]) -> pd.DataFrame:
+    """{curve name: `redecide.redecide_bench` table} -> rows = methods; columns (curve, quantity): the size the
+    run used and the one re-chosen, the re-priced speedup and the re-decided one; first the measured speedup."""
+    first = next(iter(tables.values()))
+    data = {("measured here", "speedup"): {r["method"]: r["measured_speedup"] for r in first},
+            ("measured here", "what is sized"): {r["method"]: r["size"] for r in first},
+            ("measured here", "size used"): {r["method"]: r["recorded_size"] for r in first}}  # fmt: skip
+    for name, table in tables.items():
+        data[(name, "size chosen")] = {r["method"]: r["chosen_size"] for r in table}
+        data[(name, "re-priced")] = {r["method"]: r["repriced_speedup"] for r in table}
+        data[(name, "re-decided")] = {r["method"]: r["predicted_speedup"] for r in table}
+    frame = pd.DataFrame(data)
+    frame.columns = pd.MultiIndex.from_tuples(frame.columns)
+    return frame
+
+
+# ---- why the speedup is what it is: the waterfall ----------------------------------------------------------
+STEP_LABELS = ("ideal τ", "verify", "proposer", "loop", "measured")
+
+
+def waterfall_frame(waterfalls: Sequence) -> pd.DataFrame:
+    """One row per method (`decompose.Waterfall`): τ, r = t(n)/t(1), c, o and the baseline's o, the factors, the
+    measured speedup (= the product of the factors)."""
+    rows = {}
+    for w in waterfalls:
+        f = w.factors
+        rows[w.method] = {"τ (tokens/step)": w.tau, "nodes/forward": w.mean_nodes, "r = t(n)/t(1)": w.r,
+                          "c (proposer/t(1))": w.c, "o (loop/t(1))": w.o, "o_AR": w.o_baseline,
+                          "× verify": f["verify"], "× proposer": f["proposer"], "× loop": f["loop"],
+                          "measured": w.measured}  # fmt: skip
+    return pd.DataFrame(rows).T
+
+
+def waterfall_figure(waterfalls: Sequence, title: str | None = None) -> go.Figure:
+    """One waterfall per method, side by side: the ideal τ, the three factors as steps down (or up), the
+    measured speedup as the total. Bar text: levels on the ends, factors on the steps."""
+    x_method, x_step, measure, y, text, hover = [], [], [], [], [], []
+    for w in waterfalls:
+        lv, f = w.levels, w.factors
+        steps = (
+            ("absolute", lv["ideal"], f"{lv['ideal']:.2f}", f"τ = {w.tau:.2f} tokens per step"),
+            ("relative", lv["verify"] - lv["ideal"], f"×{f['verify']:.2f}",
+             f"1/r: a forward of {w.mean_nodes:.1f} tokens costs r = {w.r:.2f} plain forwards"),
+            ("relative", lv["proposer"] - lv["verify"], f"×{f['proposer']:.2f}",
+             f"r/(r + c): the proposer's own time c = {w.c:.3f}·t(1) per step"),
+            ("relative", lv["measured"] - lv["proposer"], f"×{f['loop']:.2f}",
+             f"(r + c)(1 + o_AR)/(r + c + o): the loop's own o = {w.o:.3f}·t(1), the baseline's {w.o_baseline:.3f}"),
+            ("total", 0.0, f"{lv['measured']:.2f}", "measured speedup"),
+        )  # fmt: skip
+        for label, (kind, value, label_text, note) in zip(STEP_LABELS, steps, strict=True):
+            x_method.append(w.method)
+            x_step.append(label)
+            measure.append(kind)
+            y.append(value)
+            text.append(label_text)
+            hover.append(f"{w.method} · {label}<br>{note}")
+    fig = go.Figure(
+        go.Waterfall(
+            x=[x_method, x_step], measure=measure, y=y, text=text, textposition="outside", hovertext=hover,
+            hoverinfo="text", connector=dict(line=dict(color="#999", width=1)),
+            increasing=dict(marker_color="#2ca02c"), decreasing=dict(marker_color="#d62728"),
+            totals=dict(marker_color="#1f77b4"),
+        )
+    )  # fmt: skip
+    fig.add_hline(y=1.0, line=dict(dash="dot", color="gray"), annotation_text="autoregressive",
+                  annotation_position="bottom right")  # fmt: skip
+    top = max(w.levels["ideal"] for w in waterfalls) if waterfalls else 1.0
+    fig.update_layout(title=title or "From the ideal τ to the measured speedup, per method",
+                      yaxis=dict(title="speedup over autoregressive", range=[0, top * 1.2]),
+                      xaxis=dict(tickangle=-45), showlegend=False, height=500, width=900)  # fmt: skip
+    return fig
+
+
+DRAFTS = {  # what proposes, per method of ours (the `draft` column of the published table)
+    "prompt_lookup": "n-grams of the prompt and output",
+    "draft": "a distilled small LM (shipped)",
+    "layer_skip": "the target's first layers",
+    "medusa": "Medusa heads (shipped)",
+    "lookahead": "n-gram pool + Jacobi window",
+    "jacobi": "Jacobi iteration",
+}
+
+
+def measured_rows(waterfalls: Sequence, *, model: str, hardware: str, task: str, source: str) -> pd.DataFrame:
+    """Our measurements as rows of `literature.summary_table`'s columns (paper: "measured here"; α/τ: our τ, the
+    mean tokens per step with the bonus counted, the convention of EAGLE's τ), to show beside the published."""
+    return pd.DataFrame(
+        [{"method": w.method, "paper": "measured here", "model": model, "draft": DRAFTS.get(w.method, ""),
+          "hardware": hardware, "task": task, "α/τ": f"τ {w.tau:.2f}", "speedup": w.measured, "source": source}
+         for w in waterfalls]
+    )  # fmt: skip

@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
+from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from .trees import node_labels, tidy_layout, tree_figure, tree_mask_figure
+from .trees import MAX_WIDTH, node_labels, tidy_layout, tree_figure, tree_mask_figure
 
 __all__ = [
     "node_view",
@@ -34,12 +35,15 @@ __all__ = [
 ]
 
 HIGHLIGHT = "#ff7f0e"
+MAY_ATTEND = "#1f77b4"  # tree_mask_figure's colour of a 1 (may attend)
 
 
 # ---- 04: one node, linked across the tree drawing and the mask -----------------------------------------
 def node_view(tree, node: int, tokenizer=None, cache_length: int = 0) -> tuple[go.Figure, go.Figure]:
-    """(tree figure, mask figure) with `node` selected: its root path drawn in the tree, its row of the
-    attention mask (what it may attend to: the prefix, its ancestors, itself) overlaid in orange."""
+    """(tree figure, mask figure) with `node` selected, in one colour code across both: blue = a node / a key
+    it may attend to, orange = the selection. The tree draws the root path of `node` (line, its nodes and a
+    ring on `node`) in orange; the mask keeps blue for "may attend" in every row and lays an orange band
+    (pale where it may not attend, outlined) under the selected row."""
     n = len(tree)
     if not 0 <= int(node) < n:
         raise ValueError(f"node must be in 0..{n - 1}, got {node}")
@@ -48,6 +52,9 @@ def node_view(tree, node: int, tokenizer=None, cache_length: int = 0) -> tuple[g
     path = tree.path_to(node)
     tree_fig = tree_figure(tree, tokenizer, path=path, title=f"node {label}: the path it sees (root → node)")
     tree_fig.update_traces(selector={"name": "accepted path"}, name=f"ancestors of {label}", line_color=HIGHLIGHT)
+    on_path = set(path)
+    nodes_trace = next(t for t in tree_fig.data if t.name == "nodes")  # node i is point i (sorted indices)
+    nodes_trace.marker.color = [HIGHLIGHT if i in on_path else c for i, c in enumerate(nodes_trace.marker.color)]
     pos = tidy_layout(tree)
     tree_fig.add_trace(
         go.Scatter(
@@ -61,7 +68,7 @@ def node_view(tree, node: int, tokenizer=None, cache_length: int = 0) -> tuple[g
     )
     tree_fig.update_layout(showlegend=True)
     mask_fig = tree_mask_figure(
-        tree, tokenizer, cache_length=cache_length, title=f"mask row of {label}: orange = may attend"
+        tree, tokenizer, cache_length=cache_length, title=f"mask row of {label} (orange band): blue = may attend"
     )
     row = tree.mask[node].to(int).tolist()
     if cache_length > 0:
@@ -76,13 +83,22 @@ def node_view(tree, node: int, tokenizer=None, cache_length: int = 0) -> tuple[g
             y=list(base.y),
             zmin=0,
             zmax=1,
-            colorscale=[[0, "#fde3cc"], [1, HIGHLIGHT]],
+            colorscale=[[0, "#fde3cc"], [1, MAY_ATTEND]],  # the base's blue for 1: one meaning per colour
             showscale=False,
             xgap=1,
             ygap=1,
             name=f"row {label}",
             hovertemplate="query %{y} → key %{x}: %{z}<extra></extra>",
         )
+    )
+    mask_fig.add_shape(  # outline the selected row (categorical axes: cells sit at integer positions)
+        type="rect",
+        x0=-0.5,
+        x1=len(row) - 0.5,
+        y0=node - 0.5,
+        y1=node + 0.5,
+        line={"color": HIGHLIGHT, "width": 3},
+        fillcolor="rgba(0,0,0,0)",
     )
     return tree_fig, mask_fig
 
@@ -156,7 +172,7 @@ def rank_tree_figure(
             "colorscale": "Blues",
             "cmin": 0,
             "cmax": max(values[1:], default=1.0),
-            "colorbar": {"title": "P(accepted)", "thickness": 12},
+            "colorbar": {"title": {"text": "P(acc.)", "side": "right"}, "thickness": 12, "len": 0.9},
         }
     else:
         marker["color"] = "#1f77b4"
@@ -206,7 +222,7 @@ def rank_tree_figure(
         template="plotly_white",
         showlegend=highlight is not None,
         legend={"orientation": "h", "y": -0.08},
-        width=int(min(1400, max(520, (34 if small else 22) * leaves + 200))),
+        width=int(min(MAX_WIDTH, max(520, (34 if small else 22) * leaves + 200))),  # colourbar inside
         height=max(300, 90 * (depth + 2)),
         xaxis={"visible": False, "range": [-1, leaves + 0.5]},
         yaxis={
@@ -246,7 +262,7 @@ def accuracy_figure(acc, max_rank: int | None = None, title: str | None = None) 
         panels["conditional: given heads 1..k right"] = torch.as_tensor(cond, dtype=torch.float64)
     k, s = panels[next(iter(panels))].shape
     s = min(s, max_rank or s)
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), horizontal_spacing=0.08)
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), horizontal_spacing=0.1)
     zmax = max(float(m[:, :s].max()) for m in panels.values())
     heads = [f"head {h} (x_t+{h + 1})" for h in range(1, k + 1)]
     ranks = [f"rank {i}" for i in range(s)]
@@ -272,7 +288,7 @@ def accuracy_figure(acc, max_rank: int | None = None, title: str | None = None) 
     fig.update_layout(
         title=title or "head accuracies a[k, i] from calibration",
         template="plotly_white",
-        width=460 * len(panels) + 80,
+        width=min(MAX_WIDTH - 10, 430 * len(panels) + 80),
         height=330,
     )
     return fig
@@ -328,13 +344,16 @@ def budget_rate_figure(choices: Mapping[str, object], title: str | None = None) 
     """Predicted speed-up rate(n) / rate(0) against the budget n for each `BudgetChoice` (one per cost
     curve), the chosen budget starred."""
     fig = go.Figure()
-    for name, choice in choices.items():
+    palette = qualitative.Plotly  # the star takes its curve's colour
+    for i, (name, choice) in enumerate(choices.items()):
+        color = palette[i % len(palette)]
         table = choice.table
         trace = go.Scatter(
             x=[r["budget"] for r in table],
             y=[r["speedup"] for r in table],
             mode="lines",
             name=name,
+            line={"color": color},
             customdata=[[r["expected_length"], r["depth"]] for r in table],
             hovertemplate="n = %{x}: speed-up %{y:.2f}, E[L] %{customdata[0]:.2f}, depth %{customdata[1]}"
             "<extra>" + name + "</extra>",
@@ -348,7 +367,8 @@ def budget_rate_figure(choices: Mapping[str, object], title: str | None = None) 
                 mode="markers+text",
                 text=[f"n = {pick['budget']}"],
                 textposition="top center",
-                marker={"size": 14, "symbol": "star"},
+                marker={"size": 14, "symbol": "star", "color": color},
+                textfont={"color": color},
                 name=f"{name}: chosen",
                 hovertemplate="chosen n = %{x}: speed-up %{y:.2f}<extra></extra>",
             )

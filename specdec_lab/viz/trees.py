@@ -14,7 +14,11 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-__all__ = ["tidy_layout", "node_labels", "tree_figure", "tree_mask_figure"]
+from ..text import visible
+
+__all__ = ["MAX_WIDTH", "tidy_layout", "node_labels", "tree_figure", "tree_mask_figure"]
+
+MAX_WIDTH = 950  # px: JupyterLab's output area in a 1400 px window with the file browser open
 
 
 def _graph(tree_or_graph, tokenizer=None):
@@ -48,14 +52,11 @@ def tidy_layout(tree_or_graph) -> dict:
     return {node: (x[node], -float(depth[node])) for node in order}
 
 
-def _readable(text: str) -> str:
-    return text.replace(" ", "▁").replace("\n", "↵").replace("\t", "⇥")
-
-
 def node_labels(tree_or_graph, tokenizer=None) -> list[str]:
-    """Unique labels "i:text" per node in index order (spaces as ▁), e.g. ["0:The", "1:▁cat", ...]."""
+    """Unique labels "i:text" per node in index order, whitespace visible (`text.visible`: ▁ space, ↵ newline,
+    · a byte its child completes), e.g. ["0:The", "1:▁cat", ...]. Text is decoded along each node's path."""
     graph = _graph(tree_or_graph, tokenizer)
-    return [f"{i}:{_readable(str(graph.nodes[i].get('text', i)))}" for i in sorted(graph.nodes)]
+    return [f"{i}:{visible(str(graph.nodes[i].get('text', i)))}" for i in sorted(graph.nodes)]
 
 
 def tree_figure(
@@ -63,7 +64,11 @@ def tree_figure(
 ) -> go.Figure:
     """The tree drawn with `tidy_layout`: an "edges" line trace, a "nodes" marker+text trace, and, when
     `path` (accepted node indices) is given, an "accepted path" trace over it. Non-candidate nodes
-    (e.g. Lookahead's Jacobi window) are drawn hollow and gray."""
+    (e.g. Lookahead's Jacobi window) are drawn hollow and gray.
+
+    At most MAX_WIDTH px wide: leaves are 110 px apart where that fits, closer (smaller labels) where it does
+    not, and labelled on hover only once they are too close for text. The legend names only the path: the
+    nodes' colours differ (on the path / candidate / not), so one "nodes" swatch would show the wrong one."""
     graph = _graph(tree_or_graph, tokenizer)
     pos = tidy_layout(graph)
     nodes = sorted(graph.nodes)
@@ -94,26 +99,35 @@ def tree_figure(
         colors.append("#2ca02c" if n in on_path else ("#1f77b4" if cand else "#aaaaaa"))
         symbols.append("circle" if cand else "circle-open")
     labels = node_labels(graph)
+    depth = int(max(-y for _, y in pos.values()))
+    max_x = max(x for x, _ in pos.values())
+    width = int(min(MAX_WIDTH, max(420, 110 * (max_x + 2))))
+    spacing = (width - 120) / (max_x + 1.5)  # px between neighbouring leaves (margins and the y axis aside)
     fig.add_trace(
         go.Scatter(
             x=[pos[n][0] for n in nodes],
             y=[pos[n][1] for n in nodes],
-            mode="markers+text",
+            mode="markers+text" if spacing >= 45 else "markers",  # text only where it fits beside the node
             name="nodes",
-            marker={"size": 14, "color": colors, "symbol": symbols, "line": {"width": 1, "color": "#333"}},
-            text=[_readable(str(graph.nodes[n].get("text", n))) for n in nodes],
+            showlegend=False,
+            textfont={"size": 12 if spacing >= 90 else 10},
+            marker={
+                "size": 14 if spacing >= 70 else 11,
+                "color": colors,
+                "symbol": symbols,
+                "line": {"width": 1, "color": "#333"},
+            },
+            text=[visible(str(graph.nodes[n].get("text", n))) for n in nodes],
             textposition="middle right",
             customdata=[[labels[i], graph.nodes[n].get("token", ""), -pos[n][1]] for i, n in enumerate(nodes)],
             hovertemplate="node %{customdata[0]}<br>token id %{customdata[1]}<br>depth %{customdata[2]}<extra></extra>",
         )
     )
-    depth = int(max(-y for _, y in pos.values()))
-    max_x = max(x for x, _ in pos.values())
     fig.update_layout(
         title=title or f"token tree: {len(nodes)} nodes, depth {depth}",
         template="plotly_white",
         showlegend=bool(path),
-        width=max(420, 110 * (max_x + 2)),
+        width=width,
         height=max(260, 90 * (depth + 2)),
         xaxis={"visible": False, "range": [-0.5, max_x + 1.0]},  # room for the labels right of the nodes
         legend={"orientation": "h", "y": -0.05},
@@ -158,13 +172,13 @@ def tree_mask_figure(tree, tokenizer=None, mask=None, cache_length: int = 0, tit
             hovertemplate="query %{y} → key %{x}: %{z}<extra></extra>",
         )
     )
-    size = 28 * len(cols) + 160
+    cell = min(28, (MAX_WIDTH - 200) / len(cols))  # px per cell: 28, less for a mask too wide for MAX_WIDTH
     fig.update_layout(
         title=title or "tree attention mask (row: query node, column: key node)",
         template="plotly_white",
-        width=max(size + 40, 560),
+        width=int(min(MAX_WIDTH, max(cell * len(cols) + 200, 560))),
         margin={"t": 140},
-        height=28 * len(labels) + 180,
+        height=int(cell * len(labels) + 180),
         xaxis={"type": "category", "side": "top", "tickangle": -45},
         yaxis={"type": "category", "autorange": "reversed", "title": "query node"},
     )

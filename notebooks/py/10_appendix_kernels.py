@@ -1,0 +1,269 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -papermill,-execution
+#     formats: ipynb,py//py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (specdec_lab)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 10 · Appendix: the kernels under the cost curve
+#
+# Notebook 00 measured t(n), the time of one verify forward over n tokens, and read speculation's
+# break-even from it: a step that verifies n tokens must emit more than t(n)/t(1) of them. On a CPU the
+# shape of that curve is not a law of nature; it is the kernels torch runs. A forward spends its time in
+# two kinds:
+#
+# 1. **the linear layers** — n activation rows times every weight matrix, a few hundred megabytes of
+#    weights streamed per forward whatever n is (section 1);
+# 2. **attention over the KV cache** — which, for grouped-query attention with a mask, transformers'
+#    stock path pays with a copy of the whole cache per layer (section 2).
+#
+# `load_model` chooses both by default. This appendix shows what each choice computes (the same numbers),
+# what it costs on this machine, and how it moves the curve that every speed-up in the workbook is
+# priced on. Every comparison is timed **in one loop**: each repeat runs every setup once, in an order
+# rotated from repeat to repeat, and each setup keeps its median (`specdec_lab.timing`), so a burst of
+# load from another process hits all setups alike instead of deciding the comparison.
+
+# %% tags=["parameters"]
+quick: bool = False  # CI: fewer sizes and repeats
+model_name: str = "smollm2-135m"  # or a local HF dir / .gguf
+sizes: list[int] = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64]  # tokens per verify forward
+repeats: int = 7  # interleaved repeats per setup (the median is kept)
+contexts: list[int] = [256, 1024]  # cached tokens for the attention comparison (its copy grows with them)
+threads: int = 0  # torch CPU threads (0: the torch default, one per core)
+
+# %%
+if quick:
+    sizes = [n for n in sizes if n in (1, 2, 4, 8, 16, 64)]
+    repeats = min(repeats, 2)
+    contexts = contexts[:1]
+
+import statistics
+
+import pandas as pd
+import torch
+from IPython.display import Markdown, display
+from transformers.utils import logging as hf_logging
+
+from specdec_lab import load_model
+from specdec_lab.attention import ATTENTION, attention_kind
+from specdec_lab.fast_linear import linear_kind, linear_plan
+from specdec_lab.kernel_setups import agreement, attention_setups, linear_setups, plan_by_size, same_as_default
+from specdec_lab.machine import machine
+from specdec_lab.timing import compare_cost_curves, spread_sentence
+from specdec_lab.viz.cost import cost_curves_figure
+
+if threads > 0:
+    torch.set_num_threads(threads)
+hf_logging.disable_progress_bar()
+lm = load_model(model_name)
+model = lm.model
+print(machine().describe())
+print(f"linear layers: {linear_kind(model)}; attention: {attention_kind(model)}")
+
+# %% [markdown]
+# ## 1. The matmul kernel
+#
+# A forward over n tokens multiplies n activation rows by every weight matrix. For a few rows that should
+# cost one pass over the weights, but torch's stock `F.linear` (x Wᵀ through MKL) can take several times
+# longer on CPUs for a few rows — and 2–3 rows can be slower than 4. Two other kernels compute the same
+# product (`specdec_lab.fast_linear`):
+#
+# * **W xᵀ** — (W xᵀ)ᵀ, a GEMM with the large matrix as the left operand (a single row padded to two);
+# * **oneDNN** — oneDNN's inner product on a copy of W packed once into its blocked layout, whose cost
+#   hardly grows with the number of rows (the packed copies double the weights' memory).
+#
+# Which is fastest at 1, 2, … 64 rows depends on the CPU, so `load_model` **measures** all three on the
+# model's own matrices — per weight shape and row count, each kernel timed alone, best of a few repeats —
+# and installs, for each, the kernel that won that measurement by more than a small margin over the
+# default plan (`tune_linear`; cached per machine in `~/.cache/specdec_lab/linear_plans.json`, so only the
+# first load pays). That is a choice made once, on isolated matrices, at one moment. Whether it is also
+# the fastest *whole forward* now is a separate question, which the timing below answers.
+#
+# Four setups of the same model (`kernel_setups.linear_setups`; switching keeps the packed copies, so it
+# costs nothing):
+#
+# | setup | kernel by rows |
+# |---|---|
+# | stock nn.Linear | torch's `F.linear` |
+# | W xᵀ only | W xᵀ up to 16 rows, `F.linear` beyond (`use_fast_linear(model, pack=False)`) |
+# | default plan | W xᵀ for 1–2 rows, oneDNN for 3–64 (`use_fast_linear(model)`) |
+# | measured plan | what `tune_linear` chose on this machine (what `load_model` returns) |
+#
+# First, they compute the same forward: same parameters, only the order of the float sums inside the
+# kernels differs.
+
+# %% tags=["nbval-check-output"]
+linear = linear_setups(model)
+same = agreement(model, linear)
+linear["measured plan"]()  # back to what load_model gave
+print(f"{len(linear)} setups ({', '.join(linear)}), {same['forwards']} forwards of 1-64 rows after a cache:")
+print(f"  same greedy token at every position: {same['same_tokens']}")
+print(f"  largest logit difference below 1e-3: {same['max_abs_diff'] < 1e-3}")
+
+# %% [markdown]
+# The measured plan on this machine, per weight shape (rows → kernel), and the kernel it runs at each
+# size timed below:
+
+# %% tags=["nbval-ignore-output"]
+display(pd.Series(linear_plan(model), name="kernel by rows").rename_axis("weight shape (out x in)").to_frame())
+plan_table = pd.DataFrame(plan_by_size(model, sizes)).rename_axis("rows n")
+default_too = same_as_default(model, sizes)
+plan_table["same as default plan"] = [n in default_too for n in plan_table.index]
+plan_table
+
+# %% tags=["nbval-ignore-output"]
+linear_cmp = compare_cost_curves(model, linear, sizes=sizes, repeats=repeats)
+linear["measured plan"]()
+ms = pd.DataFrame({f"{name} t(n) ms": [s * 1e3 for s in c.seconds] for name, c in linear_cmp.curves.items()},
+                  index=pd.Index(sizes, name="n tokens verified"))
+ms["fastest"] = [linear_cmp.fastest(n) for n in sizes]
+ms["measured / fastest"] = [
+    linear_cmp.curves["measured plan"](n) / linear_cmp.curves[linear_cmp.fastest(n)](n) for n in sizes
+]
+display(Markdown(spread_sentence(linear_cmp.noise)))
+ms.round(2)
+
+# %% tags=["nbval-ignore-output"]
+cost_curves_figure(linear_cmp.curves, title=f"Linear kernels: verify cost at context {linear_cmp.context}")
+
+# %% tags=["nbval-ignore-output"]
+curves = linear_cmp.curves
+wins = linear_cmp.wins("measured plan")
+lost = [n for n in sizes if n not in wins]
+behind = {n: curves["measured plan"](n) / curves[linear_cmp.fastest(n)](n) - 1 for n in lost}
+stock_over = [curves["stock nn.Linear"](n) / curves["measured plan"](n) for n in sizes]
+stock_slower = [n for n, r in zip(sizes, stock_over, strict=True) if r > 1]
+noise_level = linear_cmp.noise.spread
+differs = [n for n in sizes if n not in default_too]
+
+
+def sizes_text(ns: list[int]) -> str:
+    return ", ".join(map(str, ns)) if ns else "none"
+
+
+parts = [
+    f"In this run ({repeats} interleaved repeats) the measured plan was the fastest of the four setups at "
+    f"{len(wins)} of the {len(sizes)} sizes."
+]
+if lost:
+    worst = max(behind, key=behind.get)
+    within = [n for n in lost if behind[n] <= noise_level]
+    parts.append(
+        f"At the other {len(lost)} it was behind the fastest by {statistics.median(behind.values()):.0%} in the "
+        f"median (most at n = {worst}: {behind[worst]:.0%}, behind {linear_cmp.fastest(worst)}); "
+        + (
+            (
+                f"{'all' if len(within) == len(lost) else len(within)} of those gaps are within the repeats' "
+                f"median spread ({noise_level:.0%})."
+            )
+            if within
+            else f"each gap is larger than the repeats' median spread ({noise_level:.0%})."
+        )
+    )
+parts.append(
+    f"The measured plan differs from the default plan only at n = {sizes_text(differs)}; at "
+    f"{sizes_text(default_too)} the two run the same kernels (table above), so between those two setups any "
+    "difference there is noise, not a choice."
+)
+if lost:
+    parts.append(
+        "A plan chosen once, on each matrix alone, is not guaranteed to give the fastest whole forward at every "
+        "size: a forward also runs attention and the other layers, and the load differs from the moment the "
+        "plan was measured (`tune_linear(model, refresh=True)` measures again)."
+    )
+parts.append(
+    f"Torch's stock `nn.Linear` took {min(stock_over):.2f}–{max(stock_over):.2f}× the measured plan's time, "
+    f"longer at {len(stock_slower)} of the {len(sizes)} sizes."
+)
+Markdown(" ".join(parts))
+
+# %% [markdown]
+# ## 2. Attention over the cache
+#
+# SmolLM2 uses grouped-query attention: 9 query heads share 3 key/value heads. transformers' `sdpa`
+# attention hands the 3 K/V heads to torch's kernel directly only when there is *no* attention mask —
+# that is, for one-token steps. Every forward of 2+ tokens over a cache (every verification) has a mask,
+# and then it first expands K/V to 9 heads (`repeat_kv`): a copy of the whole cache, per layer, per
+# forward, whose cost grows with the context. On CPU torch's kernel takes GQA and a mask together, so
+# `load_model` selects `specdec_lab.attention.gqa_sdpa_attention` (registered through transformers'
+# public `AttentionInterface`; nothing is patched), which skips the copy. Same numbers first:
+
+# %% tags=["nbval-check-output"]
+attention = attention_setups(model)
+same_attention = agreement(model, attention)
+attention[ATTENTION]()  # back to the default
+print(f"{' vs '.join(attention)}, {same_attention['forwards']} forwards of 1-64 tokens after a cache:")
+print(f"  same greedy token at every position: {same_attention['same_tokens']}")
+print(f"  largest logit difference below 1e-3: {same_attention['max_abs_diff'] < 1e-3}")
+
+# %% [markdown]
+# Then both timed in one loop at longer contexts, where the copies cost most:
+
+# %% tags=["nbval-ignore-output"]
+attention_cmp = {c: compare_cost_curves(model, attention, sizes=sizes, context=c, repeats=repeats) for c in contexts}
+attention[ATTENTION]()
+table = {}
+for c, cmp in attention_cmp.items():
+    table[f"sdpa t(n) ms @ {c}"] = [s * 1e3 for s in cmp.curves["sdpa"].seconds]
+    table[f"{ATTENTION} t(n) ms @ {c}"] = [s * 1e3 for s in cmp.curves[ATTENTION].seconds]
+    table[f"{ATTENTION} / sdpa @ {c}"] = cmp.ratio(ATTENTION, "sdpa")
+for c, cmp in attention_cmp.items():
+    display(Markdown(f"Context {c}: {spread_sentence(cmp.noise)}"))
+pd.DataFrame(table, index=pd.Index(sizes, name="n tokens verified")).round(2)
+
+# %% tags=["nbval-ignore-output"]
+def attention_sentence(context: int, cmp) -> str:
+    ratio = dict(zip(sizes, cmp.ratio(ATTENTION, "sdpa"), strict=True))
+    masked = [n for n in sizes if n > 1]  # n = 1 has no mask: both run the same kernel
+    faster = [n for n in masked if ratio[n] < 1]
+    median = statistics.median(ratio[n] for n in masked)
+    slower = [n for n in masked if ratio[n] >= 1]
+    text = (
+        f"At context {context}, {ATTENTION} was faster than sdpa at {len(faster)} of the {len(masked)} masked "
+        f"sizes (n ≥ 2), its median time {median:.2f}× sdpa's"
+    )
+    if slower:
+        text += f"; not faster at n = {', '.join(map(str, slower))}"
+    return text + f" (the repeats' spread: {cmp.noise.spread:.0%})."
+
+
+medians = {c: statistics.median(r for n, r in zip(sizes, cmp.ratio(ATTENTION, "sdpa"), strict=True) if n > 1)
+           for c, cmp in attention_cmp.items()}
+trend = ""
+if len(medians) > 1:
+    (c0, m0), (c1, m1) = list(medians.items())[0], list(medians.items())[-1]
+    trend = (
+        f" From context {c0} to {c1} the median ratio went from {m0:.2f} to {m1:.2f}: the saving "
+        f"{'grew' if m1 < m0 else 'did not grow'} with the context"
+        f"{', as the copy it removes does' if m1 < m0 else ' in this run'}."
+    )
+Markdown(
+    " ".join(attention_sentence(c, cmp) for c, cmp in attention_cmp.items())
+    + trend
+    + " At n = 1 there is no mask and both run the same kernel, so their difference there is noise."
+)
+
+# %% [markdown]
+# ## 3. What the kernels mean for speculation
+#
+# A kernel choice does not only scale the milliseconds: it changes the *shape* of t(n), and the break-even
+# t(n)/t(1) a step must beat is a ratio of two of its points. The right panel of the figure in section 1
+# shows it per setup; the table below reads it at a few draft sizes. Every benchmark in `data/bench/`
+# records the kernels it ran (`linear` and `linear_plan` in its config, the CPU's ISA under `machine`),
+# since every method's speed-up depends on them.
+
+# %% tags=["nbval-ignore-output"]
+reads = [n for n in (2, 4, 8, 16) if n in sizes]
+pd.DataFrame(
+    {name: {f"t({n})/t(1)": c(n) / c(1) for n in reads} for name, c in curves.items()}
+).T.rename_axis("setup (context 64)").round(2)

@@ -85,7 +85,7 @@ lab: $(STAMP)
 # ---------------------------------------------------------------------------------------------------
 test: $(STAMP)
 	@$(call timed,ruff,$(BIN)/ruff check specdec_lab tests data notebooks && $(BIN)/ruff format --check specdec_lab tests data)
-	@$(call timed,pytest,$(BIN)/pytest -q -n 2 --dist loadfile tests)
+	@$(call timed,pytest,$(BIN)/pytest -q -n 2 --dist loadfile --durations=15 tests)
 	@$(call timed,notebooks-check,$(MAKE) --no-print-directory notebooks-check)
 	@$(MAKE) --no-print-directory sweep-check
 

@@ -364,9 +364,9 @@ display(Markdown(
     f"**{e_pooled.max():.1%}** (worst: {e_pooled.idxmax()}); with chains and trees priced apart within "
     f"**{e_shaped.max():.1%}** (worst: {e_shaped.idxmax()}); per prompt within **{e_prompt.max():.1%}** (worst: "
     f"{e_prompt.idxmax()}). "
-    + (f"Every method lies inside the shaded ±{tolerance:.0%} band for " + ", ".join(inside) if inside else
+    + (f"Every method lies inside the shaded ±{tolerance:.0%} band for " + ", ".join(f"“{n}”" for n in inside) if inside else
        f"No curve keeps every method inside the shaded ±{tolerance:.0%} band")
-    + (f"; some fall outside it for {', '.join(outside)}" if inside and outside else "")
+    + ("; some fall outside it for " + ", ".join(f"“{n}”" for n in outside) if inside and outside else "")
     + ". The separately measured curves give t(1) = "
     + " and ".join(f"{measured_curves[n](1) * 1e3:.1f} ms ({n})" for n in others)
     + f" against the run's {own(1) * 1e3:.1f} ms, and replayed under them the predictions are off by up to "

@@ -55,7 +55,15 @@ from .cost import CostCurve, StepCost
 from .proposers.draft import DraftProposer
 from .proposers.lookahead_budget import LookaheadBudget
 from .proposers.registry import BASELINE, make_proposer, parse_method_spec
-from .replay import ShapedCurve, curve_from_traces, replay_row, theory_prediction, traced_rows
+from .replay import (
+    ShapedCurve,
+    curve_from_traces,
+    paired_rows,
+    replay_row,
+    replay_scales,
+    theory_prediction,
+    traced_rows,
+)
 from .theory import expected_tokens_per_step
 from .trees import pick_budget, tree_options
 
@@ -259,20 +267,9 @@ def redecide_bench(
     repriced_speedup, predicted_speedup, predicted_seconds}], methods in the results' order."""
     if isinstance(curve, Mapping):
         raise TypeError("redecide_bench takes one curve (a CostCurve or ShapedCurve), not one per prompt")
-    reference = reference if reference is not None else curve_from_traces(results)
-    s = curve(1) / reference(1)
-    ds = s if draft_scale is None else draft_scale
-    os_ = s if overhead_scale is None else overhead_scale
-    rows = [r for r in traced_rows(results) if category is None or r["category"] == category]
-    base = {r["question_id"]: r for r in rows if r["method"] == baseline}
-    if not base:
-        raise ValueError(f"no traced {baseline!r} rows to compare with")
+    ds, os_ = replay_scales(curve, results, reference, draft_scale, overhead_scale)
     out = []
-    for method in results.get("methods", sorted({r["method"] for r in rows})):
-        mine = [r for r in rows if r["method"] == method and r["question_id"] in base]
-        if not mine:
-            continue
-        ref = [base[r["question_id"]] for r in mine]
+    for method, mine, ref in paired_rows(results, baseline, category):
         tok, tok_b = sum(r["new_tokens"] for r in mine), sum(r["new_tokens"] for r in ref)
         base_seconds = sum(replay_row(r, curve, ds, os_) for r in ref)
         decisions = [redecide_row(r, curve, ds, os_) for r in mine]

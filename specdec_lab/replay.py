@@ -51,6 +51,8 @@ from .theory import expected_tokens_per_step
 __all__ = [
     "CurveInputError",
     "traced_rows",
+    "paired_rows",
+    "replay_scales",
     "flat_curve",
     "curve_from_points",
     "curve_from_traces",
@@ -208,6 +210,30 @@ def replay_row(row: dict, curve, draft_scale: float = 1.0, overhead_scale: float
     return verify + draft_scale * drafting + overhead_scale * (prefill + accepting + other)
 
 
+def replay_scales(curve, results: dict, reference, draft_scale: float | None, overhead_scale: float | None):
+    """(draft scale, overhead scale) for replaying `results` under `curve`: each the given value, else
+    s = t'(1)/t(1) against `reference` (default `curve_from_traces`); s = 1 for {question_id: curve}."""
+    if isinstance(curve, Mapping):
+        s = 1.0
+    else:
+        reference = reference if reference is not None else curve_from_traces(results)
+        s = curve(1) / reference(1)
+    return (s if draft_scale is None else draft_scale), (s if overhead_scale is None else overhead_scale)
+
+
+def paired_rows(results: dict, baseline: str = BASELINE, category: str | None = None):
+    """Yield (method, its traced rows, the baseline's rows on the same prompts) per method, in the results'
+    order; methods without traced rows on the baseline's prompts (anchors) are skipped."""
+    rows = [r for r in traced_rows(results) if category is None or r["category"] == category]
+    base = {r["question_id"]: r for r in rows if r["method"] == baseline}
+    if not base:
+        raise ValueError(f"no traced {baseline!r} rows to compare with")
+    for method in results.get("methods", sorted({r["method"] for r in rows})):
+        mine = [r for r in rows if r["method"] == method and r["question_id"] in base]
+        if mine:
+            yield method, mine, [base[r["question_id"]] for r in mine]
+
+
 def replay_bench(
     results: dict,
     curve,
@@ -226,23 +252,9 @@ def replay_bench(
     Returns [{method, prompts, mean_accepted, mean_nodes, measured_speedup, predicted_speedup, ratio,
     measured_seconds, predicted_seconds}], methods in the results' order; ratio = predicted / measured.
     """
-    if isinstance(curve, Mapping):
-        s = 1.0
-    else:
-        reference = reference if reference is not None else curve_from_traces(results)
-        s = curve(1) / reference(1)
-    ds = s if draft_scale is None else draft_scale
-    os_ = s if overhead_scale is None else overhead_scale
-    rows = [r for r in traced_rows(results) if category is None or r["category"] == category]
-    base = {r["question_id"]: r for r in rows if r["method"] == baseline}
-    if not base:
-        raise ValueError(f"no traced {baseline!r} rows to compare with")
+    ds, os_ = replay_scales(curve, results, reference, draft_scale, overhead_scale)
     out = []
-    for method in results.get("methods", sorted({r["method"] for r in rows})):
-        mine = [r for r in rows if r["method"] == method and r["question_id"] in base]
-        if not mine:
-            continue  # an anchor (no trace) or a method without rows here
-        ref = [base[r["question_id"]] for r in mine]
+    for method, mine, ref in paired_rows(results, baseline, category):
         tok, tok_b = sum(r["new_tokens"] for r in mine), sum(r["new_tokens"] for r in ref)
         meas, meas_b = sum(r["seconds"] for r in mine), sum(r["seconds"] for r in ref)
         pred = sum(replay_row(r, _curve_of(curve, r), ds, os_) for r in mine)

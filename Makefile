@@ -26,6 +26,10 @@ ALLOW_ROOT := $(if $(IS_ROOT),--allow-root,)
 JUPYTER_PORT ?= 8888
 NB_QUICK_TIMEOUT ?= 1800
 NB_CELL_TIMEOUT ?= 900
+# notebooks-check executes NB_JOBS notebooks at once, each kernel with NB_THREADS torch threads: more
+# threads than cores in all stall torch's OpenMP barriers (tests/conftest.py does the same for xdist).
+NB_JOBS ?= 2
+NB_THREADS ?= $(shell n=$$(( $$(nproc) / $(NB_JOBS) )); echo $$(( n > 0 ? n : 1 )))
 PAPERMILL_FLAGS := -k python3 --cwd notebooks --log-output
 
 # $(call timed,LABEL,COMMAND): echo and run COMMAND, then print how long it took (no commas in COMMAND).
@@ -98,15 +102,17 @@ ifeq ($(strip $(NOTEBOOKS)),)
 	@echo "notebooks-check: no notebooks/[0-9]*.ipynb yet; nothing to check"
 else
 	@mkdir -p results/ci
-	@for nb in $(NOTEBOOKS); do \
-	  out="results/ci/$$(basename "$$nb")"; \
-	  echo "== papermill (quick) $$nb -> $$out"; t0=$$(date +%s); \
-	  SPECDEC_LAB_FIGURES=$(CURDIR)/results/ci/figures timeout $(NB_QUICK_TIMEOUT) $(BIN)/papermill "$$nb" "$$out" $(PAPERMILL_FLAGS) \
-	    --execution-timeout $(NB_CELL_TIMEOUT) -p quick True; \
-	  echo "[timing] papermill $$nb: $$(( $$(date +%s) - t0 ))s"; \
-	done
+	@# Two notebooks at a time (NB_JOBS): much of a run is kernel start, imports and Python-bound cells, which
+	@# overlap on 2 cores. Each run's log goes to results/ci/NN.log, printed whole if it fails.
+	@printf '%s\n' $(NOTEBOOKS) | xargs -P $(NB_JOBS) -n 1 bash -c '\
+	  nb=$$0; out="results/ci/$$(basename "$$nb")"; log="$${out%.ipynb}.log"; t0=$$(date +%s); \
+	  if OMP_NUM_THREADS=$(NB_THREADS) SPECDEC_LAB_FIGURES=$(CURDIR)/results/ci/figures timeout $(NB_QUICK_TIMEOUT) $(BIN)/papermill "$$nb" "$$out" \
+	       $(PAPERMILL_FLAGS) --execution-timeout $(NB_CELL_TIMEOUT) -p quick True >"$$log" 2>&1; then \
+	    echo "[timing] papermill (quick) $$nb: $$(( $$(date +%s) - t0 ))s"; \
+	  else cat "$$log"; echo "FAILED: papermill (quick) $$nb, log in $$log"; exit 255; fi'
 	@# nbval re-runs notebooks with DEFAULT parameters: keep its figures out of the committed figures/.
-	@$(call timed,nbval,SPECDEC_LAB_FIGURES=$(CURDIR)/results/ci/figures $(BIN)/pytest -q --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg -p no:xdist notebooks/)
+	@# One notebook per xdist worker (--dist loadfile), NB_JOBS at a time.
+	@$(call timed,nbval,OMP_NUM_THREADS=$(NB_THREADS) SPECDEC_LAB_FIGURES=$(CURDIR)/results/ci/figures $(BIN)/pytest -q --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg -n $(NB_JOBS) --dist loadfile notebooks/)
 endif
 
 # Headless full run with DEFAULT parameters; the notebooks (re)write figures/ themselves.
@@ -146,10 +152,10 @@ cluster-extra: $(STAMP)
 	$(BIN)/python -m pip install -e ".[cluster]"
 
 # The runner on the real notebook 08: the quick section of one spec, from a fresh folder (a leftover one
-# would resume, i.e. run nothing). Not yet part of `test`.
+# would resume, i.e. run nothing); its points run NB_JOBS at a time. The last stage of `make test`.
 sweep-check: $(STAMP)
 	@rm -rf results/ci/sweeps
-	@$(call timed,sweep-check,timeout $(NB_QUICK_TIMEOUT) $(BIN)/python -m specdec_lab.sweep data/sweeps/draft_length_temperature.yaml --quick --out results/ci/sweeps/draft_length_temperature --no-progress)
+	@$(call timed,sweep-check,OMP_NUM_THREADS=$(NB_THREADS) timeout $(NB_QUICK_TIMEOUT) $(BIN)/python -m specdec_lab.sweep data/sweeps/draft_length_temperature.yaml --quick --workers $(NB_JOBS) --out results/ci/sweeps/draft_length_temperature --no-progress)
 
 # ---------------------------------------------------------------------------------------------------
 lint: $(STAMP)

@@ -37,7 +37,8 @@
 #
 # **Sweeps** execute this notebook once per grid point (`python -m specdec_lab.sweep SPEC.yaml`) with
 # the parameters `method` (a bench spec such as `"draft:max_draft=4"`), `temperature`, `max_new_tokens`,
-# `prompt_id` (one id or a list), `seed`, `quick` and `result_path`, where the result is written as JSON.
+# `prompt_id` (one id or a list), `seed`, `quick` and `result_path`, where the result is written as JSON,
+# and an empty `compare`: a point measures one method, so section 2's side-by-side run is skipped.
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: fewer tokens (same code paths)
@@ -49,7 +50,7 @@ max_new_tokens: int = 64  # tokens generated per prompt, by the method and by th
 seed: int = 0  # sampling seed (both runs)
 result_path: str = None  # when set: write the experiment's JSON record there (sweeps read it)
 default_step: int = -1  # the step whose tree is shown first (-1: the most instructive, `instructive_step`)
-compare: str = "prompt_lookup,draft,medusa,lookahead"  # section 2: specs run side by side on the first prompt
+compare: str = "prompt_lookup,draft,medusa,lookahead"  # section 2: specs run side by side on the first prompt ("": skip)
 compare_tokens: int = 48  # section 2: tokens per method
 compare_rounds: int = 2  # section 2: interleaved rounds (order rotated); each method keeps its fastest
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
@@ -188,21 +189,26 @@ Markdown(summary)
 # speedup.
 
 # %% tags=["nbval-ignore-output"]
-specs = [s.strip() for s in compare.split(",") if s.strip()]
+specs = [s.strip() for s in compare.split(",") if s.strip()]  # empty (a sweep point): this section is skipped
 first = by_id[prompt_ids[0]]
-comparison = compare_methods(lm, first.text, specs, temperature=temperature, max_new_tokens=compare_tokens,
-                             seed=seed, repeats=compare_rounds)  # fmt: skip
-display(comparison_frame(comparison).style.format(precision=2)
-        .set_caption(f"prompt {first.question_id} ({first.category}), {compare_tokens} tokens per method"))  # fmt: skip
-fig = comparison_figure(comparison, f"Prompt {first.question_id} ({first.category}): {len(specs)} methods, "
-                                    f"{compare_rounds} interleaved round(s)")  # fmt: skip
-print(f"saved {save_figure(fig, '08_compare', FIGURES)}")
-fig
+comparison = []
+if specs:
+    comparison = compare_methods(lm, first.text, specs, temperature=temperature, max_new_tokens=compare_tokens,
+                                 seed=seed, repeats=compare_rounds)  # fmt: skip
+    display(comparison_frame(comparison).style.format(precision=2)
+            .set_caption(f"prompt {first.question_id} ({first.category}), {compare_tokens} tokens per method"))  # fmt: skip
+    fig = comparison_figure(comparison, f"Prompt {first.question_id} ({first.category}): {len(specs)} methods, "
+                                        f"{compare_rounds} interleaved round(s)")  # fmt: skip
+    print(f"saved {save_figure(fig, '08_compare', FIGURES)}")
+    display(fig)
+else:
+    print("compare is empty: no side-by-side comparison in this run")
 
 # %% tags=["nbval-ignore-output"]
 ranked = sorted(comparison, key=lambda x: x.speedup, reverse=True)
-most_steps = max(comparison, key=lambda x: x.mean_accepted)
+most_steps = max(comparison, key=lambda x: x.mean_accepted, default=None)
 Markdown(
+    "" if not comparison else
     f"On this prompt the fastest is **{ranked[0].spec}** ({ranked[0].speedup:.2f}× autoregressive decoding)"
     + (f" and the slowest {ranked[-1].spec} ({ranked[-1].speedup:.2f}×)" if len(ranked) > 1 else "")
     + f"; the most tokens per target forward come from **{most_steps.spec}** ({most_steps.mean_accepted:.2f})"
@@ -220,7 +226,7 @@ Markdown(
 # background; **Stop** ends them at the next step).
 
 # %% tags=["nbval-skip"]
-CompareDashboard(lm, all_prompts, initial=comparison, seed=seed)
+CompareDashboard(lm, all_prompts, initial=comparison or None, seed=seed)
 
 # %% [markdown]
 # ## 3. One method in detail: the dashboard

@@ -62,6 +62,9 @@ class DraftConfig:
     alpha_memory: float = param(
         0.98, "α̂ forgets geometrically: each observation weighs this much less per later one (memory ≈ 1/(1 − it))"
     )
+    prior_alpha: float = param(
+        0.5, "α̂ before any draft of the call (two observations' worth, decaying like them): where cost mode starts"
+    )
 
     def __post_init__(self):
         if self.max_draft < 1:
@@ -73,7 +76,7 @@ class DraftConfig:
     def length(self) -> DraftLength:
         """A fresh `DraftLength` with this config's rule, k_max and probe schedule."""
         return DraftLength(self.draft_length, k_max=self.max_draft, probes=Probes(self.probe_every, self.probe_max),
-                           tracker=AcceptanceTracker(decay=self.alpha_memory),
+                           tracker=AcceptanceTracker(prior=self.prior_alpha, decay=self.alpha_memory),
                            resume_z=self.resume_confidence)  # fmt: skip
 
 
@@ -240,6 +243,11 @@ class LayerSkipConfig:
     probe_max: int = param(128, "the wait doubling after each failed probe up to this")
     resume_confidence: float = param(1.0, "backed off: resume at a lower bound on α̂, as in DraftConfig")
     alpha_memory: float = param(0.98, "α̂'s decay per observation, as in DraftConfig")
+    prior_alpha: float = param(
+        0.1,
+        "α̂ before any draft, as in DraftConfig. Low: the target's first layers, untrained to exit early, rarely "
+        "agree with its last (data/bench/README.md), so cost mode starts backed off and probes its way in",
+    )
     vocab: str = param(
         "draft",
         '"draft": the shipped drafting vocabulary when one fits the target\'s head (+ prompt tokens), '
@@ -264,5 +272,6 @@ class LayerSkipProposer(DraftProposer):
                 probe_max=config.probe_max,
                 resume_confidence=config.resume_confidence,
                 alpha_memory=config.alpha_memory,
+                prior_alpha=config.prior_alpha,
             )
         )

@@ -361,7 +361,7 @@ class AcceptRules:
 
 
 CHAIN_RULES = AcceptRules()  # chains: greedy, and exact speculative sampling
-GREEDY_ONLY = AcceptRules(sampled=None)  # branching trees, until a multi-candidate sampling rule exists
-# Tree methods (Medusa): greedy is exact at temperature 0; no exact sampling rule handles branching trees
-# yet, so sampling needs the lossy typical acceptance asked for by name (accept="typical").
-TREE_RULES = AcceptRules(greedy="greedy", sampled=None, optional=("typical",))
+GREEDY_ONLY = AcceptRules(sampled=None)  # a method whose trees no sampling rule is known to fit
+# Tree methods (Medusa, Lookahead): greedy at temperature 0; when sampling, `exact` — the tree rule that fits
+# the tree's sibling draw (`accept_tree`); the lossy typical acceptance by name (accept="typical").
+TREE_RULES = AcceptRules(greedy="greedy", sampled="exact", optional=("typical",))

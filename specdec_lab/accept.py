@@ -16,6 +16,10 @@ Rules here:
   candidate x iff p(x) > min(ε, δ·exp(−H(p))). LOSSY: under sampling the output is NOT distributed as p
   (`losslessness.typical_drift` measures by how much). At temperature 0 it accepts what `accept_greedy`
   does. `typical_rule(epsilon, delta)` fixes its thresholds; `generate(accept="typical")` uses the defaults.
+* the exact rules for branching trees, in `accept_tree.py` (registered here): `one_hot` (deterministic
+  siblings: Medusa, Lookahead, EAGLE top-k), `multi_draft` (independently sampled siblings: SpecInfer),
+  `without_replacement` (siblings sampled without replacement: RSD), and `exact`, which picks among them by
+  the tree's `sibling_draw`.
 
 Every rule accepts candidate nodes only (`Tree.candidate`): nodes verified for their logits alone are
 never on a path. Which rules fit which method is the method's to say (`AcceptRules`): a chain rule given
@@ -31,6 +35,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .accept_tree import accept_exact, accept_multi_draft, accept_one_hot, accept_without_replacement
+from .acceptance import Acceptance
 from .sampling import GREEDY, Sampling, warp_probs
 from .tree import Tree
 
@@ -39,6 +45,10 @@ __all__ = [
     "accept_greedy",
     "accept_speculative",
     "accept_typical",
+    "accept_exact",
+    "accept_one_hot",
+    "accept_multi_draft",
+    "accept_without_replacement",
     "typical_rule",
     "TypicalRule",
     "chain_nodes",
@@ -49,17 +59,6 @@ __all__ = [
     "GREEDY_ONLY",
     "TREE_RULES",
 ]
-
-
-@dataclass
-class Acceptance:
-    path: list[int]  # accepted node indices, root (0) first
-    bonus: int  # token appended after the path's last node
-
-    @property
-    def accepted_draft(self) -> int:
-        """Draft tokens accepted (the root is not a draft token)."""
-        return len(self.path) - 1
 
 
 def accept_greedy(tree: Tree, logits: torch.Tensor, **_) -> Acceptance:
@@ -300,6 +299,10 @@ ACCEPT_RULES: dict[str, AcceptRule] = {
     "greedy": accept_greedy,
     "speculative": accept_speculative,
     "typical": accept_typical,  # lossy (Medusa); its defaults ε = 0.09, δ = 0.3
+    "exact": accept_exact,  # exact on any tree: the rule below that fits tree.sibling_draw
+    "one_hot": accept_one_hot,  # deterministic siblings
+    "multi_draft": accept_multi_draft,  # independently sampled siblings (SpecInfer)
+    "without_replacement": accept_without_replacement,  # siblings sampled without replacement (RSD)
 }
 
 
@@ -358,7 +361,7 @@ class AcceptRules:
 
 
 CHAIN_RULES = AcceptRules()  # chains: greedy, and exact speculative sampling
-GREEDY_ONLY = AcceptRules(sampled=None)  # branching trees, until a multi-candidate sampling rule exists
-# Tree methods (Medusa): greedy is exact at temperature 0; no exact sampling rule handles branching trees
-# yet, so sampling needs the lossy typical acceptance asked for by name (accept="typical").
-TREE_RULES = AcceptRules(greedy="greedy", sampled=None, optional=("typical",))
+GREEDY_ONLY = AcceptRules(sampled=None)  # a method whose trees no sampling rule is known to fit
+# Tree methods (Medusa, Lookahead): greedy at temperature 0; when sampling, `exact` — the tree rule that fits
+# the tree's sibling draw (`accept_tree`); the lossy typical acceptance by name (accept="typical").
+TREE_RULES = AcceptRules(greedy="greedy", sampled="exact", optional=("typical",))

@@ -15,6 +15,21 @@ nodes that are verified for free but never accepted (`candidate[i] = False`). Ca
 at the root (the root is one; a candidate's parent is one), so a rule that walks down from the root
 through candidates only never meets the others. Draft probabilities `q`
 (for exact speculative sampling) ride along in `draft_probs` (N, V) when a proposer samples.
+
+How the children of one node (a sibling set) were drawn decides which exact sampling rule applies
+(`accept_tree`), so the tree carries it, `sibling_draw`:
+
+* "deterministic": the sibling set is a function of the path alone (top-k of a head or a draft, n-gram
+  pool matches, a lookup): q is one-hot at each sibling given the ones before it. `draft_probs` is None.
+* "sampled": each sibling drawn independently from its own row of `draft_probs` (i.i.d. from the parent's q
+  when the rows agree: SpecInfer's multi-draft).
+* "without_replacement": siblings drawn one after another from the parent's q with the earlier ones removed
+  (Gumbel-top-k, RSD); every sibling's row holds the parent's full q, and sibling order = draw order.
+
+The draw is per tree; its default follows `draft_probs` ("sampled" when given, else "deterministic"), so a
+chain from a sampling draft and every tree without q keep their meaning. Whatever the draw, a sibling set may
+depend on anything decided before the step (the accepted text, earlier steps' randomness) but never on the
+verification's own randomness: that is what makes a rejected sibling's q the one the rule must remove.
 """
 
 from __future__ import annotations
@@ -27,7 +42,9 @@ import torch
 
 from .text import path_pieces
 
-__all__ = ["Tree", "MalformedTreeError"]
+__all__ = ["Tree", "MalformedTreeError", "SIBLING_DRAWS"]
+
+SIBLING_DRAWS = ("deterministic", "sampled", "without_replacement")
 
 
 class MalformedTreeError(ValueError):
@@ -70,7 +87,9 @@ class Tree:
     parents:     (N,) parent index, -1 for the root, parents[i] < i
     candidate:   (N,) bool, nodes that may be accepted (default: all)
     draft_probs: (N, V) optional q(.|parent context) each node's token was drawn from (row of node i is the
-                 distribution its token was sampled from, i.e. conditioned on its parent's path)
+                 distribution its token was sampled from, i.e. conditioned on its parent's path; row 0 unused)
+    sibling_draw: how each sibling set was drawn, one of SIBLING_DRAWS (module docstring); None (default) =
+                 "sampled" when draft_probs is given, else "deterministic"
     """
 
     tokens: torch.Tensor
@@ -78,6 +97,7 @@ class Tree:
     candidate: torch.Tensor | None = None
     draft_probs: torch.Tensor | None = None
     meta: dict = field(default_factory=dict)
+    sibling_draw: str | None = None
 
     def __post_init__(self):
         tokens = torch.as_tensor(self.tokens, dtype=torch.long)
@@ -95,6 +115,19 @@ class Tree:
                 raise MalformedTreeError(f"candidate must have shape {tuple(tokens.shape)}, got {tuple(cand.shape)}")
             _check_candidates(cand.tolist(), parents.tolist())
             object.__setattr__(self, "candidate", cand)
+        draw = self.sibling_draw
+        if draw is None:
+            draw = "deterministic" if self.draft_probs is None else "sampled"
+        if draw not in SIBLING_DRAWS:
+            raise MalformedTreeError(f"sibling_draw must be one of {', '.join(SIBLING_DRAWS)}, got {draw!r}")
+        if (draw == "deterministic") != (self.draft_probs is None):
+            raise MalformedTreeError(
+                f"sibling_draw={draw!r} with draft_probs {'missing' if self.draft_probs is None else 'given'}: "
+                "sampled siblings need their q (draft_probs), deterministic ones have a one-hot q and carry none"
+            )
+        if self.draft_probs is not None and (self.draft_probs.ndim != 2 or self.draft_probs.shape[0] != len(tokens)):
+            raise MalformedTreeError(f"draft_probs must be (N={len(tokens)}, V), got {tuple(self.draft_probs.shape)}")
+        object.__setattr__(self, "sibling_draw", draw)
 
     # ---- constructors -------------------------------------------------------------------------------
     @classmethod
@@ -213,6 +246,7 @@ class Tree:
             candidate=None if self.candidate is None else self.candidate[keep],
             draft_probs=None if self.draft_probs is None else self.draft_probs[keep],
             meta=dict(self.meta),
+            sibling_draw=self.sibling_draw,
         )
 
     def to_networkx(self, tokenizer=None):

@@ -84,8 +84,6 @@ def test_auto_tree_follows_the_cost_curve(target):
 
 def test_rules_and_errors(target):
     heads = random_heads(target)
-    with pytest.raises(ValueError, match="cannot sample"):
-        S.generate(target, PROMPT, method="medusa", heads=heads, tree="chain:2", temperature=0.7)
     with pytest.raises(ValueError, match="cannot use acceptance rule 'speculative'"):
         S.generate(target, PROMPT, method="medusa", heads=heads, tree="chain:2", accept="speculative")
     r = S.generate(target, PROMPT, method="medusa", heads=heads, tree="chain:2", accept="typical",
@@ -108,8 +106,17 @@ def test_bench_specs_take_a_rule_and_sampling():
     assert specs[1].params == {"accept": "typical"}
     with pytest.raises(BenchInputError, match="cannot use acceptance rule 'typical'"):
         parse_methods("draft:accept=typical")
-    with pytest.raises(BenchInputError, match="cannot sample"):
-        parse_methods("medusa:temperature=0.7")
+    assert parse_methods("medusa:temperature=0.7")[0].params == {"temperature": 0.7}  # exact tree rule by default
+
+
+@pytest.mark.parametrize("tree, warp", [("cartesian:3,2", {}), ("chain:3", {"top_p": 0.9, "top_k": 20})])
+def test_medusa_samples_with_the_exact_tree_rule(target, tree, warp):
+    """At temperature > 0 Medusa's deterministic top-s siblings get the exact one-hot rule by default
+    (`accept_exact`; its losslessness: tests/test_tree_sampling.py). A seed reproduces a run; seeds differ."""
+    kw = dict(method="medusa", heads=random_heads(target), tree=tree, max_new_tokens=12, temperature=0.7, **warp)
+    runs = [S.generate(target, PROMPT, seed=seed, **kw).tokens for seed in (1, 1, 2, 3)]
+    assert all(len(r) == 12 for r in runs) and runs[0] == runs[1]
+    assert len({tuple(r) for r in runs}) > 1  # it samples
 
 
 @pytest.mark.real

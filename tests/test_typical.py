@@ -18,6 +18,7 @@ import specdec_lab as S
 from specdec_lab.accept import (
     ACCEPT_RULES,
     TREE_RULES,
+    accept_exact,
     accept_greedy,
     accept_typical,
     get_accept_rule,
@@ -209,7 +210,6 @@ def test_rule_object_and_registration():
     assert ACCEPT_RULES["typical"] is accept_typical and get_accept_rule("typical") is accept_typical
     assert TREE_RULES.pick(None, Sampling(), "medusa") is accept_greedy
     assert TREE_RULES.pick("typical", T1, "medusa") is accept_typical
-    with pytest.raises(ValueError, match="cannot sample"):
-        TREE_RULES.pick(None, T1, "medusa")
+    assert TREE_RULES.pick(None, T1, "medusa") is accept_exact  # the exact tree rule by default
     with pytest.raises(ValueError, match="cannot use"):
         TREE_RULES.pick("speculative", T1, "medusa")

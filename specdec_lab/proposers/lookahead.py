@@ -169,7 +169,7 @@ class NgramPool:
 
 class LookaheadProposer(Proposer):
     name = "lookahead"
-    accept_rules = TREE_RULES  # the verification trie branches: greedy (exact), or typical acceptance by name
+    accept_rules = TREE_RULES  # greedy; exact one-hot sampling (pool n-grams: deterministic siblings); typical
 
     def __init__(self, config: LookaheadConfig | None = None, **kwargs):
         self.config = config or LookaheadConfig(**kwargs)

@@ -138,7 +138,9 @@ class _Shape:
 
 class MedusaProposer(Proposer):
     name = "medusa"
-    accept_rules = TREE_RULES  # greedy (exact) at temperature 0; typical acceptance (lossy) by name
+    # greedy at temperature 0; when sampling, the exact one-hot rule for its deterministic top-s siblings (a
+    # function of h_a alone, never of the verification's coins); typical acceptance (lossy) by name
+    accept_rules = TREE_RULES
 
     def __init__(self, config: MedusaDecodeConfig | None = None, **kwargs):
         self.config = config or MedusaDecodeConfig(**kwargs)
@@ -258,7 +260,7 @@ class MedusaProposer(Proposer):
         tokens = torch.cat([torch.tensor([state.root], device=top.device), top[shape.node_depth, shape.node_rank]])
         self._last = {"nodes": len(tokens) - 1, "probe": self.probes.probing}
         state.cost.note(time.perf_counter() - t0)  # the heads: priced by the tree choice itself, not overhead
-        return Tree(tokens, shape.parents.to(top.device))
+        return Tree(tokens, shape.parents.to(top.device), sibling_draw="deterministic")  # each head's top-s
 
     def _propose_dynamic(self, state: DecodeState) -> Tree:
         if self.h is None:
@@ -286,7 +288,7 @@ class MedusaProposer(Proposer):
             return Tree.root(state.root)
         device = self.h.device
         tokens = torch.tensor([state.root, *step.tokens], device=device)  # (n+1,)
-        return Tree(tokens, torch.tensor([-1, *step.parents], device=device))
+        return Tree(tokens, torch.tensor([-1, *step.parents], device=device), sibling_draw="deterministic")
 
     def update(self, state, tree, acceptance, output) -> None:
         self.h = output.hidden[acceptance.path[-1]]  # (H,) the next step's heads read the last accepted node

@@ -28,7 +28,7 @@ With no layers asked for (the default) the model is not asked to record anything
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -76,8 +76,14 @@ def tree_attention_mask(tree: Tree, cache_length: int, dtype: torch.dtype) -> to
     return mask[None, None]
 
 
-def check_feature_layers(model, layers: Sequence[int]) -> tuple[int, ...]:
-    """`layers` as a tuple, each checked to be a hidden-states index 0..L of `model` (see module docstring)."""
+def check_feature_layers(model, layers: Sequence[int] | Callable[[object], Sequence[int]]) -> tuple[int, ...]:
+    """`layers` as a tuple, each checked to be a hidden-states index 0..L of `model` (see module docstring).
+
+    `layers` may be a callable model -> indices, for a proposer whose layers depend on the target (EAGLE-3
+    reads the inputs of layers (2, L//2, L-3)); it is called once, before the prefill.
+    """
+    if callable(layers):
+        layers = layers(model)
     n_layers = model.config.get_text_config(decoder=True).num_hidden_layers
     layers = tuple(layers)
     bad = [layer for layer in layers if not (isinstance(layer, int) and 0 <= layer <= n_layers)]

@@ -3,6 +3,7 @@
 from .autoregressive import AutoregressiveProposer
 from .base import DecodeState, Proposer
 from .draft import DraftConfig, DraftProposer, LayerSkipConfig, LayerSkipProposer
+from .eagle import EagleDecodeConfig, EagleProposer
 from .jacobi import JacobiConfig, JacobiProposer
 from .lookahead import LookaheadConfig, LookaheadProposer
 from .medusa import MedusaDecodeConfig, MedusaProposer
@@ -19,6 +20,8 @@ __all__ = [
     "DraftProposer",
     "LayerSkipConfig",
     "LayerSkipProposer",
+    "EagleDecodeConfig",
+    "EagleProposer",
     "MedusaDecodeConfig",
     "MedusaProposer",
     "JacobiConfig",

@@ -14,7 +14,9 @@ Two class attributes tell the loop what a proposer needs from it (an instance ma
                     sampling by default; a proposer of branching trees declares what it can use
     feature_layers  hidden-state indices of the target whose states it reads (`verify` module docstring);
                     they arrive in `start(prompt=...)` and `update(output=...)` as `.features` (n, F, H).
-                    Empty by default: the target then records nothing extra
+                    Empty by default: the target then records nothing extra. A method model -> indices
+                    instead, where they depend on the target (EAGLE-3's (2, L//2, L-3)); the loop calls it
+                    once, before the prefill
 """
 
 from __future__ import annotations

@@ -35,13 +35,13 @@ from dataclasses import dataclass
 
 import torch
 
-from ..draft_length import AcceptanceTracker, DraftLength, Probes
 from ..draft_model import Draft, get_draft
 from ..fast_linear import small_linear
 from ..kv_cache import KVCache
 from ..sampling import warp_probs
 from ..tree import Tree
 from .base import DecodeState, Proposer, param
+from .chain_sizing import ChainLengthConfig, ChainSizing
 
 __all__ = ["DraftConfig", "DraftProposer", "LayerSkipConfig", "LayerSkipProposer", "draft_step_seconds"]
 
@@ -67,17 +67,11 @@ class DraftConfig:
     )
 
     def __post_init__(self):
-        if self.max_draft < 1:
-            raise ValueError(f"max_draft must be >= 1, got {self.max_draft}")
         if self.vocab not in ("draft", "full"):
             raise ValueError(f"vocab must be 'draft' or 'full', got {self.vocab!r}")
-        self.length()  # validates draft_length and the probe schedule
+        ChainLengthConfig.__post_init__(self)  # validates max_draft, draft_length and the probe schedule
 
-    def length(self) -> DraftLength:
-        """A fresh `DraftLength` with this config's rule, k_max and probe schedule."""
-        return DraftLength(self.draft_length, k_max=self.max_draft, probes=Probes(self.probe_every, self.probe_max),
-                           tracker=AcceptanceTracker(prior=self.prior_alpha, decay=self.alpha_memory),
-                           resume_z=self.resume_confidence)  # fmt: skip
+    length = ChainLengthConfig.length  # a fresh `DraftLength` with this config's rule, k_max and probes
 
 
 class DraftProposer(Proposer):
@@ -85,16 +79,26 @@ class DraftProposer(Proposer):
 
     def __init__(self, config: DraftConfig | None = None, **kwargs):
         self.config = config or DraftConfig(**kwargs)
-        self.length = self.config.length()
+        self.sizing = ChainSizing(self.config)  # k per step, the call's memory slot, the step time (`chain_sizing`)
         self.draft: Draft | None = None  # loaded in start(): building a proposer stays cheap
         self.cache: KVCache | None = None
         self.rows: torch.Tensor | None = None  # (M,) target ids of the head rows evaluated; None = all V
         self.head: torch.Tensor | None = None  # (M, H) those rows of the (tied) head
         self.seen = 0  # state.tokens[:seen] have K/V in the draft cache (committed)
         self.pending = 0  # tokens fed in the last proposal before the first draft token
-        self._last: dict = {}
-        self.counts = {"steps": 0, "backed_off": 0, "probes": 0, "drafted": 0, "accepted": 0, "rejected": 0}
-        self.memory: dict = {}  # this draft's slot of the call's Memory (`start`)
+
+    @property
+    def length(self):
+        """The chain-length rule (`draft_length.DraftLength`)."""
+        return self.sizing.length
+
+    @length.setter
+    def length(self, value) -> None:
+        self.sizing.length = value
+
+    @property
+    def counts(self) -> dict:
+        return self.sizing.counts
 
     # ---- setup ------------------------------------------------------------------------------------
     def start(self, state: DecodeState, prompt=None) -> None:
@@ -108,16 +112,12 @@ class DraftProposer(Proposer):
         # No prefill here: the first draft forward feeds every token the draft has not seen (the catch-up of
         # a backed-off stretch), so a call that starts backed off never pays for the draft's prefill.
         self.seen = 0
+        if self.draft.step_seconds is None:  # a fact about the machine: measured once, on the empty cache
+            self.draft.step_seconds = draft_step_seconds(self)
         # What this draft learned in earlier calls, when the caller passed a Memory that holds it (else a
         # fresh slot): α̂, the probe schedule and whether it was backed off — a call can start backed off from
         # its first step where the draft has not been paying, instead of re-learning that with failed drafts.
-        self.memory = state.memory.slot(f"draft:{self.draft.name}")
-        self.length.tracker = self.memory.setdefault("tracker", self.length.tracker)
-        self.length.probes = self.memory.setdefault("probes", self.length.probes)
-        self.length.start(state.cost)
-        if self.draft.step_seconds is None:  # a fact about the machine: measured once, on the empty cache
-            self.draft.step_seconds = draft_step_seconds(self)
-        self.length.draft_step = self.memory.get("step_seconds", self.draft.step_seconds)
+        self.sizing.start(state, f"draft:{self.draft.name}", self.draft.step_seconds)
 
     @torch.inference_mode()
     def _step(self, tokens: list[int]) -> torch.Tensor:
@@ -133,16 +133,8 @@ class DraftProposer(Proposer):
     # ---- the two calls of the loop ----------------------------------------------------------------
     @torch.inference_mode()
     def propose(self, state: DecodeState) -> Tree:
-        k = self.length.choose(state.max_depth)
         x = state.tokens[self.seen :]  # ≥ 1 token the draft has not seen: the root, and what it missed
-        # k: the draft length chosen (0 = backed off); probe: a backed-off step drafting to re-measure;
-        # fed: tokens of the first draft forward (> 2 after a backed-off stretch: the catch-up)
-        self._last = {"k": k, "alpha": round(self.length.tracker.alpha(None), 3), "probe": self.length.probing,
-                      "fed": len(x) if k else 0}  # fmt: skip
-        self.counts["steps"] += 1
-        self.counts["backed_off"] += k == 0
-        self.counts["probes"] += self.length.probing
-        self.counts["drafted"] += k
+        k = self.sizing.choose(state, len(x))  # (info: k, α̂, probe, fed — the first forward's tokens)
         if k == 0:
             # Backed off: a root-only tree, one plain decoding step. The draft does not run, so its cache
             # falls behind by the tokens emitted meanwhile; the next draft's first forward feeds them all.
@@ -176,14 +168,9 @@ class DraftProposer(Proposer):
             drafts.append(tok)
             x = [tok]
             seconds.append(time.perf_counter() - t0)
-        # t_draft for the cost rule: a moving average of the measured step time, so k follows the machine's
-        # load and the context. A first forward that caught up on a backed-off stretch (more than the 1–2
-        # tokens of a steady step) is left out: resuming costs it once, a draft token does not.
-        steady = seconds if self.pending <= 2 else seconds[1:]
-        if steady:
-            self.length.draft_step = 0.8 * self.length.draft_step + 0.2 * sum(steady) / len(steady)
-            self.memory["step_seconds"] = self.length.draft_step
-        state.cost.note(sum(seconds))  # drafting this proposer prices itself (k·t_draft): not loop overhead
+        # t_draft for the cost rule: a moving average of the measured step time (a catch-up forward left out),
+        # noted to the cost model as drafting, not loop overhead (`ChainSizing.drafted`)
+        self.sizing.drafted(state, seconds, self.pending)
         probs = None
         if q_rows:
             vocab = self.draft.model.config.get_text_config(decoder=True).vocab_size
@@ -203,23 +190,14 @@ class DraftProposer(Proposer):
         valid = self.pending + min(a, k - 1)  # written: pending + d_1..d_{k-1}; still on the path: this many
         self.cache.keep(list(range(valid)))
         self.seen += valid
-        self.length.observe(None, k, a)
-        self._last["accepted"] = a
-        self.counts["accepted"] += a
-        self.counts["rejected"] += a < k
+        self.sizing.observe(k, a)
 
     def info(self) -> dict:
-        return dict(self._last)
+        return dict(self.sizing.last)
 
     def summary(self) -> dict:
-        """Steps, steps backed off (k = 0), probes, draft tokens proposed (`drafted`), accepted and chains
-        cut short by a rejection (`rejected`); `alpha`: the call's realised per-token acceptance,
-        accepted / (accepted + rejected) — what was accepted, every step weighted alike; `alpha_hat`: the
-        tracker's estimate at the end (recent steps weigh most), what the next step would have decided on."""
-        c = self.counts
-        realised = c["accepted"] / (c["accepted"] + c["rejected"]) if c["accepted"] + c["rejected"] else None
-        return {**c, "alpha": None if realised is None else round(realised, 3),
-                "alpha_hat": round(self.length.tracker.alpha(None), 3)}  # fmt: skip
+        """`ChainSizing.summary`: steps, backed off, probes, drafted, accepted, rejected, α realised and α̂."""
+        return self.sizing.summary()
 
 
 def draft_step_seconds(proposer: DraftProposer, repeats: int = 7, warmup: int = 5) -> float:

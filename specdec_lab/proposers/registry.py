@@ -27,6 +27,7 @@ from ..sampling import Sampling
 from .autoregressive import AutoregressiveProposer
 from .base import Proposer
 from .draft import DraftConfig, DraftProposer, LayerSkipConfig, LayerSkipProposer
+from .eagle import EagleDecodeConfig, EagleProposer
 from .jacobi import JacobiConfig, JacobiProposer
 from .lookahead import LookaheadConfig, LookaheadProposer
 from .medusa import MedusaDecodeConfig, MedusaProposer
@@ -77,6 +78,7 @@ METHODS: dict[str, Method] = {
     "draft": Method(DraftProposer, DraftConfig),
     "layer_skip": Method(LayerSkipProposer, LayerSkipConfig),
     "medusa": Method(MedusaProposer, MedusaDecodeConfig),
+    "eagle": Method(EagleProposer, EagleDecodeConfig),
     "jacobi": Method(JacobiProposer, JacobiConfig),
     "lookahead": Method(LookaheadProposer, LookaheadConfig),
 }

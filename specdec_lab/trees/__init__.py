@@ -8,6 +8,8 @@ budget, the budget that pays on this device, and dynamic (per-step) trees.
     budget.py      the node budget n maximising E[L](n) / step seconds on the cost model, E[L] corrected by
                    what the run's trees accepted (`DepthCorrection`)
     dynamic.py     each step's tree best-first on calibrated path probability, cut where the rate peaks
+    expand.py      the same for a drafter whose candidates depend on the node (EAGLE-2): best nodes expanded
+                   level by level, one drafter call per level
 
 Nothing here knows what proposes the candidates: Medusa's heads (`medusa/`), an EAGLE drafter or a hybrid
 proposer name their candidates by rank and hand these functions their accuracies, confidence and costs.
@@ -18,6 +20,7 @@ from .budget import BudgetChoice, DepthCorrection, TreeOption, choose_budget, pi
 from .build import brute_force_tree, expected_length, greedy_steps, greedy_tree, node_values, optimal_tree
 from .confidence import DEFAULT_EDGES, HeadConfidence, confidence_from_probs
 from .dynamic import StepTree, dynamic_tree
+from .expand import expanded_tree
 from .paths import (
     RankPath,
     cartesian_paths,
@@ -58,4 +61,5 @@ __all__ = [
     "choose_budget",
     "StepTree",
     "dynamic_tree",
+    "expanded_tree",
 ]

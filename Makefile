@@ -87,6 +87,12 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=notebooks --no-browser --ip=127.0.0.1 --port=$(JUPYTER_PORT) $(ALLOW_ROOT)
 
 # ---------------------------------------------------------------------------------------------------
+# The checks start many processes (test workers, notebook kernels, sweep points) that each need the model's
+# cost curve: they measure it once and share it through this folder (specdec_lab/curve_store.py). A fresh
+# clone starts empty; `make bench` and `make reproduce` never read it (they measure in their own process).
+CURVE_CACHE := $(CURDIR)/results/cache/curves
+test unit notebooks-check sweep-check: export SPECDEC_LAB_CURVE_CACHE = $(CURVE_CACHE)
+
 test: $(STAMP)
 	@$(call timed,ruff,$(BIN)/ruff check specdec_lab tests data notebooks && $(BIN)/ruff format --check specdec_lab tests data)
 	@$(call timed,pytest,$(BIN)/pytest -q -n 2 --dist loadfile --durations=15 tests)

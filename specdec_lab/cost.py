@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from . import curve_store
 from .attention import attention_kind
 from .device import sync
 from .fast_linear import linear_kind
@@ -185,15 +186,23 @@ def cost_curve_for(model, max_tokens: int = 16, tree: bool = False) -> CostCurve
 
     tree=True: the curve of branching trees (`measure_cost_curve`). A later call that asks for more tokens
     than the stored curve reaches measures it again up to the new size (extrapolating past the measured
-    sizes would guess exactly where tree methods decide).
+    sizes would guess exactly where tree methods decide). With `SPECDEC_LAB_CURVE_CACHE` set, the processes
+    of one job share a measurement through that folder (`curve_store`; the test and notebook checks do).
     """
     curves = _CURVES.setdefault(model, {})
     key = (*_setup_key(model), tree)
     if key not in curves or max(curves[key].sizes) < max_tokens:
-        sizes = sorted({n for n in (TREE_SIZES if tree else DEFAULT_SIZES) if n <= max_tokens} | {max_tokens})
-        # Paired ratios (`measure_cost_curve`): what a run decides on is how much dearer n tokens are than one,
-        # and `StepCost` corrects each size only slowly from the loop's own timings.
-        curves[key] = measure_cost_curve(model, sizes=sizes, repeats=15, tree=tree, statistic="paired")
+        how = {"repeats": 15, "statistic": "paired", "context": 64}
+        stored_as = curve_store.curve_key(model, key, **how)
+        stored = curve_store.load_curve(stored_as, max_tokens)  # another process's measurement (opt-in)
+        if stored is not None:
+            curves[key] = CostCurve(**stored)
+        else:
+            sizes = sorted({n for n in (TREE_SIZES if tree else DEFAULT_SIZES) if n <= max_tokens} | {max_tokens})
+            # Paired ratios (`measure_cost_curve`): what a run decides on is how much dearer n tokens are than
+            # one, and `StepCost` corrects each size only slowly from the loop's own timings.
+            curves[key] = measure_cost_curve(model, sizes=sizes, tree=tree, **how)
+            curve_store.store_curve(stored_as, curves[key].to_dict())
     return curves[key]
 
 

@@ -13,6 +13,7 @@ import weakref
 import pytest
 
 import specdec_lab as S
+from specdec_lab import curve_store
 from specdec_lab.cost import CostCurve, StepCost, flat_curve, summarize_times
 from specdec_lab.draft_length import AcceptanceTracker, DraftLength, Probes
 from specdec_lab.memory import Memory
@@ -59,6 +60,7 @@ def test_cost_curve_cache_dies_with_its_model_and_grows_on_demand(monkeypatch):
         return CostCurve(sizes=list(sizes), seconds=[0.01 * n for n in sizes])
 
     monkeypatch.setattr(cost, "measure_cost_curve", fake)
+    monkeypatch.delenv(curve_store.ENV, raising=False)  # this process's own cache only
     old, stale = S.tiny_model(), CostCurve(sizes=[1, 2], seconds=[1.0, 2.0])
     cost.set_cost_curve(old, stale)
     assert cost.cost_curve_for(old, max_tokens=2) is stale and measured == []
@@ -69,6 +71,30 @@ def test_cost_curve_cache_dies_with_its_model_and_grows_on_demand(monkeypatch):
     assert gone() is None and len(cost._CURVES) == entries - 1  # the cache did not keep the model alive
     fresh = S.tiny_model()
     assert cost.cost_curve_for(fresh, max_tokens=4).seconds[0] == pytest.approx(0.01) and measured == [9, 4]
+
+
+def test_processes_share_a_curve_through_the_store_only_when_asked(monkeypatch, tmp_path):
+    """With SPECDEC_LAB_CURVE_CACHE set, a second process (here: a new model object, i.e. an empty
+    per-process cache) reads the first one's measurement instead of measuring; a request for more tokens
+    than stored measures again and replaces it; unset, every process measures for itself."""
+    from specdec_lab import cost
+
+    measured = []
+
+    def fake(model, sizes, **kw):
+        measured.append(max(sizes))
+        return CostCurve(sizes=list(sizes), seconds=[0.01 * n for n in sizes], tree=kw.get("tree", False))
+
+    monkeypatch.setattr(cost, "measure_cost_curve", fake)
+    monkeypatch.setenv(curve_store.ENV, str(tmp_path))
+    first = cost.cost_curve_for(S.tiny_model(), max_tokens=6, tree=True)
+    second = cost.cost_curve_for(S.tiny_model(), max_tokens=5, tree=True)  # another "process", fewer tokens
+    assert measured == [6] and second == first and len(list(tmp_path.glob("*.json"))) == 1
+    assert max(cost.cost_curve_for(S.tiny_model(), max_tokens=9, tree=True).sizes) == 9 and measured == [6, 9]
+    assert cost.cost_curve_for(S.tiny_model(), max_tokens=4).tree is False and measured == [6, 9, 4]  # chains: own key
+    monkeypatch.delenv(curve_store.ENV)
+    cost.cost_curve_for(S.tiny_model(), max_tokens=4, tree=True)
+    assert measured == [6, 9, 4, 4]
 
 
 def test_flat_curve():

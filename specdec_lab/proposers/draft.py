@@ -31,7 +31,7 @@ those layers are the target's own, the draft copies their K/V for committed toke
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -47,31 +47,17 @@ __all__ = ["DraftConfig", "DraftProposer", "LayerSkipConfig", "LayerSkipProposer
 
 
 @dataclass
-class DraftConfig:
+class DraftConfig(ChainLengthConfig):
+    """A draft model's chain: which draft and which of its head rows, sized as every model chain is
+    (`ChainLengthConfig`: max_draft, draft_length, probes, α̂'s memory and prior)."""
+
     draft: str = param("default", '"default" (shipped distilled draft), "layer_skip:N", a draft folder, or a Draft')
-    max_draft: int = param(8, "k_max")
-    draft_length: int | str = param("cost", 'int (fixed k), "heuristic" (HF\'s +2/-1), "cost" (measured α, costs)')
     vocab: str = param("draft", '"draft": the draft\'s reduced head (+ prompt tokens); "full": the whole head')
-    probe_every: int = param(16, "cost mode backed off (k = 0): draft one token after this many steps (0: never)")
-    probe_max: int = param(128, "the wait doubling after each failed probe up to this (`draft_length.Probes`)")
-    resume_confidence: float = param(
-        1.0,
-        "backed off, draft again only when k >= 1 pays at α̂ - z·sd (this z; 0: at α̂ itself), so one lucky "
-        "probe does not restart a draft that has not been paying (`draft_length.DraftLength`)",
-    )
-    alpha_memory: float = param(
-        0.98, "α̂ forgets geometrically: each observation weighs this much less per later one (memory ≈ 1/(1 − it))"
-    )
-    prior_alpha: float = param(
-        0.5, "α̂ before any draft of the call (two observations' worth, decaying like them): where cost mode starts"
-    )
 
     def __post_init__(self):
         if self.vocab not in ("draft", "full"):
             raise ValueError(f"vocab must be 'draft' or 'full', got {self.vocab!r}")
-        ChainLengthConfig.__post_init__(self)  # validates max_draft, draft_length and the probe schedule
-
-    length = ChainLengthConfig.length  # a fresh `DraftLength` with this config's rule, k_max and probes
+        super().__post_init__()  # validates max_draft, draft_length and the probe schedule
 
 
 class DraftProposer(Proposer):
@@ -213,17 +199,14 @@ def draft_step_seconds(proposer: DraftProposer, repeats: int = 7, warmup: int = 
 
 
 @dataclass
-class LayerSkipConfig:
+class LayerSkipConfig(ChainLengthConfig):
+    """The target's first layers as the draft, sized as every model chain is (`ChainLengthConfig`), but
+    starting from a low prior α̂."""
+
     n_layers: int = param(4, "the target's first n layers (+ its norm and head) draft")
-    max_draft: int = param(8, "k_max")
-    draft_length: int | str = param("cost", 'int (fixed k), "heuristic" (HF\'s +2/-1), "cost" (measured α, costs)')
-    probe_every: int = param(16, "backed off: the probe schedule, as in DraftConfig")
-    probe_max: int = param(128, "the wait doubling after each failed probe up to this")
-    resume_confidence: float = param(1.0, "backed off: resume at a lower bound on α̂, as in DraftConfig")
-    alpha_memory: float = param(0.98, "α̂'s decay per observation, as in DraftConfig")
     prior_alpha: float = param(
         0.1,
-        "α̂ before any draft, as in DraftConfig. Low: the target's first layers, untrained to exit early, rarely "
+        "α̂ before any draft of the call. Low: the target's first layers, untrained to exit early, rarely "
         "agree with its last (data/bench/README.md), so cost mode starts backed off and probes its way in",
     )
     vocab: str = param(
@@ -243,13 +226,7 @@ class LayerSkipProposer(DraftProposer):
         super().__init__(
             DraftConfig(
                 draft=f"layer_skip:{config.n_layers}",
-                max_draft=config.max_draft,
-                draft_length=config.draft_length,
                 vocab=config.vocab,
-                probe_every=config.probe_every,
-                probe_max=config.probe_max,
-                resume_confidence=config.resume_confidence,
-                alpha_memory=config.alpha_memory,
-                prior_alpha=config.prior_alpha,
+                **{f.name: getattr(config, f.name) for f in fields(ChainLengthConfig)},
             )
         )

@@ -140,14 +140,17 @@ def _annotation(t) -> str:
 
 
 def method_parameters(name: str) -> list[Param]:
-    """The parameters of registered method `name` (config dataclass fields, in order); [] without config."""
+    """The parameters of registered method `name` (config dataclass fields); [] without config. The fields
+    the config class declares itself come first, in order, then those it inherits (a shared sizing base such
+    as `ChainLengthConfig`): what is particular to a method leads its list in the lab and in `--help`."""
     config = get_method(name).config
     if config is None:
         return []
     if not is_dataclass(config):
         raise ValueError(f"method {name!r}: its config {config!r} is not a dataclass, so its parameters are unknown")
+    own = list(config.__dict__.get("__annotations__", {}))  # declared in the class itself, in its order
     params = []
-    for f in fields(config):
+    for f in sorted(fields(config), key=lambda f: own.index(f.name) if f.name in own else len(own)):  # stable
         if f.default is not MISSING:
             default = f.default
         elif f.default_factory is not MISSING:

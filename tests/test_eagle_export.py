@@ -116,3 +116,8 @@ def test_export_folder_from_a_saved_drafter(target, drafter, tmp_path):
     assert check_export(out)["torch_dtype"] == "float16"
     loaded = read_export(out, target)
     torch.testing.assert_close(loaded.lm_head.weight, drafter.lm_head.weight, atol=1e-2, rtol=1e-3)
+
+
+def test_export_files_are_world_readable(drafter, tmp_path):
+    folder = export_drafter(drafter, tmp_path / "export")
+    assert all(f.stat().st_mode & 0o777 == 0o644 for f in folder.iterdir())

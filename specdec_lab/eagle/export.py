@@ -98,7 +98,7 @@ def export_folder(src: str | os.PathLike, dst: str | os.PathLike, dtype: torch.d
     """A saved drafter folder -> an export in `dst` (no target needed: files in, files out)."""
     from safetensors.torch import load_file, save_file
 
-    from ..io import atomic_dir
+    from ..io import FILE_MODE, atomic_dir
 
     src, dst = Path(src), _must_be_new(dst)
     record = json.loads((src / CONFIG).read_text()) | {"torch_dtype": str(dtype).removeprefix("torch.")}
@@ -106,6 +106,8 @@ def export_folder(src: str | os.PathLike, dst: str | os.PathLike, dtype: torch.d
     with atomic_dir(dst) as tmp:
         save_file(state, tmp / WEIGHTS, metadata={"format": "pt"})
         (tmp / CONFIG).write_text(json.dumps(record, indent=1))
+        for f in (WEIGHTS, CONFIG):
+            os.chmod(tmp / f, FILE_MODE)
     check_export(dst)
     return dst
 

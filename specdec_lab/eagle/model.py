@@ -56,7 +56,7 @@ import torch.nn.functional as F
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 
-from ..io import atomic_dir
+from ..io import FILE_MODE, atomic_dir
 from ..kv_cache import KVCache
 
 __all__ = [
@@ -363,6 +363,8 @@ def save_drafter(drafter: EagleDrafter, folder: str | os.PathLike, dtype: torch.
     with atomic_dir(folder) as tmp:
         save_file(state, tmp / WEIGHTS, metadata={"format": "pt"})
         (tmp / CONFIG).write_text(json.dumps(config, indent=1))
+        for f in (WEIGHTS, CONFIG):
+            os.chmod(tmp / f, FILE_MODE)  # safetensors writes 0600; the folder's files are readable like io's
     return folder
 
 

@@ -214,7 +214,9 @@ def test_save_load_round_trip(target, drafters, variant, tmp_path):
     assert config["num_hidden_layers"] == 1 and config["draft_vocab_size"] == len(VOCAB)
     assert config["vocab_size"] == 256 and config["tie_word_embeddings"] is False
     assert config["eagle_config"]["use_aux_hidden_state"] == (variant == "eagle3")
-    assert "eagle_aux_hidden_state_layer_ids" not in config["eagle_config"]  # the engines' shared default
+    if variant == "eagle3":  # vLLM reads the top level (input of layer i), SGLang eagle_config (output of layer j)
+        assert config["eagle_aux_hidden_state_layer_ids"] == list(d.config.feature_layers)
+        assert config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [i - 1 for i in d.config.feature_layers]
     loaded = load_drafter(folder, target)
     assert isinstance(loaded, EagleDrafter) and loaded.config == d.config
     for k, v in d.state_dict().items():

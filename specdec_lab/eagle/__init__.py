@@ -2,6 +2,9 @@
 
     model.py   EagleConfig, EagleDrafter (EAGLE-3: three target layers fused by `fc`; EAGLE-1/2: the last one),
                the drafting vocabulary's d2t / t2d, random init, save / load in the EAGLE-3 checkpoint layout
+    ttt.py     EAGLE-3's training-time test: the drafter unrolled on its own outputs, batched, and its loss
+               (used by `python -m specdec_lab.train eagle`; decoding never imports it)
+    export.py  the layout vLLM and SGLang load, checked against their loaders; `python -m specdec_lab.eagle.export`
 
 Decoding with a drafter is `method="eagle"` (`specdec_lab/proposers/eagle.py`). Shipped weights live under
 `data/eagle/<target>/`; `python -m specdec_lab.train eagle` trains them (never imported by decoding).

@@ -24,8 +24,11 @@ comparison isolates what the drafter reads, and its drafting cost stays small.
 Hidden-state indices follow transformers' `output_hidden_states` (`verify` module docstring): index i is the
 input of layer i (0 = embeddings), L the output after the final norm. The engines' `eagle_aux_hidden_state_
 layer_ids` disagree by one: vLLM reads id i as the input of layer i, SGLang (and SpecForge, llama.cpp's
-converter) as the output of layer i. Their defaults agree: the inputs of layers (2, L//2, L-3). `save` writes
-that key only for other layers (in SGLang's convention) and always our own unambiguous `feature_layers`.
+converter) as the output of layer i. Their defaults agree: the inputs of layers (2, L//2, L-3). They read the
+key from different places — vLLM's `_get_eagle3_aux_layers_from_config` (vllm/v1/worker/gpu_model_runner.py)
+the top level first, SGLang's eagle worker `eagle_config` only — so `save` writes both, each in its reader's
+convention: top level = our indices (vLLM), `eagle_config` = our indices − 1 (SGLang); and our own
+unambiguous `feature_layers`.
 
 The drafting vocabulary: `lm_head` has M rows; draft row j is target token j + d2t[j] (d2t: offsets, vLLM's
 `draft_id_to_target_id`, SGLang's `hot_token_id` = d2t + arange); t2d is the (V,) bool mask of those target
@@ -53,7 +56,7 @@ import torch.nn.functional as F
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaMLP, LlamaRMSNorm, LlamaRotaryEmbedding
 
-from ..io import atomic_dir
+from ..io import FILE_MODE, atomic_dir
 from ..kv_cache import KVCache
 
 __all__ = [
@@ -148,9 +151,12 @@ class EagleConfig:
     def to_json(self) -> dict:
         """config.json in the EAGLE-3 checkpoint layout (module docstring), plus our own `specdec_lab` block."""
         eagle = {"use_aux_hidden_state": self.variant == "eagle3"}
-        if self.variant == "eagle3" and self.feature_layers != eagle3_layers(self.num_target_layers):
-            # SGLang's convention (id j = the output of layer j = our index j + 1); vLLM would read it one lower
+        engines = {}
+        if self.variant == "eagle3":
+            # SGLang reads eagle_config (id j = the output of layer j = our index j + 1); vLLM the top level first
+            # (id i = the input of layer i = our index i): each gets the layers in its own convention
             eagle["eagle_aux_hidden_state_layer_ids"] = [i - 1 for i in self.feature_layers]
+            engines["eagle_aux_hidden_state_layer_ids"] = list(self.feature_layers)
         return {
             **self.target,
             "architectures": [ARCHITECTURES[self.variant]],
@@ -160,6 +166,7 @@ class EagleConfig:
             "draft_vocab_size": self.draft_vocab_size,
             "tie_word_embeddings": False,
             "eagle_config": eagle,
+            **engines,
             "specdec_lab": {
                 "variant": self.variant,
                 "feature_layers": list(self.feature_layers),
@@ -169,13 +176,13 @@ class EagleConfig:
 
     @classmethod
     def from_json(cls, record: dict, target_num_layers: int | None = None) -> EagleConfig:
-        """Read our config.json, or another EAGLE checkpoint's (layers then from `eagle_config`, +1: SGLang's
-        convention, or the default for `target_num_layers`)."""
+        """Read our config.json, or another EAGLE checkpoint's (layers then from the top level: vLLM's convention,
+        else from `eagle_config`, +1: SGLang's, else the default for `target_num_layers`)."""
         ours = record.get("specdec_lab", {})
         arch = (record.get("architectures") or [ARCHITECTURES["eagle3"]])[0]
         variant = ours.get("variant", "eagle1" if arch == ARCHITECTURES["eagle1"] else "eagle3")
-        layers = ours.get("feature_layers") or [i + 1 for i in (record.get("eagle_config") or {}).get(
-            "eagle_aux_hidden_state_layer_ids", [])]  # fmt: skip
+        layers = ours.get("feature_layers") or record.get("eagle_aux_hidden_state_layer_ids") or [
+            i + 1 for i in (record.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids", [])]  # fmt: skip
         num_layers = ours.get("target_num_hidden_layers", target_num_layers)
         if num_layers is None:
             raise ValueError("the checkpoint does not record its target's depth: pass target_num_layers")
@@ -340,15 +347,24 @@ def random_drafter(target, variant: str = "eagle3", vocab=None, seed: int = 0, f
     return drafter.to(device=weight.device, dtype=weight.dtype).eval().requires_grad_(False)
 
 
-def save_drafter(drafter: EagleDrafter, folder: str | os.PathLike) -> Path:
-    """Write `model.safetensors` + `config.json` (module docstring) atomically; return the folder."""
+def save_drafter(drafter: EagleDrafter, folder: str | os.PathLike, dtype: torch.dtype | None = None) -> Path:
+    """Write `model.safetensors` + `config.json` (module docstring) atomically; return the folder.
+
+    dtype: the floating tensors' dtype on disk (None: the drafter's own); d2t stays int64, t2d bool.
+    """
     from safetensors.torch import save_file
 
     folder = Path(folder)
     state = {k: v.detach().contiguous().cpu() for k, v in drafter.state_dict().items()}
+    if dtype is not None:
+        state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
+    config = drafter.config.to_json()
+    config["torch_dtype"] = str(dtype or drafter.lm_head.weight.dtype).removeprefix("torch.")
     with atomic_dir(folder) as tmp:
         save_file(state, tmp / WEIGHTS, metadata={"format": "pt"})
-        (tmp / CONFIG).write_text(json.dumps(drafter.config.to_json(), indent=1))
+        (tmp / CONFIG).write_text(json.dumps(config, indent=1))
+        for f in (WEIGHTS, CONFIG):
+            os.chmod(tmp / f, FILE_MODE)  # safetensors writes 0600; the folder's files are readable like io's
     return folder
 
 

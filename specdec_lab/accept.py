@@ -20,6 +20,8 @@ Rules here:
   siblings: Medusa, Lookahead, EAGLE top-k), `multi_draft` (independently sampled siblings: SpecInfer),
   `without_replacement` (siblings sampled without replacement: RSD), and `exact`, which picks among them by
   the tree's `sibling_draw`.
+* `accept_traversal` — Traversal Verification (arXiv 2505.12398, `accept_traversal.py`): leaf-to-root with
+  sequence-level weights, exact on any tree and on chains (there block verification); by name, "traversal".
 
 Every rule accepts candidate nodes only (`Tree.candidate`): nodes verified for their logits alone are
 never on a path. Which rules fit which method is the method's to say (`AcceptRules`): a chain rule given
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .accept_traversal import accept_traversal
 from .accept_tree import accept_exact, accept_multi_draft, accept_one_hot, accept_without_replacement
 from .acceptance import Acceptance
 from .sampling import GREEDY, Sampling, warp_probs
@@ -49,6 +52,7 @@ __all__ = [
     "accept_one_hot",
     "accept_multi_draft",
     "accept_without_replacement",
+    "accept_traversal",
     "typical_rule",
     "TypicalRule",
     "chain_nodes",
@@ -303,6 +307,7 @@ ACCEPT_RULES: dict[str, AcceptRule] = {
     "one_hot": accept_one_hot,  # deterministic siblings
     "multi_draft": accept_multi_draft,  # independently sampled siblings (SpecInfer)
     "without_replacement": accept_without_replacement,  # siblings sampled without replacement (RSD)
+    "traversal": accept_traversal,  # exact on any tree, leaf-to-root (Traversal Verification)
 }
 
 
@@ -360,8 +365,8 @@ class AcceptRules:
         return rule
 
 
-CHAIN_RULES = AcceptRules()  # chains: greedy, and exact speculative sampling
+CHAIN_RULES = AcceptRules(optional=("traversal",))  # chains: greedy, exact speculative sampling; block verification
 GREEDY_ONLY = AcceptRules(sampled=None)  # a method whose trees no sampling rule is known to fit
 # Tree methods (Medusa, Lookahead): greedy at temperature 0; when sampling, `exact` — the tree rule that fits
-# the tree's sibling draw (`accept_tree`); the lossy typical acceptance by name (accept="typical").
-TREE_RULES = AcceptRules(greedy="greedy", sampled="exact", optional=("typical",))
+# the tree's sibling draw (`accept_tree`); by name, Traversal Verification (exact) and the lossy typical acceptance.
+TREE_RULES = AcceptRules(greedy="greedy", sampled="exact", optional=("traversal", "typical"))

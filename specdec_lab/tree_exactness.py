@@ -15,8 +15,8 @@ shape (parents, candidate flags) with tokens drawn as `Tree.sibling_draw` says: 
 
 Deliberately broken rules (`BROKEN_RULES`) show the test has teeth: no renormalisation of the residual, q
 used in the ratio but ignored in the residual, a rejected sibling retried, siblings drawn without
-replacement verified as if i.i.d. (Ignoring q altogether — the one-hot rule on sampled siblings — is not
-among them: it is exact, see `accept_tree`.)
+replacement verified as if i.i.d., and two flaws of Traversal Verification (`accept_traversal`). (Ignoring
+q altogether — the one-hot rule on sampled siblings — is not among them: it is exact, see `accept_tree`.)
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from .accept_traversal import broken_traversal
 from .accept_tree import Coins, residual, sibling_q
 from .acceptance import Acceptance
 from .sampling import Sampling, warp_probs
@@ -324,4 +325,6 @@ BROKEN_RULES = {
     "q_ignored_in_residual": _broken(one_hot_residual=True, name="q_ignored_in_residual"),
     "retries_rejected": _broken(retry=True, name="retries_rejected"),
     "without_replacement_as_iid": _broken(draw_as="sampled", name="without_replacement_as_iid"),
+    "traversal_stale_weight": broken_traversal("stale_weight"),  # `accept_traversal`'s flaws
+    "traversal_token_residual": broken_traversal("token_residual"),
 }

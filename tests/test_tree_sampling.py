@@ -20,7 +20,8 @@ from collections import Counter
 import pytest
 import torch
 
-from specdec_lab.accept import ACCEPT_RULES, accept_greedy, get_accept_rule
+from specdec_lab.accept import ACCEPT_RULES, CHAIN_RULES, TREE_RULES, accept_greedy, get_accept_rule
+from specdec_lab.accept_traversal import accept_traversal
 from specdec_lab.accept_tree import (
     Coins,
     accept_exact,
@@ -164,18 +165,89 @@ def test_broken_rule_fails(name, draw, vocab, shape, setting):
     assert tv_from_autoregressive(BROKEN_RULES[name], vocab, setting, shape, draw, 2) > BROKEN_TV
 
 
+# ---- Traversal Verification (arXiv 2505.12398): exact, and what it adds on the same trees ----------------
+TRAVERSAL_CASES = [  # n = 3: depth-2 paths, where sequence-level weights differ from per-token ones
+    ("deterministic", 5, WIDE, "t0.7-top_p0.9"),
+    ("deterministic", 5, WIDE, "t1.3-top_k3"),
+    ("sampled", 4, SHAPE, "t0.7-top_p0.9"),
+    ("sampled", 4, CHAIN, "t1"),  # a chain: block verification
+    ("sampled", 4, CHAIN, "t0.5"),
+    ("without_replacement", 4, SHAPE, "t0.7-top_p0.9"),
+    ("without_replacement", 4, SHAPE, "t1.3-top_k3"),
+]
+
+
+@pytest.mark.parametrize("draw, vocab, shape, setting", TRAVERSAL_CASES, ids=case_id)
+def test_traversal_emits_the_autoregressive_distribution(draw, vocab, shape, setting):
+    assert tv_from_autoregressive(accept_traversal, vocab, setting, shape, draw, 3) < EXACT_TV
+
+
+@pytest.mark.parametrize(
+    "name, draw, vocab, shape, setting",
+    [
+        ("traversal_stale_weight", "sampled", 4, CHAIN, "t1"),
+        ("traversal_stale_weight", "without_replacement", 4, SHAPE, "t0.7-top_p0.9"),
+        ("traversal_token_residual", "sampled", 4, CHAIN, "t0.5"),
+        ("traversal_token_residual", "deterministic", 5, WIDE, "t1"),
+    ],  # fmt: skip
+    ids=case_id,
+)
+def test_broken_traversal_fails(name, draw, vocab, shape, setting):
+    assert tv_from_autoregressive(BROKEN_RULES[name], vocab, setting, shape, draw, 3) > BROKEN_TV
+
+
+GAIN_CASES = [("sampled", SHAPE), ("without_replacement", SHAPE), ("sampled", CHAIN)]
+
+
+@pytest.mark.parametrize("setting", ["t1", "t0.7-top_p0.9"])
+def test_traversal_accepts_at_least_the_per_node_rule_on_the_same_trees(setting):
+    """Exact E[accepted drafts] of one step, both rules on the same enumerated trees (`step_accepted`): equal on
+    deterministic siblings (both accept the longest path the target's sample follows), never lower with
+    sampled ones, higher on a sampled chain (block verification's gain)."""
+    target, draft = models(4)
+    s = SETTINGS[setting]
+    gains = {}
+    for draw, shape in GAIN_CASES:
+        per_node = step_accepted(accept_exact, target, draft, s, *shape, draw)
+        gains[draw, SHAPE_NAMES[id(shape)]] = step_accepted(accept_traversal, target, draft, s, *shape, draw) - per_node
+    assert min(gains.values()) > -1e-9, gains
+    assert gains["sampled", "chain"] > 1e-3, gains
+    wide = models(5)
+    same = [step_accepted(rule, *wide, s, *WIDE, "deterministic") for rule in (accept_exact, accept_traversal)]
+    assert abs(same[0] - same[1]) < EXACT_TV  # float32 rounding (the per-node rule works in float32)
+
+
+def test_traversal_at_temperature_zero_accepts_what_greedy_does():
+    target, draft = models(5)
+    gen = torch.Generator().manual_seed(0)
+    for trial in range(20):
+        prefix = tuple(torch.randint(0, 5, (trial % 3,), generator=gen).tolist())
+        tree = propose(*WIDE, prefix, draft, SETTINGS["t1"], "deterministic", Coins(gen))
+        logits = torch.stack([target(prefix + path) for path in tree.meta["paths"]])
+        a, b = accept_traversal(tree, logits, sampling=Sampling(), generator=gen), accept_greedy(tree, logits)
+        assert (a.path, a.bonus) == (b.path, b.bonus)
+
+
+def test_traversal_is_a_named_rule_for_chains_and_trees():
+    t1 = SETTINGS["t1"]
+    assert ACCEPT_RULES["traversal"] is accept_traversal
+    assert TREE_RULES.pick("traversal", t1, "medusa") is accept_traversal
+    assert CHAIN_RULES.pick("traversal", t1, "draft") is accept_traversal
+
+
 # ---- the rules' real randomness ------------------------------------------------------------------------
-def sampled_counts(rule, draw, setting, trials, seed) -> tuple[Counter, dict]:
+def sampled_counts(rule, draw, setting, trials, seed, n=2) -> tuple[Counter, dict]:
     target, draft = models(4)
     sampling = SETTINGS[setting]
     coins = Coins(torch.Generator().manual_seed(seed))
-    counts = Counter(run_episode(rule, target, draft, sampling, *SHAPE, draw, 2, coins) for _ in range(trials))
-    return counts, autoregressive_joint(target, sampling, 2)
+    counts = Counter(run_episode(rule, target, draft, sampling, *SHAPE, draw, n, coins) for _ in range(trials))
+    return counts, autoregressive_joint(target, sampling, n)
 
 
+@pytest.mark.parametrize("rule, n", [(accept_exact, 2), (accept_traversal, 3)], ids=["exact", "traversal"])
 @pytest.mark.parametrize("draw", ["deterministic", "sampled", "without_replacement"])
-def test_sampled_episodes_pass_a_g_test(draw):
-    counts, exact = sampled_counts(accept_exact, draw, "t1", trials=3000, seed=7)
+def test_sampled_episodes_pass_a_g_test(draw, rule, n):
+    counts, exact = sampled_counts(rule, draw, "t1", trials=3000, seed=7, n=n)
     result = g_test(counts, exact)
     assert result["dof"] >= 8 and result["p_value"] > FALSE_ALARM, result
 

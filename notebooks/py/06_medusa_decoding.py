@@ -33,8 +33,8 @@
 # forward, **bonus included** (autoregressive = 1).
 #
 # Sections: (1) one prompt decoded live, step by step; (2) greedy Medusa equals autoregressive decoding,
-# and what it buys in speed here; (3) greedy vs *typical* acceptance, and the measured (lossy) drift of
-# typical acceptance from exact sampling.
+# and what it buys in speed here; (3) sampling: the exact tree rule Medusa uses by default, *typical*
+# acceptance, and the measured (lossy) drift of typical acceptance from exact sampling.
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: fewer prompts and tokens, fewer drift trials (same code paths)
@@ -250,20 +250,27 @@ Markdown(
 )  # fmt: skip
 
 # %% [markdown]
-# ## 3. Greedy vs typical acceptance
+# ## 3. Sampling: the exact tree rule and typical acceptance
 #
-# Greedy acceptance is exact but only defined at temperature 0. Exact rules for *sampling* on a branching
-# tree exist: SpecInfer's multi-step speculative sampling (Miao et al., arXiv 2305.09781) tries a node's
-# children one after another, each against the residual distribution the rejected ones leave, so the
-# emitted token still follows $p$; SpecTr (Sun et al., arXiv 2310.15141) treats the choice among several
-# drafts as optimal transport; EAGLE (Li et al., arXiv 2401.15077) samples on its draft tree with the same
-# recursive rejection. This workbook has no such rule yet — its exact rule, `accept_speculative`, handles a
-# chain; exact tree sampling comes in a later step (issue 27). So here Medusa samples with the Medusa
-# paper's **typical acceptance** (section 2.3.1), which is *lossy*: accept candidate $x$ after node $j$ iff
+# Greedy acceptance is exact but only defined at temperature 0. When sampling, Medusa's default rule is exact
+# too. Its siblings are the heads' top-$s$ candidates, a function of the path: deterministic, so the draft
+# distribution $q$ of each is one-hot. For such siblings the exact rule (`accept_one_hot`, which
+# `accept="exact"`, the default at temperature > 0, picks for them) tries a node's children one after
+# another: accept candidate $x$ with probability $p(x)$; else set $p(x)$ to 0, renormalise, and try the
+# next sibling; after the last one the bonus token is drawn from what is left of $p$. It is SpecInfer's
+# multi-step speculative sampling (Miao et al., arXiv 2305.09781) with a one-hot $q$, the way EAGLE
+# (Li et al., arXiv 2401.15077) samples on its top-$k$ draft trees: every candidate is emitted with exactly
+# its probability under $p$, and the tokens outside the tree keep theirs through the bonus (derivation:
+# `specdec_lab/accept_tree.py`; the exact emitted distribution is tested against autoregressive sampling
+# for every method in `tests/test_tree_sampling.py` and `tests/test_sampling_methods.py`). SpecTr (Sun et
+# al., arXiv 2310.15141) treats the choice among several drafts as optimal transport.
+#
+# The Medusa paper's own sampling rule is the lossy option, by name: **typical acceptance**
+# (`accept="typical"`, Cai et al. 2024, section 2.3.1) accepts candidate $x$ after node $j$ iff
 #
 # $$p_j(x) > \min\big(\varepsilon,\; \delta \cdot e^{-H(p_j)}\big),$$
 #
-# and sample the bonus token from $p$. The reference defaults are $\varepsilon = 0.09$,
+# and samples the bonus token from $p$. The reference defaults are $\varepsilon = 0.09$,
 # $\delta = 0.3 = \sqrt{\varepsilon}$ (Cai et al. 2024); this section uses the parameters `epsilon` and
 # `delta` (`typical_rule(epsilon, delta)`), the defaults unless a run sets them. At temperature 0, $p$ is
 # one-hot, $H = 0$, and the rule accepts exactly the argmax: **typical = greedy**.
@@ -276,20 +283,17 @@ print(f"typical acceptance (ε = {epsilon:g}, δ = {delta:g}) at temperature 0 =
       f"{typ0.tokens == med.tokens}")  # fmt: skip
 
 # %% [markdown]
-# At temperature > 0 greedy Medusa does not exist (`generate` refuses `method="medusa"` without
-# `accept="typical"`), so typical Medusa is compared with autoregressive *sampling* at the same
-# temperature and seed (the outputs differ: both are samples).
-
-# %% tags=["nbval-check-output"]
-try:
-    generate(lm, ids, method="medusa", temperature=temperature, max_new_tokens=2)
-except ValueError as err:
-    print(f"medusa with temperature={temperature} and no typical acceptance: ValueError: {err}")
+# At temperature > 0 Medusa samples with the exact rule unless typical acceptance is asked for by name. Both
+# are compared with autoregressive *sampling* at the same temperature and seed (the outputs differ: all
+# three are samples).
 
 # %% tags=["nbval-ignore-output"]
 runs = {
     f"autoregressive sampling, T = {temperature}": generate(
         lm, ids, temperature=temperature, seed=seed, max_new_tokens=sample_tokens),
+    f"medusa, exact (one-hot rule), T = {temperature}": generate(
+        lm, ids, method="medusa", temperature=temperature, seed=seed,
+        max_new_tokens=sample_tokens, max_budget=max_budget),
     f"medusa, typical (ε = {epsilon:g}, δ = {delta:g}), T = {temperature}": generate(
         lm, ids, method="medusa", accept=rule, temperature=temperature, seed=seed,
         max_new_tokens=sample_tokens, max_budget=max_budget),
@@ -301,10 +305,11 @@ pd.DataFrame.from_dict(
 )  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
-sampled, typical = runs.values()
+sampled, exact, typical = runs.values()
 Markdown(
-    f"Here typical Medusa emitted {typical.mean_accepted:.2f} tokens per target forward against sampling's "
-    f"{sampled.mean_accepted:.2f} ({typical.forwards} forwards for {len(typical.tokens)} tokens, against "
+    f"Here exact Medusa emitted {exact.mean_accepted:.2f} tokens per target forward and typical Medusa "
+    f"{typical.mean_accepted:.2f}, against sampling's {sampled.mean_accepted:.2f} ({exact.forwards} and "
+    f"{typical.forwards} forwards for {len(exact.tokens)} and {len(typical.tokens)} tokens, against "
     f"{sampled.forwards} for {len(sampled.tokens)}; what that buys in speed on this machine is section 2's question, "
     "timed there by the benchmark harness)."
 )  # fmt: skip
@@ -391,8 +396,8 @@ Markdown(
        "back toward $p$." if largest_eps else ".")
     + " On a real model the effect is the same in kind: typical "
     "acceptance produces plausible text, and the Medusa paper reports quality rather than distribution equality. "
-    "Where the output must follow $p$, use an exact rule (the draft model's speculative sampling, notebook 02); for "
-    "Medusa trees, greedy decoding is exact."
+    "Where the output must follow $p$, use an exact rule: Medusa's default when sampling (the one-hot rule of this "
+    "section), or the draft model's speculative sampling (notebook 02)."
 )  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]

@@ -27,7 +27,8 @@ Dynamic trees (`tree="dynamic"`, EAGLE-2): after the same first forward, the dra
 level by level — one drafter forward per level over the chosen nodes, tree attention among their draft
 entries — each node's value the product of the drafter's probabilities along its path, and the tree keeps the
 n best nodes with n sized on the one cost model (`trees.expand`). The draft entries are dropped in `update`
-as a chain's are. Greedy acceptance (exact) only: siblings are the drafter's top candidates, not samples.
+as a chain's are. Siblings are the drafter's top candidates, a function of the path (deterministic), so
+sampling on these trees is exact with the one-hot rule (`accept_tree`, picked by `accept="exact"`).
 
 Weights: `weights` names a folder (`data/eagle/smollm2-135m` by default, trained by `python -m
 specdec_lab.train eagle`), an `EagleDrafter`, or "random" (an untrained drafter: tests only).
@@ -66,7 +67,7 @@ class EagleDecodeConfig(ChainLengthConfig):
     tree: str = param(
         "chain",
         '"chain": one chain of draft_length tokens; "dynamic": EAGLE-2\'s tree from the drafter\'s confidence, '
-        "sized on the cost model (greedy acceptance)",
+        "sized on the cost model",
     )
     max_budget: int = param(16, '"dynamic": the most nodes a tree may have (its depth is at most max_draft)')
     width: int = param(4, '"dynamic": children per expanded node, and nodes expanded per level (EAGLE-2\'s top-k)')

@@ -339,7 +339,7 @@ def test_rows_point_at_the_teacher_position_t_plus_k():
 def test_train_subcommand_names():
     from specdec_lab.train import main, subcommands
 
-    assert subcommands() == ["draft", "medusa"]  # medusa_cli.py is the `medusa` subcommand
+    assert subcommands() == ["draft", "eagle", "medusa"]  # medusa_cli.py is the `medusa` subcommand
     with pytest.raises(SystemExit) as done:
         main(["medusa", "--help"])
     assert done.value.code == 0

@@ -46,7 +46,7 @@
 # Every cell calls the library; nothing is re-implemented here. Run headless with
 # `papermill 00_getting_started.ipynb out.ipynb -p quick True` (see `papermill --help-notebook`). Why the
 # curve of section 3 has the shape it has on a CPU — the matmul and attention kernels under it — is the
-# subject of the appendix, notebook `10_appendix_kernels`.
+# subject of the appendix, notebook `12_appendix_kernels`.
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: fewer repeats/tokens
@@ -264,7 +264,7 @@ Markdown(
 #   longer, which is why GPU papers verify trees of dozens of nodes (Medusa: Cai et al. 2024).
 # * Where the curve bends, and how flat it starts, depends on the matmul and attention kernels torch
 #   runs on this CPU. `load_model` picks them by measurement; the appendix (notebook
-#   `10_appendix_kernels`) compares them, timed in one loop, and shows how each moves this curve.
+#   `12_appendix_kernels`) compares them, timed in one loop, and shows how each moves this curve.
 #
 # **Break-even acceptance rate.** If each drafted token is accepted with probability α (independently),
 # a chain of *k* drafts emits E = (1 − α^{k+1}) / (1 − α) tokens per step (bonus included; Leviathan et

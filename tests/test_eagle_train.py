@@ -13,7 +13,7 @@ import specdec_lab as S
 from specdec_lab.distill import DistillExample
 from specdec_lab.eagle import load_drafter, random_drafter
 from specdec_lab.eagle.ttt import teacher, unroll
-from specdec_lab.train.eagle import EagleTrainConfig, Trainer, main
+from specdec_lab.train.eagle import EagleTrainConfig, Trainer, init_drafter, main
 
 VOCAB = torch.arange(3, 256, 3)  # a reduced drafting vocabulary (85 of 256 ids)
 
@@ -105,3 +105,23 @@ def test_command_writes_drafter_manifest_and_curve(tmp_path):
     r = S.generate(S.tiny_model(eos_token_id=3, num_layers=4), [5, 6, 7, 8], method="eagle", weights=drafter,
                    max_new_tokens=8)  # fmt: skip
     assert r.tokens == S.generate(S.tiny_model(eos_token_id=3, num_layers=4), [5, 6, 7, 8], max_new_tokens=8).tokens
+
+
+def test_a_run_in_sittings_and_a_continued_run(tmp_path):
+    """--session-minutes 0 stops at once, checkpointed, writing nothing; the same command then finishes the run;
+    --init-from starts a second run from the first one's drafter (the same weights before its first step)."""
+    out, ckpt = tmp_path / "eagle", tmp_path / "ckpt.pt"
+    argv = ["--model", "tiny", "--limit", "12", "--max-new-tokens", "8", "--distill-dir", str(tmp_path / "distill"),
+            "--ttt-steps", "2", "--batch-size", "4", "--eval-examples", "2", "--eval-every", "1",
+            "--checkpoint", str(ckpt), "--out", str(out), "--quiet"]  # fmt: skip
+    assert main([*argv, "--session-minutes", "0"]) == 0
+    assert ckpt.is_file() and not out.exists()
+    assert main(argv) == 0
+    assert json.loads((out / "manifest.json").read_text())["steps"] == 3
+    first = load_drafter(out, S.tiny_model(eos_token_id=3, num_layers=4))
+    config = EagleTrainConfig(ttt_steps=2, init_from=str(out))
+    again = init_drafter(S.tiny_model(eos_token_id=3, num_layers=4), config)
+    for (name, a), b in zip(first.state_dict().items(), again.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, msg=name)
+    with pytest.raises(SystemExit, match="eagle3 drafter, not eagle1"):
+        init_drafter(S.tiny_model(eos_token_id=3, num_layers=4), EagleTrainConfig(variant="eagle1", init_from=str(out)))

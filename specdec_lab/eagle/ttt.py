@@ -41,7 +41,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, repea
 
 from .model import EagleDrafter
 
-__all__ = ["Teacher", "teacher", "Unroll", "unroll", "shifted", "ttt_loss", "accuracy", "STEP_WEIGHT"]
+__all__ = ["Teacher", "teacher", "Unroll", "unroll", "loss_rows", "shifted", "ttt_loss", "accuracy", "STEP_WEIGHT"]
 
 STEP_WEIGHT = 0.8  # loss weight of step i: 0.8**i (SafeAILab/EAGLE eagle/traineagle3/main.py, `ploss_weight`)
 
@@ -87,11 +87,15 @@ def _step(d: EagleDrafter, emb, hidden, positions, keys: list, values: list, cau
     return h + layer.mlp(layer.post_attention_layernorm(h))
 
 
-def unroll(d: EagleDrafter, features: torch.Tensor, ids: torch.Tensor, steps: int) -> Unroll:
+def unroll(d: EagleDrafter, features: torch.Tensor, ids: torch.Tensor, steps: int,
+           rows: list[torch.Tensor] | None = None) -> Unroll:  # fmt: skip
     """The training-time test (module docstring): `steps` steps over a batch.
 
     features (B, T, F, H): the target's features at every position; ids (B, T): the tokens. Index t of step i
-    reads x_{t+1+i} (positions past the end read token 0: never a loss position).
+    reads x_{t+1+i} (positions past the end read token 0: never a loss position). `rows[i]` (B, T) bool, when
+    given, limits step i's logits to those indices (packed, (n_i, M)): the drafting head then runs only where a
+    loss or an accuracy is read (the response), not over the prompt, whose indices still run the layer (their
+    step-0 keys are the true entries every later index attends to).
     """
     b, t, f, h = features.shape
     hidden = d.fc(features.reshape(b, t, f * h)) if d.eagle3 else features[:, :, 0]  # (B, T, H)
@@ -102,8 +106,14 @@ def unroll(d: EagleDrafter, features: torch.Tensor, ids: torch.Tensor, steps: in
         emb = F.embedding(shifted(ids, 1 + i), d.embedding).to(hidden.dtype)  # (B, T, H) x_{t+1+i}
         hidden = _step(d, emb, hidden, positions + i, keys, values, causal)
         out.hidden.append(hidden)
-        out.logits.append(d.logits(hidden).float())
+        out.logits.append(d.logits(hidden if rows is None else hidden[rows[i]]).float())  # (B, T, M) or (n_i, M)
     return out
+
+
+def loss_rows(valid: torch.Tensor, in_vocab: torch.Tensor, steps: int) -> list[torch.Tensor]:
+    """Step i's loss indices (B, T) bool: x_{t+2+i} is a response token and the target's greedy token there is in
+    the drafting vocabulary (the anchor's `position_mask`)."""
+    return [shifted(valid, 2 + i, False) & shifted(in_vocab, 1 + i, False) for i in range(steps)]
 
 
 def ttt_loss(run: Unroll, target_p: torch.Tensor, valid: torch.Tensor, in_vocab: torch.Tensor,
@@ -113,13 +123,15 @@ def ttt_loss(run: Unroll, target_p: torch.Tensor, valid: torch.Tensor, in_vocab:
     target_p (B, T, M): the target's distribution at position u over the drafting vocabulary (row u predicts
     x_{u+1}); valid (B, T) bool: x_u is a response token; in_vocab (B, T) bool: the target's greedy token
     after position u is in the drafting vocabulary. Step i at index t uses row t+1+i and validity of x_{t+2+i}.
+    The run's logits are either full (B, T, M) or packed at `loss_rows(valid, in_vocab, K)` (n_i, M).
     """
     n = shifted(valid, 2).sum().clamp_min(1)  # the loss positions of step 0
     total, parts = 0.0, []
-    for i, logits in enumerate(run.logits):
-        mask = shifted(valid, 2 + i, False) & shifted(in_vocab, 1 + i, False)  # (B, T)
-        p = shifted(target_p, 1 + i)  # (B, T, M)
-        loss = -(p * logits.log_softmax(-1)).sum(-1)[mask].sum() / n
+    for i, (logits, mask) in enumerate(zip(run.logits, loss_rows(valid, in_vocab, len(run.logits)), strict=True)):
+        p = shifted(target_p, 1 + i)[mask]  # (n_i, M)
+        if logits.dim() == 3:
+            logits = logits[mask]  # (n_i, M)
+        loss = -(p * logits.log_softmax(-1)).sum(-1).sum() / n
         total = total + weight**i * loss
         parts.append(float(loss.detach()))
     return total, parts
@@ -154,18 +166,23 @@ def teacher(target, d: EagleDrafter, examples) -> Teacher:
     features = torch.stack([out.hidden_states[i] for i in d.config.feature_layers], dim=2).float()  # (B, T, F, H)
     head = target.get_output_embeddings().weight  # (V, H)
     last = out.last_hidden_state  # (B, T, H) after the final norm
-    greedy = torch.cat([(chunk @ head.T).argmax(-1) for chunk in last.split(2, dim=0)])  # (B, T), bounded memory
-    p = (last @ head[d.target_ids].T).float().softmax(-1)  # (B, T, M): restricted, renormalised
+    # the heads only where they are read: row u predicts x_{u+1}, read when x_{u+1} is a response token
+    read = shifted(valid, 1, False)  # (B, T)
+    rows = last[read]  # (R, H)
+    greedy = torch.zeros_like(ids)
+    greedy[read] = torch.cat([(chunk @ head.T).argmax(-1) for chunk in rows.split(512)])  # (R,), bounded memory
+    p = torch.zeros(*ids.shape, len(d.target_ids), device=device)  # (B, T, M)
+    p[read] = (rows @ head[d.target_ids].T).float().softmax(-1)  # restricted to the drafting vocabulary, renormalised
     return Teacher(features, ids, p, greedy, valid, int(shifted(valid, 2, False).sum()))
 
 
 def accuracy(d: EagleDrafter, t: Teacher, steps: int) -> tuple[list[int], list[int]]:
     """(hits, positions) per draft position k = 1..steps: top-1 of step k-1 == the target's greedy token."""
-    run = unroll(d, t.features, t.ids, steps)
+    masks = [shifted(t.valid, 2 + i, False) for i in range(steps)]  # x_{t+2+i} is a response token
+    run = unroll(d, t.features, t.ids, steps, rows=masks)
     hits, total = [], []
-    for i, logits in enumerate(run.logits):
-        mask = shifted(t.valid, 2 + i, False)  # x_{t+2+i} is a response token
-        guess = d.target_ids[logits.argmax(-1)]  # (B, T) target ids
-        hits.append(int(((guess == shifted(t.greedy, 1 + i)) & mask).sum()))
+    for i, (logits, mask) in enumerate(zip(run.logits, masks, strict=True)):
+        guess = d.target_ids[logits.argmax(-1)]  # (n_i,) target ids
+        hits.append(int((guess == shifted(t.greedy, 1 + i)[mask]).sum()))
         total.append(int(mask.sum()))
     return hits, total

@@ -42,8 +42,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from ..eagle import EagleDrafter, random_drafter, save_drafter
-from ..eagle.ttt import STEP_WEIGHT, accuracy, teacher, ttt_loss, unroll
+from ..eagle import EagleDrafter, load_drafter, random_drafter, save_drafter
+from ..eagle.ttt import STEP_WEIGHT, accuracy, loss_rows, teacher, ttt_loss, unroll
 from ..io import atomic_path, write_json
 from ..machine import machine_info
 from ..models import model_record
@@ -72,6 +72,7 @@ class EagleTrainConfig:
     eval_examples: int = 64  # held-out examples evaluated (evenly spread over the held-out set)
     checkpoint_every: int = 50
     init_head: bool = True  # lm_head <- the target's LM-head rows of the drafting vocabulary
+    init_from: str = ""  # a drafter folder to continue from (a shorter run's --out); "" = a fresh drafter
     seed: int = 0
 
 
@@ -158,8 +159,9 @@ class Trainer:
         t = teacher(self.target, self.d, examples)
         for g in self.opt.param_groups:
             g["lr"] = self.lr()
-        run = unroll(self.d, t.features, t.ids, self.cfg.ttt_steps)
         in_vocab = self.d.t2d[t.greedy]  # (B, T)
+        k = self.cfg.ttt_steps
+        run = unroll(self.d, t.features, t.ids, k, rows=loss_rows(t.valid, in_vocab, k))  # the head at loss rows only
         loss, _ = ttt_loss(run, t.p, t.valid, in_vocab, self.cfg.step_weight)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -178,14 +180,16 @@ class Trainer:
             or self.step >= math.ceil(self.cfg.epochs * self.batches_per_epoch)
         )
 
-    def run(self, stop_after: int | None = None) -> None:
-        """Train until `done()` (or `stop_after` more steps: an interruption, for tests), then checkpoint."""
+    def run(self, stop_after: int | None = None, session_seconds: float | None = None) -> None:
+        """Train until `done()`, then checkpoint; or stop early, checkpointed for a later resume, after `stop_after`
+        more steps (an interruption, for tests) or `session_seconds` of this call (a run in several sittings)."""
         if not self.curve and self.held:
             self._record(None)  # the untrained drafter
         bar = tqdm(total=int(self.planned), initial=self.tokens, desc="eagle training", unit="tok",
                    disable=not self.progress)  # fmt: skip
         loss, last = None, self.step + (stop_after if stop_after is not None else 1 << 62)
-        while not self.done() and self.step < last:
+        until = time.perf_counter() + (session_seconds if session_seconds is not None else float("inf"))
+        while not self.done() and self.step < last and time.perf_counter() < until:
             epoch, index = divmod(self.step, self.batches_per_epoch)
             loss = self.train_step(batches(self.train_ex, self.cfg.batch_size, epoch, self.cfg.seed)[index])
             bar.update(self.tokens - bar.n)
@@ -206,8 +210,16 @@ class Trainer:
 
 
 def init_drafter(target, config: EagleTrainConfig) -> EagleDrafter:
-    """An untrained drafter over the shipped drafting vocabulary (`vocab.vocab_for`; every token if none fits),
-    with `lm_head` from the target's head rows when `init_head`."""
+    """The drafter training starts from: the one in `init_from` (its variant must match), else an untrained one
+    over the shipped drafting vocabulary (`vocab.vocab_for`; every token if none fits), with `lm_head` from the
+    target's head rows when `init_head`."""
+    if config.init_from:
+        d = load_drafter(config.init_from, target)
+        if d.config.variant != config.variant:
+            raise SystemExit(
+                f"--init-from {config.init_from} holds an {d.config.variant} drafter, not {config.variant}"
+            )
+        return d.float()
     d = random_drafter(target, config.variant, seed=config.seed)
     if config.init_head:
         with torch.no_grad():
@@ -234,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.add_argument("--out", default="data/eagle/smollm2-135m", help="output folder (replaced when done)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--session-minutes", type=float, default=None,
+                   help="stop this process after this long, checkpointed; rerun the same command to go on")  # fmt: skip
     return p
 
 
@@ -266,7 +280,11 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     trainer = Trainer(lm.model, init_drafter(lm.model, config), train_ex, held_ex, config, checkpoint,
                       progress=not args.quiet)  # fmt: skip
-    trainer.run()
+    trainer.run(session_seconds=None if args.session_minutes is None else 60 * args.session_minutes)
+    if not trainer.done():
+        print(f"stopped after --session-minutes at step {trainer.step} ({trainer.tokens} tokens), checkpointed in "
+              f"{checkpoint}: rerun the same command to go on", file=sys.stderr)  # fmt: skip
+        return 0
     final = trainer.curve[-1]["accuracy"] if trainer.curve else []
     manifest = {
         "command": command,

@@ -149,6 +149,17 @@ bench: $(STAMP)
 	  --methods autoregressive,prompt_lookup,hf_generate,hf_prompt_lookup --max-new-tokens 128 \
 	  --out results/bench.json
 
+# On a borrowed accelerator machine (torch + transformers preinstalled, no network, no venv): the equivalence
+# tests on its device, its cost curve and the bench in one file (specdec_lab/device_check.py). Here first:
+#   make device-parts        -> results/device/parts (the model file in parts under one transfer's limit)
+# then carry the working tree and the parts there and run `make device-check PY=python3`.
+.PHONY: device-parts device-check
+PY ?= $(BIN)/python
+device-parts: $(STAMP)
+	$(BIN)/python -m specdec_lab.device_check split --out results/device/parts
+device-check:
+	$(PY) -m specdec_lab.device_check run --parts results/device/parts --out results/device/check.json
+
 # Sweeps (specdec_lab/sweep, README "Sweeps"): a notebook executed once per grid point, resumable.
 #   make sweep SPEC=data/sweeps/draft_length_temperature.yaml [SWEEP_ARGS="--quick --retry-failed"]
 #   make sweep SPEC=... SWEEP_ARGS="--cluster tcp://host:8786"   (on a Dask cluster: `make cluster-extra` first)

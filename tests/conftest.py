@@ -70,10 +70,13 @@ def real_model():
     """The real SmolLM2-135M target model, loaded once per test session (per xdist worker)."""
     if _model_file() is None:
         pytest.skip("SmolLM2-135M model file not found")
+    import os
+
     import specdec_lab
     from specdec_lab.cost import CostCurve, set_cost_curve
 
-    lm = specdec_lab.load_model("smollm2-135m")
+    # SPECDEC_LAB_TEST_DEVICE: where the real-model tests run (`python -m specdec_lab.device_check` sets it)
+    lm = specdec_lab.load_model("smollm2-135m", device=os.environ.get("SPECDEC_LAB_TEST_DEVICE", "cpu"))
     # The sizers' curve is pinned rather than measured in every worker (a chain and a tree curve take ~50 s
     # at one thread, several times that beside another busy worker): these tests check equivalences, which
     # hold for any size a sizer picks, and a fixed curve makes the sizes each test decodes reproducible.

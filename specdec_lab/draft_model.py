@@ -143,13 +143,28 @@ def layer_skip_draft(target, n_layers: int = 4) -> Draft:
     Its drafting vocabulary is the shipped one built for a head of the target's size (`vocab.vocab_for`), or
     None: scoring 8k rows instead of all V makes each draft step, and so each probe, a fraction of the cost.
     """
-    layers = target.get_decoder().layers
+    src = target.get_decoder()
+    name = decoder_layers_name(src)
+    layers = getattr(src, name)
     if not 1 <= n_layers < len(layers):
         raise ValueError(f"layer skip needs 1 <= n_layers < {len(layers)}, got {n_layers}")
     model = _shell(target, n_layers)
-    model.get_decoder().layers = nn.ModuleList(layers[:n_layers])  # layer_idx 0..n-1: the cache slots match
-    model.get_decoder().norm = target.get_decoder().norm
+    body = model.get_decoder()
+    # Every other part of the body is the target's own module too: the final norm (norm, ln_f, final_layer_norm),
+    # learned position embeddings (GPT-2's wpe), the rotary tables. layer_idx 0..n-1: the cache slots match.
+    for child, module in src.named_children():
+        setattr(body, child, nn.ModuleList(layers[:n_layers]) if child == name else module)
     return Draft(model=model, vocab=vocab_for(target), name=f"layer_skip:{n_layers}", shared_layers=n_layers)
+
+
+def decoder_layers_name(body) -> str:
+    """The attribute of an HF decoder body holding its layers ("layers"; GPT-2's "h"): its one ModuleList child
+    with num_hidden_layers entries."""
+    n = body.config.get_text_config(decoder=True).num_hidden_layers
+    names = [k for k, m in body.named_children() if isinstance(m, nn.ModuleList) and len(m) == n]
+    if len(names) != 1:
+        raise ValueError(f"cannot tell the decoder layers of {type(body).__name__}: {n}-module lists {names}")
+    return names[0]
 
 
 class LowRankDelta(nn.Module):

@@ -11,6 +11,14 @@ transformers 5.x hands a 4D mask to the attention kernel unchanged, so no model 
 chain (including the root-only tree of autoregressive decoding) needs no custom mask: the model's own
 causal mask is then exactly the tree mask, and SDPA takes its faster mask-free path.
 
+Sliding windows. A 4D mask reaches every layer as given, window or not, so the tree mask carries the window
+itself: node i sees key k only if pos(i) − pos(k) < W (transformers' `sliding_window_overlay`, on positions,
+which is what decoding the node's path alone would see). A model with one window for all its layers (Mistral,
+Phi-3) gets that windowed mask; a model that mixes local and global layers (Gemma 2/3, Qwen2/3 with
+`use_sliding_window`) declares `config.layer_types` and takes a dict {layer type: mask}, one mask per kind
+(`tree_attention_masks`). Final-logit soft-capping (Gemma 2/3: c·tanh(z/c)) lives in the *ForCausalLM
+forward, not in the head we call, so `lm_logits` applies it.
+
 We run the decoder body and the LM head separately: the prefill needs no logits (the LM head of SmolLM2 is
 21% of its weights), and the body's output is where hidden states come from.
 
@@ -42,6 +50,8 @@ __all__ = [
     "verify_tree",
     "prefill",
     "tree_attention_mask",
+    "tree_attention_masks",
+    "lm_logits",
     "decoder_and_head",
     "check_feature_layers",
 ]
@@ -65,15 +75,64 @@ def decoder_and_head(model):
     return model.get_decoder(), model.get_output_embeddings()
 
 
-def tree_attention_mask(tree: Tree, cache_length: int, dtype: torch.dtype) -> torch.Tensor:
-    """(1, 1, N, L+N) additive float mask: every node sees the prefix and its own ancestors."""
+def tree_attention_mask(
+    tree: Tree, cache_length: int, dtype: torch.dtype, sliding_window: int | None = None
+) -> torch.Tensor:
+    """(1, 1, N, L+N) additive float mask: every node sees the prefix and its own ancestors.
+
+    sliding_window W: a node also sees only keys less than W positions back (pos(i) − pos(k) < W), as a
+    window layer decoding the node's own path would.
+    """
     n = len(tree)
     allowed = torch.cat(
         [torch.ones(n, cache_length, dtype=torch.bool, device=tree.device), tree.mask], dim=1
     )  # (N, L+N)
+    if sliding_window is not None:
+        q_pos = tree.position_ids(cache_length).to(tree.device)  # (N,) L + depth
+        k_pos = torch.cat([torch.arange(cache_length, device=tree.device), q_pos])  # (L+N,) slot j holds position j
+        allowed &= (q_pos[:, None] - k_pos[None, :]) < sliding_window
     mask = torch.zeros(n, cache_length + n, dtype=dtype, device=tree.device)
     mask.masked_fill_(~allowed, torch.finfo(dtype).min)
     return mask[None, None]
+
+
+def tree_attention_masks(model, tree: Tree, cache_length: int) -> torch.Tensor | dict[str, torch.Tensor]:
+    """The mask argument a verify forward passes `model`: one (1, 1, N, L+N) mask, or one per layer type.
+
+    Layers of one kind (no window, or one window everywhere: Llama, Mistral, Phi-3, GPT-2) share one mask;
+    a model that declares `layer_types` with window layers gets {"full_attention": …, "sliding_attention": …}
+    (its forward takes that dict as its own mask mapping). Anything else raises a ValueError naming it.
+    """
+    config = model.config.get_text_config(decoder=True)
+    arch = type(model).__name__
+    if getattr(config, "use_bidirectional_attention", False):
+        raise ValueError(f"{arch} is configured with bidirectional attention: not a causal LM, no tree to verify")
+    window = getattr(config, "sliding_window", None)
+    kinds = set(getattr(config, "layer_types", None) or ())
+    unknown = kinds - {"full_attention", "sliding_attention"}
+    if unknown:
+        raise ValueError(f"{arch} has attention layers of type {sorted(unknown)}: tree masks are built for full "
+                         "and sliding-window attention only")  # fmt: skip
+    dtype = model.dtype
+    if "sliding_attention" in kinds:
+        if window is None:
+            raise ValueError(f"{arch} declares sliding-window layers but no config.sliding_window")
+        return {kind: tree_attention_mask(tree, cache_length, dtype, window if kind == "sliding_attention" else None)
+                for kind in kinds}  # fmt: skip
+    if kinds == {"full_attention"}:
+        window = None  # the layer types say no layer windows (Qwen2/3 keep sliding_window only when used)
+    return tree_attention_mask(tree, cache_length, dtype, window)
+
+
+def lm_logits(model, hidden: torch.Tensor) -> torch.Tensor:
+    """(..., H) last hidden states -> (..., V) fp32 logits, as the model's own forward makes them: the LM head,
+    then final-logit soft-capping c·tanh(z/c) where the config has it (Gemma 2/3)."""
+    _, head = decoder_and_head(model)
+    logits = head(hidden).float()
+    cap = getattr(model.config.get_text_config(decoder=True), "final_logit_softcapping", None)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return logits
 
 
 def check_feature_layers(model, layers: Sequence[int] | Callable[[object], Sequence[int]]) -> tuple[int, ...]:
@@ -120,14 +179,16 @@ def verify_tree(model, cache: KVCache, tree: Tree, feature_layers: Sequence[int]
     feature_layers: hidden-state indices (module docstring) whose states to return for every node as
     `TreeOutput.features` (N, F, H), in the order given.
     """
-    _, head = decoder_and_head(model)
     length = cache.length
     device = next(model.parameters()).device
     tokens = tree.tokens.to(device)
     positions = tree.position_ids(length).to(device)[None]  # (1, N)
-    mask = None if tree.is_chain else tree_attention_mask(tree, length, model.dtype).to(device)
+    mask = None
+    if not tree.is_chain:
+        mask = tree_attention_masks(model, tree, length)
+        mask = {k: m.to(device) for k, m in mask.items()} if isinstance(mask, dict) else mask.to(device)
     hidden, features = _body_forward(model, cache, tokens, positions, mask, feature_layers)
-    logits = head(hidden).float()  # (N, V) — fp32 for comparisons and sampling whatever the model dtype
+    logits = lm_logits(model, hidden)  # (N, V) — fp32 for comparisons and sampling whatever the model dtype
     return TreeOutput(logits=logits, hidden=hidden, features=features)
 
 

@@ -78,6 +78,8 @@ TARGET_KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_k
                "hidden_act", "rms_norm_eps", "rope_parameters", "rope_theta", "rope_scaling",
                "max_position_embeddings", "vocab_size", "num_hidden_layers")  # fmt: skip
 
+LAYER_KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "vocab_size")  # required
+
 
 def eagle3_layers(num_layers: int) -> tuple[int, ...]:
     """EAGLE-3's three feature indices for an L-layer target: the inputs of layers (2, L//2, L-3).
@@ -128,7 +130,14 @@ class EagleConfig:
     @classmethod
     def for_target(cls, model, variant: str = "eagle3", draft_vocab_size: int = 0, feature_layers=()) -> EagleConfig:
         text = model.config.get_text_config(decoder=True)
-        return cls(variant, tuple(feature_layers), draft_vocab_size, text.to_dict())
+        target = text.to_dict()
+        missing = [k for k in LAYER_KEYS if target.get(k) is None]
+        if missing:  # GPT-2 names them n_embd, n_head, n_inner, n_layer
+            raise ValueError(f"EAGLE's drafter is a Llama decoder layer built from the target's config, which for "
+                             f"{type(model).__name__} has no {', '.join(missing)}: EAGLE does not support this "
+                             "architecture (it needs a Llama-style config: Llama, Qwen, Mistral, Gemma, Phi-3, "
+                             "GPT-NeoX)")  # fmt: skip
+        return cls(variant, tuple(feature_layers), draft_vocab_size, target)
 
     @property
     def num_target_layers(self) -> int:

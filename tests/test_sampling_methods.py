@@ -18,7 +18,8 @@ here) fails through the same harness.
 Sibling draws, as declared by each proposer (`Tree.sibling_draw`) and so verified by `accept="exact"`:
 draft and layer_skip chains are sampled (q carried); prompt lookup proposes one chain, the most recent
 match of the longest suffix n-gram (deterministic: q one-hot); Medusa's top-s siblings, Lookahead's pool
-n-grams and EAGLE-2's dynamic tree are deterministic (one-hot rule); an EAGLE chain is sampled.
+n-grams and EAGLE-2's dynamic tree are deterministic (one-hot rule); an EAGLE chain is sampled; the hybrid's
+merged trie of lookup chains, Medusa's top-s and EAGLE-2's expansion is deterministic (one-hot rule).
 """
 
 from __future__ import annotations
@@ -99,6 +100,8 @@ def methods(target):
         "lookahead": (dict(method="lookahead", W=2, N=3, G=3), True),
         "eagle_chain": (dict(method="eagle", weights=eagle, draft_length=2), False),
         "eagle_dynamic": (dict(method="eagle", weights=eagle, tree="dynamic", max_budget=6, width=3), True),
+        "hybrid": (dict(method="hybrid", sources="prompt_lookup+medusa+eagle", heads=medusa["heads"], weights=eagle,
+                        max_budget=6, width=3), True),  # fmt: skip
     }
 
 
@@ -146,6 +149,7 @@ def sample_runs(model, kwargs: dict, sampling: Sampling, runs: int = RUNS) -> tu
         "lookahead",
         "eagle_chain",
         "eagle_dynamic",
+        "hybrid",
     ],  # fmt: skip
 )
 def test_method_emits_the_autoregressive_distribution(target, methods, name, setting):

@@ -44,8 +44,8 @@ def medusa(model, num_heads: int = 3) -> Drafter:
         heads.w1.copy_(torch.randn(heads.w1.shape, generator=torch.Generator().manual_seed(0)) * 0.05)
     top = torch.tensor([[0.5 * 0.5**i * 0.8**k for i in range(4)] for k in range(num_heads)])
     mids = [(a + b) / 2 for a, b in zip(DEFAULT_EDGES, DEFAULT_EDGES[1:], strict=False)]
-    confidence = HeadConfidence(edges=DEFAULT_EDGES, accuracy=torch.tensor([[min(1.0, 2 * m) for m in mids]] * num_heads),
-                                positions=100)  # fmt: skip
+    accuracy = torch.tensor([[min(1.0, 2 * m) for m in mids]] * num_heads)
+    confidence = HeadConfidence(edges=DEFAULT_EDGES, accuracy=accuracy, positions=100)
     return Drafter(heads=heads, source=None, vocab=None, accuracies=HeadAccuracies(top=top, conditional=top),
                    confidence=confidence, head_seconds={d: 0.0 for d in range(1, num_heads + 1)})  # fmt: skip
 

@@ -141,8 +141,8 @@ class HybridProposer(Proposer):
             self.medusa.start(state, prompt)
             d = self.medusa.drafter
             self.head_seconds = d.head_seconds.get(1, 0.0)  # one head alone (heads run one at a time)
-            acc = d.accuracies.model("conditional") if d.accuracies is not None and d.accuracies.conditional is not None \
-                else None  # fmt: skip
+            # ā before any evidence: the calibration's conditional top-1 accuracy per head (0.3 without one)
+            acc = d.accuracies.conditional if d.accuracies is not None else None
             medusa_priors = {("medusa", j + 1): float(acc[j, 0]) if acc is not None and j < acc.shape[0] else 0.3
                              for j in range(d.heads.num_heads)}  # fmt: skip
         if self.eagle is not None:
@@ -154,7 +154,9 @@ class HybridProposer(Proposer):
                                                                       "eagle": cfg.model_memory}))  # fmt: skip
         self.top = slot.setdefault("top", AcceptanceTracker(prior=0.3, decay=cfg.model_memory,
                                                             priors=medusa_priors))  # fmt: skip
-        self.eagle_seconds = slot.setdefault("eagle_seconds", [self.eagle.drafter.step_seconds * 3] if self.eagle else [0])
+        # EAGLE's measured seconds per run (the last few): before any, three drafter steps
+        first = [3 * self.eagle.drafter.step_seconds] if self.eagle is not None else []
+        self.eagle_seconds = slot.setdefault("eagle_seconds", first)
         state.cost.prepare(cfg.max_budget + 1, tree=True)
         state.cost.prepare(cfg.max_budget + 1, tree=False)
         self.cost = state.cost

@@ -125,7 +125,7 @@ class Trie:
     def evaluate(self, calibration: Calibration) -> None:
         """Every node's value v (module docstring), parents before children (creation order)."""
         conditional = [1.0] * len(self.nodes)
-        for u, kids in enumerate(self.children):
+        for kids in self.children:
             if not kids:
                 continue
             cs = []

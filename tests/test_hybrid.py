@@ -94,12 +94,13 @@ def test_trie_merges_identical_prefixes_and_combines_their_values():
     # under the merged node: 0.5 and 0.3, then the lookup's third token
     assert v[lookup[1]] == pytest.approx(0.8 * 0.5) and v[b] == pytest.approx(0.8 * 0.3)
     assert v[lookup[2]] == pytest.approx(0.8 * 0.5 * 0.5)
-    # siblings whose estimates sum past 1 are scaled down: at most one of them can be the target's token
+    # siblings whose estimates sum past 1: at most one is the target's token; the surest keeps its estimate
     over = Trie(root=0)
-    x, y = over.add(0, 1, "medusa", ("medusa", 1), 0.9), over.add(0, 2, "prompt_lookup", ("prompt_lookup", 1), 0.6)
+    x, y = over.add(0, 1, "prompt_lookup", ("prompt_lookup", 3), 0.9), over.add(0, 2, "medusa", ("medusa", 1), 0.6)
+    z = over.add(x, 3, "prompt_lookup", ("prompt_lookup", 3), 0.9)
     over.evaluate(Calibration())
-    assert over.nodes[x].value + over.nodes[y].value == pytest.approx(1.0)
-    assert over.nodes[x].value > over.nodes[y].value
+    assert over.nodes[x].value == pytest.approx(0.9) and over.nodes[y].value == pytest.approx(0.1)
+    assert over.nodes[z].value == pytest.approx(0.81)  # the chain below the surest keeps its value
 
 
 def test_calibration_follows_what_was_accepted():

@@ -10,7 +10,9 @@ Values. Each source's raw estimates are corrected by what this run's verifies ac
 
     c_s(u) = min(1, ρ_s,key · r_s(u))                       calibrated conditional acceptance, one source
     c(u)   = 1 − Π_s (1 − c_s(u))                           several sources agreeing: independent evidence
-    c(u)  <- c(u) / Σ_siblings c        where Σ_siblings c > 1 (mutually exclusive tokens: at most one is right)
+    c(u)  <- min(c(u), 1 − Σ c of its more confident siblings)     (mutually exclusive tokens: at most one is
+                                                            right; the surest keeps its estimate, the rest share
+                                                            what it leaves)
     v(u)   = v(parent) · c(u),   v(root) = 1                P(the path to u is accepted)
 
 v never grows along a path (c <= 1), so the n most valuable nodes form a prefix-closed tree for every n and
@@ -134,10 +136,12 @@ class Trie:
                 for key, raw in self.nodes[k].raw.values():
                     miss *= 1.0 - min(1.0, calibration.factor(key) * raw)
                 cs.append(1.0 - miss)
-            total = sum(cs)
-            scale = 1.0 / total if total > 1.0 else 1.0
-            for k, c in zip(kids, cs, strict=True):
-                conditional[k] = c * scale
+            # Not a proportional rescaling: a confident lookup chain contested by a head's unsure guess would
+            # lose value at every depth below it (its first node's c is a factor of all of them).
+            left = 1.0
+            for i in sorted(range(len(kids)), key=lambda i: -cs[i]):
+                conditional[kids[i]] = min(cs[i], left)
+                left -= conditional[kids[i]]
         for u in range(1, len(self.nodes)):
             node = self.nodes[u]
             node.value = self.nodes[node.parent].value * conditional[u]

@@ -18,7 +18,8 @@ here) fails through the same harness.
 Sibling draws, as declared by each proposer (`Tree.sibling_draw`) and so verified by `accept="exact"`:
 draft and layer_skip chains are sampled (q carried); prompt lookup proposes one chain, the most recent
 match of the longest suffix n-gram (deterministic: q one-hot); Medusa's top-s siblings, Lookahead's pool
-n-grams and EAGLE-2's dynamic tree are deterministic (one-hot rule); an EAGLE chain is sampled.
+n-grams and EAGLE-2's dynamic tree are deterministic (one-hot rule); an EAGLE chain is sampled; the hybrid's
+merged trie of lookup chains, Medusa's top-s and EAGLE-2's expansion is deterministic (one-hot rule).
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def methods(target):
     medusa = dict(heads=medusa_drafter(target), vocab="full", accuracy="independent")
     eagle = random_drafter(target, "eagle3", vocab=torch.arange(V), seed=1)
     eagle.step_seconds = 0.0  # drafting priced free: EAGLE-2's trees always grow
+    both = dict(heads=medusa["heads"], weights=eagle)  # the hybrid drafts from all three sources
+    hybrid = dict(method="hybrid", sources="prompt_lookup+medusa+eagle", max_budget=6, width=3, **both)
     return {
         "draft": (dict(method="draft", draft=draft, draft_length=2), False),
         "layer_skip": (dict(method="layer_skip", n_layers=2, draft_length=2, vocab="full"), False),
@@ -99,6 +102,7 @@ def methods(target):
         "lookahead": (dict(method="lookahead", W=2, N=3, G=3), True),
         "eagle_chain": (dict(method="eagle", weights=eagle, draft_length=2), False),
         "eagle_dynamic": (dict(method="eagle", weights=eagle, tree="dynamic", max_budget=6, width=3), True),
+        "hybrid": (hybrid, True),
     }
 
 
@@ -146,6 +150,7 @@ def sample_runs(model, kwargs: dict, sampling: Sampling, runs: int = RUNS) -> tu
         "lookahead",
         "eagle_chain",
         "eagle_dynamic",
+        "hybrid",
     ],  # fmt: skip
 )
 def test_method_emits_the_autoregressive_distribution(target, methods, name, setting):

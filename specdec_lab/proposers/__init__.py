@@ -4,6 +4,7 @@ from .autoregressive import AutoregressiveProposer
 from .base import DecodeState, Proposer
 from .draft import DraftConfig, DraftProposer, LayerSkipConfig, LayerSkipProposer
 from .eagle import EagleDecodeConfig, EagleProposer
+from .hybrid import HybridConfig, HybridProposer
 from .jacobi import JacobiConfig, JacobiProposer
 from .lookahead import LookaheadConfig, LookaheadProposer
 from .medusa import MedusaDecodeConfig, MedusaProposer
@@ -22,6 +23,8 @@ __all__ = [
     "LayerSkipProposer",
     "EagleDecodeConfig",
     "EagleProposer",
+    "HybridConfig",
+    "HybridProposer",
     "MedusaDecodeConfig",
     "MedusaProposer",
     "JacobiConfig",

@@ -245,6 +245,7 @@ class EagleProposer(Proposer):
         base = self.cache.get_seq_length()  # = m: the true-feature entries every node sees
         slots: dict[int, int] = {}  # node -> its drafter cache entry (expanded nodes)
         tok, par, dep = [0], [-1], [0]  # per node (0 = root): token, parent, depth
+        prob = [1.0]  # per node: the drafter's probability of its token given its parent (a hybrid's values)
 
         def expand(level: list[int]):
             if level != [0]:
@@ -268,12 +269,14 @@ class EagleProposer(Proposer):
             for r, u in enumerate(level):
                 targets = d.to_target(top.indices[r]).tolist()
                 tok.extend(targets)
+                prob.extend(top.values[r].tolist())
                 par.extend([u] * len(targets))
                 dep.extend([dep[u] + 1] * len(targets))
                 children.append((top.values[r].tolist(), targets))
             return children
 
         self.expanded = (tok, par, dep, outs)  # the step's expanded tree: what a figure (or a test) reads
+        self.expanded_probs = prob
         step = expanded_tree(expand, self.prices, lambda calls: calls * d.step_seconds, cfg.max_budget,
                              min(cfg.max_draft, state.max_depth), cfg.width)  # fmt: skip
         state.cost.note(time.perf_counter() - t0)

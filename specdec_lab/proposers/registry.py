@@ -28,6 +28,7 @@ from .autoregressive import AutoregressiveProposer
 from .base import Proposer
 from .draft import DraftConfig, DraftProposer, LayerSkipConfig, LayerSkipProposer
 from .eagle import EagleDecodeConfig, EagleProposer
+from .hybrid import HybridConfig, HybridProposer
 from .jacobi import JacobiConfig, JacobiProposer
 from .lookahead import LookaheadConfig, LookaheadProposer
 from .medusa import MedusaDecodeConfig, MedusaProposer
@@ -79,6 +80,7 @@ METHODS: dict[str, Method] = {
     "layer_skip": Method(LayerSkipProposer, LayerSkipConfig),
     "medusa": Method(MedusaProposer, MedusaDecodeConfig),
     "eagle": Method(EagleProposer, EagleDecodeConfig),
+    "hybrid": Method(HybridProposer, HybridConfig),
     "jacobi": Method(JacobiProposer, JacobiConfig),
     "lookahead": Method(LookaheadProposer, LookaheadConfig),
 }

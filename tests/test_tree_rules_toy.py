@@ -111,3 +111,30 @@ def test_real_model_sweep_counts_tokens_per_forward_and_writes_atomically(tmp_pa
     for r in result["rows"]:
         assert r["mean_accepted"] == pytest.approx(r["tokens"] / r["forwards"]) and r["mean_accepted"] >= 1.0
     assert json.loads(out.read_text())["rows"] == result["rows"]
+
+
+def test_top_p_prefilter_matches_the_full_sort_row_by_row(monkeypatch):
+    """warp_probs' top-256 prefilter (exact rules' per-node cost) keeps the same nucleus as a full sort, also
+    when some rows of a batch are too flat for it and fall back."""
+    import specdec_lab.sampling as sampling_mod
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 3000, generator=gen) * 0.1
+    x[:3, :5] += 12  # rows 0-2 peaky (nucleus in the top 256), rows 3-5 flat (full sort)
+    for s in (Sampling(temperature=0.7, top_p=0.9), Sampling(temperature=1.3, top_k=50, top_p=0.8)):
+        fast = [sampling_mod.warp_probs(x, s), sampling_mod.warp_probs(x[4], s)]
+        monkeypatch.setattr(sampling_mod, "TOP_P_PREFILTER", 10**9)
+        slow = [sampling_mod.warp_probs(x, s), sampling_mod.warp_probs(x[4], s)]
+        monkeypatch.undo()
+        for a, b in zip(fast, slow, strict=True):
+            assert torch.equal(a > 0, b > 0) and torch.allclose(a, b, atol=1e-6)
+
+
+def test_draw_never_picks_a_zero_and_follows_probs():
+    from specdec_lab.sampling import draw
+
+    probs = torch.tensor([0.5, 0.0, 0.3, 0.2, 0.0])
+    gen = torch.Generator().manual_seed(0)
+    counts = torch.bincount(torch.tensor([draw(probs, gen) for _ in range(4000)]), minlength=5).float()
+    assert counts[1] == 0 and counts[4] == 0
+    assert torch.allclose(counts / 4000, probs, atol=0.03)

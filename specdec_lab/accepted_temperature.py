@@ -106,9 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         "accepted_temperature.py",
         "command": "python -m specdec_lab.accepted_temperature " + shlex.join(sys.argv[1:] if argv is None else argv),
         "machine": machine_info(),
-        "config": {"temperatures": temperatures, "top_p": a.top_p, "prompts": len(prompts),
-                   "max_new_tokens": a.max_new_tokens, "seed": a.seed},  # fmt: skip
-    }
+        "config": dict(temperatures=temperatures, top_p=a.top_p, prompts=len(prompts), max_new_tokens=a.max_new_tokens,
+                       seed=a.seed),
+    }  # fmt: skip
     accepted_vs_temperature(model, prompts, temperatures, top_p=a.top_p, max_new_tokens=a.max_new_tokens,
                             seed=a.seed, out=a.out, record=record, progress=not a.no_progress)  # fmt: skip
     print(f"wrote {a.out}", file=sys.stderr)

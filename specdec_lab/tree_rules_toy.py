@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
-
 from .accept import accept_typical
 from .accept_traversal import accept_traversal
 from .accept_tree import accept_multi_draft, accept_one_hot, accept_without_replacement, residual, sibling_q

@@ -79,7 +79,8 @@ def typical_tradeoff_figure(sweep: dict) -> go.Figure:
     exact = next(r for r in rows if r["rule"] == "exact")
     typical = [r for r in rows if r.get("epsilon") is not None]
     fig = go.Figure()
-    fig.add_scatter(x=[r["tv"] for r in typical], y=[r["tokens_per_s"] / ar for r in typical], mode="lines+markers+text",
+    speed = [r["tokens_per_s"] / ar for r in typical]
+    fig.add_scatter(x=[r["tv"] for r in typical], y=speed, mode="lines+markers+text",
                     text=[f"ε={r['epsilon']:g}" for r in typical], textposition="top center", name="typical",
                     error_x=dict(array=[1.96 * r["tv_sem"] for r in typical]),
                     line=dict(color=qualitative.Plotly[1]))  # fmt: skip

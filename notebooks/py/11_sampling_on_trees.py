@@ -104,7 +104,7 @@ table = pd.DataFrame(rows).set_index(["rule", "siblings"])
 table["TV from p"] = table.pop("tv").map(lambda v: "0 (to rounding)" if v < 1e-6 else f"{v:.3f}")
 table.round({"accepted_per_step": 3})
 
-# %%
+# %% tags=["nbval-ignore-output"]
 by = {(r["rule"], r["siblings"]): r for r in rows}
 one_hot, trav = by[("one_hot", "deterministic")], by[("traversal", "sampled")]
 multi, wor = by[("multi_draft", "sampled")], by[("without_replacement", "without_replacement")]

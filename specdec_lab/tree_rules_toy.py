@@ -36,6 +36,7 @@ __all__ = [
     "RULES",
     "BROKEN",
     "TOY_SHAPE",
+    "SMALL_SHAPE",
     "toy_models",
     "compare_rules",
     "joint_rows",
@@ -45,6 +46,8 @@ __all__ = [
 
 # root -> a, b, c (three siblings); a -> d, e; b -> f: depth-2 sibling sets under two parents
 TOY_SHAPE = ([-1, 0, 0, 0, 1, 1, 2], [True] * 7)
+# root -> a, b; a -> c, d: small enough to enumerate sampled siblings at every temperature in seconds
+SMALL_SHAPE = ([-1, 0, 0, 1, 1], [True] * 5)
 
 
 @dataclass(frozen=True)
@@ -152,20 +155,22 @@ def residual_steps(target: TableLM, draft: TableLM, sampling: Sampling, draw: st
 
 
 def accepted_vs_temperature(
-    target: TableLM,
-    draft: TableLM,
+    pairs: Sequence[tuple[TableLM, TableLM]],
     temperatures: Sequence[float],
     cases: Sequence[RuleCase] = RULES,
-    shape=TOY_SHAPE,
+    shape=SMALL_SHAPE,
     top_p: float | None = None,
 ) -> list[dict]:
-    """Exact E[accepted drafts per step] of every case at every temperature (rows: rule, siblings, T, value)."""
+    """Exact E[accepted drafts per step] of every case at every temperature, averaged over (target, draft)
+    pairs (each a different first context: one pair's root alone says more about its argmax than about T).
+    Rows: rule, siblings, temperature, accepted."""
     rows = []
     for t in temperatures:
         sampling = Sampling(temperature=float(t), top_p=top_p)
         for case in cases:
             if sampling.greedy and case.draw != "deterministic":
                 continue  # at T = 0 q is one-hot: sampled siblings are the deterministic ones
-            value = step_accepted(case.rule, target, draft, sampling, *shape, case.draw)
-            rows.append({"rule": case.name, "siblings": case.draw, "temperature": float(t), "accepted": value})
+            values = [step_accepted(case.rule, tg, dr, sampling, *shape, case.draw) for tg, dr in pairs]
+            rows.append({"rule": case.name, "siblings": case.draw, "temperature": float(t),
+                         "accepted": sum(values) / len(values)})  # fmt: skip
     return rows

@@ -82,9 +82,9 @@ def test_residual_figure_is_a_plain_callback_for_every_step():
         assert list(fig.data[1].y) == pytest.approx(steps["steps"][k]["residual"])
 
 
-def test_toy_accepted_falls_from_greedy_and_figures_build():
+def test_toy_accepted_vs_temperature_and_figures_build():
     target, draft = toy_models(4)
-    rows = accepted_vs_temperature(target, draft, [0.0, 1.0])
+    rows = accepted_vs_temperature([(target, draft), toy_models(4, seed=10)], [0.0, 1.0], top_p=0.9)
     assert {r["temperature"] for r in rows} == {0.0, 1.0}
     assert not any(r["temperature"] == 0.0 and r["siblings"] != "deterministic" for r in rows)
     assert accepted_temperature_figure(rows, ("rule", "siblings"), "accepted", "x").layout.width <= 950

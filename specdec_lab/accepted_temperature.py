@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--temperatures", default="0,0.3,0.7,1.0", help="comma-separated")
     ap.add_argument("--top-p", type=float, default=0.9)
-    ap.add_argument("--limit", type=int, default=4, help="first N prompts of data/prompts.jsonl")
+    ap.add_argument("--limit", type=int, default=3, help="first N prompts of data/prompts.jsonl")
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(DEFAULT_OUT))

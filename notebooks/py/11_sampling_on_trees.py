@@ -47,11 +47,12 @@
 quick: bool = False  # CI: a smaller toy vocabulary and fewer temperatures (same code paths)
 rerun: bool = False  # True: measure section 4's real-model curve afresh (minutes) instead of reading accepted_file
 vocab: int = 5  # toy vocabulary (every sequence of n tokens is enumerated)
-draft_noise: float = 0.5  # toy draft = target logits + this much N(0, 1) noise (larger: a worse draft)
+draft_noise: float = 1.0  # sections 1-3: toy draft = target logits + this much N(0, 1) noise (larger: worse)
 temperature: float = 0.7  # sampling temperature of sections 1-3
 top_p: float = 0.9  # top-p of sections 1-3 (1.0: none)
 toy_temperatures: str = "0,0.3,0.5,0.7,1.0,1.5"  # section 4, toy models
 toy_contexts: int = 8  # section 4: toy (target, draft) pairs averaged over (each its own first context)
+sweep_noise: float = 0.5  # section 4: the toy drafts' noise
 accepted_file: str = "../data/bench/accepted_temperature.json"  # python -m specdec_lab.accepted_temperature
 typical_file: str = "../data/bench/typical_sweep.json"  # python -m specdec_lab.typical_sweep
 rerun_limit: int = 2  # rerun: prompts (first N of data/prompts.jsonl)
@@ -183,7 +184,7 @@ pd.DataFrame([{"rule": r["rule"], "siblings": r["siblings"], "TV from p": round(
 
 # %% tags=["nbval-ignore-output"]
 temps = [float(t) for t in toy_temperatures.split(",")]
-pairs = [toy_models(vocab, seed=10 * i, noise=draft_noise) for i in range(toy_contexts)]
+pairs = [toy_models(vocab, seed=10 * i, noise=sweep_noise) for i in range(toy_contexts)]
 toy_rows = accepted_vs_temperature(pairs, temps, shape=SMALL_SHAPE, top_p=sampling.top_p)
 accepted_temperature_figure(toy_rows, ("rule", "siblings"), "accepted",
                             "toy models: exact E[accepted drafts per step]")  # fmt: skip

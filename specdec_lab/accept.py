@@ -40,7 +40,7 @@ import torch
 from .accept_traversal import accept_traversal
 from .accept_tree import accept_exact, accept_multi_draft, accept_one_hot, accept_without_replacement
 from .acceptance import Acceptance
-from .sampling import GREEDY, Sampling, warp_probs
+from .sampling import GREEDY, Sampling, draw, warp_probs
 from .tree import Tree
 
 __all__ = [
@@ -164,10 +164,8 @@ def accept_speculative(
                     residual = (probs[i] - q[i]).clamp_(min=0.0)
                 if float(residual.sum()) <= 0.0:  # p == q up to rounding: rejection had probability 0
                     residual = probs[i]
-                bonus = torch.multinomial(residual, 1, generator=generator)
-                return Acceptance(path=chain[: i + 1], bonus=int(bonus))
-    bonus = torch.multinomial(probs[-1], 1, generator=generator)
-    return Acceptance(path=chain, bonus=int(bonus))
+                return Acceptance(path=chain[: i + 1], bonus=draw(residual, generator))
+    return Acceptance(path=chain, bonus=draw(probs[-1], generator))
 
 
 # ---- typical acceptance (Medusa) --------------------------------------------------------------------
@@ -264,7 +262,7 @@ def accept_typical(
     if sampling.greedy:
         bonus = int(p_end.argmax())  # one-hot of logits.argmax: the same token accept_greedy picks
     else:
-        bonus = int(torch.multinomial(p_end, 1, generator=generator))
+        bonus = draw(p_end, generator)
     return Acceptance(path=tree.path_to(nodes[best_row]), bonus=bonus)
 
 

@@ -64,7 +64,7 @@ from __future__ import annotations
 import torch
 
 from .acceptance import Acceptance
-from .sampling import GREEDY, Sampling, warp_probs
+from .sampling import GREEDY, Sampling, draw, warp_probs
 from .tree import Tree
 
 __all__ = [
@@ -94,7 +94,7 @@ class Coins:
 
     def sample(self, probs: torch.Tensor) -> int:
         """A draw from probs (V,) (not necessarily normalised)."""
-        return int(torch.multinomial(probs, 1, generator=self.generator))
+        return draw(probs, self.generator)
 
 
 def sibling_q(tree: Tree, node: int, earlier: list[int], draw: str) -> torch.Tensor | None:
@@ -151,6 +151,45 @@ def _walk(tree: Tree, logits: torch.Tensor, sampling: Sampling, coins: Coins, dr
         path.append(node)
 
 
+def _walk_one_hot(tree: Tree, logits: torch.Tensor, sampling: Sampling, coins: Coins) -> Acceptance:
+    """`_walk` for q one-hot, on scalars: the same coins with the same probabilities, one read per level.
+
+    With q_j = one-hot(x_j) the residual after rejecting x_1..x_{j-1} is p with those tokens zeroed, divided by
+    what is left, so sibling j's test needs only p(x_j) / (Σp − Σ_{i<j} p(x_i)) (0 for a token already
+    rejected: its mass was removed). One gather reads every sibling's p(x) and Σp for the whole level (no
+    (V,) residual per sibling, no host read per sibling); the bonus's residual is built once, when the walk
+    stops. p is computed only for the nodes the walk reaches.
+    """
+    cand = [True] * len(tree) if tree.candidate is None else tree.candidate.tolist()
+    tokens = tree.tokens.tolist()
+    node, path = 0, [0]
+    while True:
+        p = warp_probs(logits[node], sampling)  # (V,) target's next-token distribution after node
+        kids = [c for c in tree.children[node] if cand[c]]
+        rejected: list[int] = []  # tokens tried and rejected at this level
+        accepted = None
+        if kids:
+            xs = [tokens[c] for c in kids]
+            idx = torch.tensor(xs, device=p.device)
+            *p_xs, left = torch.cat([p[idx], p.sum()[None]]).tolist()  # p(x_j) for every sibling, and Σp
+            for c, x, p_x in zip(kids, xs, p_xs, strict=True):
+                p_j = 0.0 if x in rejected or left <= 0 else p_x / left  # the residual's p_j(x_j)
+                if coins.accept(p_j, 1.0):
+                    accepted = c
+                    break
+                if x not in rejected:
+                    rejected.append(x)
+                    left -= p_x
+        if accepted is None:
+            if rejected:
+                r = p.clone()
+                r[torch.tensor(rejected, device=p.device)] = 0.0
+                p = r if float(r.sum()) > 0 else p  # mass 0: the rejections had probability 0 (as `residual`)
+            return Acceptance(path=path, bonus=coins.sample(p))
+        node = accepted
+        path.append(node)
+
+
 def _rule(tree, logits, sampling, generator, coins, draw: str, name: str) -> Acceptance:
     if draw != "deterministic" and tree.sibling_draw != draw:
         raise ValueError(
@@ -158,6 +197,8 @@ def _rule(tree, logits, sampling, generator, coins, draw: str, name: str) -> Acc
             "(accept='exact' picks the rule from the tree)"
         )
     coins = coins if coins is not None else Coins(generator, logits.device)
+    if draw == "deterministic":
+        return _walk_one_hot(tree, logits, sampling, coins)
     return _walk(tree, logits, sampling, coins, draw)
 
 

@@ -312,6 +312,8 @@ def _broken(
                             p[x] = 0.0
                 earlier.append(x)
             if accepted is None:
+                if float(p.sum()) <= 0:  # an unnormalised residual can run out of mass: as `residual`, keep p
+                    p = warp_probs(logits[node], sampling)
                 return Acceptance(path=path, bonus=coins.sample(p))
             node = accepted
             path.append(node)

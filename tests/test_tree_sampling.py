@@ -35,6 +35,7 @@ from specdec_lab.tree_exactness import (
     BROKEN_RULES,
     TableLM,
     autoregressive_joint,
+    enumerate_outcomes,
     g_test,
     propose,
     rule_joint,
@@ -306,3 +307,25 @@ def test_registry_names_the_tree_rules():
     for name, rule in [("exact", accept_exact), ("one_hot", accept_one_hot), ("multi_draft", accept_multi_draft),
                        ("without_replacement", accept_without_replacement)]:  # fmt: skip
         assert ACCEPT_RULES[name] is rule and get_accept_rule(name) is rule
+
+
+@pytest.mark.parametrize("setting", ["t1", "t0.7-top_p0.9", "t1.3-top_k3"])
+def test_one_hot_walk_on_scalars_equals_the_residual_walk(setting):
+    """`accept_one_hot`'s fast walk (one read of p(x) per sibling set, residual built only for the bonus) has
+    exactly the outcome distribution of the general walk with one-hot residuals, duplicate siblings and a
+    non-candidate sibling included."""
+    from specdec_lab.accept_tree import _walk, _walk_one_hot
+
+    # root -> 2, 2 (duplicate), 3 (non-candidate), 4; first 2 -> 1, 1 (duplicate); 4 -> 5
+    tree = Tree(torch.tensor([0, 2, 2, 3, 4, 1, 1, 5]), torch.tensor([-1, 0, 0, 0, 0, 1, 1, 4]),
+                candidate=torch.tensor([True, True, True, False, True, True, True, True]))  # fmt: skip
+    s = SETTINGS[setting]
+
+    def outcome(walk):
+        return lambda coins: (lambda acc: (tuple(acc.path), acc.bonus))(walk(coins))
+
+    for seed in range(10):
+        logits = torch.randn(len(tree), 6, generator=torch.Generator().manual_seed(seed)) * 2
+        general = enumerate_outcomes(outcome(lambda c, x=logits: _walk(tree, x, s, c, "deterministic")))
+        fast = enumerate_outcomes(outcome(lambda c, x=logits: _walk_one_hot(tree, x, s, c)))
+        assert total_variation(general, fast) < EXACT_TV

@@ -7,6 +7,7 @@ function of M, tested without a browser.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -39,10 +40,10 @@ def position_accuracy_figure(record: Mapping, title: str | None = None) -> go.Fi
         ))  # fmt: skip
     fig.update_layout(
         title=title or f"accuracy per draft position: {record['examples']} held-out examples, same tokens for all",
-        template="plotly_white", width=760, height=420,
+        template="plotly_white", width=760, height=460,
         xaxis={"title": "draft position k", "dtick": 1},
         yaxis={"title": "top-1 = the target's greedy token", "rangemode": "tozero"},
-        legend={"x": 0.98, "xanchor": "right", "y": 0.98, "bgcolor": "rgba(255,255,255,0.8)"},
+        legend={"orientation": "h", "y": -0.2},
     )  # fmt: skip
     return fig
 
@@ -55,20 +56,22 @@ def vocab_tradeoff_figure(t: VocabTradeoff, m: int | None = None, shipped: int |
                              line={"color": "#d62728"}, marker={"color": "#d62728"}), secondary_y=False)  # fmt: skip
     fig.add_trace(go.Scatter(x=t.sizes, y=t.coverage, mode="lines+markers", name="coverage(M) of the greedy tokens",
                              line={"color": "#1f77b4"}, marker={"color": "#1f77b4"}), secondary_y=True)  # fmt: skip
-    for x, dash, label in ((shipped, "dot", "shipped"), (m, "dash", "M")):
-        if x:
+    for x, dash, label, shift in ((shipped, "dot", "shipped", -12), (m, "dash", "M", 12)):
+        if x and not (label == "M" and x == shipped):
             fig.add_vline(x=x, line={"dash": dash, "color": "#555", "width": 1})
-            fig.add_annotation(x=x, y=1.0, yref="paper", text=f"{label} = {x:,}", showarrow=False, yshift=10,
-                               font={"size": 11})  # fmt: skip
+            # annotations on a log axis take log10(x) (shapes take x itself)
+            fig.add_annotation(x=math.log10(x), y=0.5, yref="paper", text=f"{label} = {x:,}", showarrow=False,
+                               xshift=shift, textangle=-90, font={"size": 11})  # fmt: skip
     fig.update_layout(
         title="the drafting vocabulary: a draft step's cost against the tokens it can name",
-        template="plotly_white", width=820, height=430, margin={"t": 80},
-        legend={"x": 0.02, "y": 0.98, "bgcolor": "rgba(255,255,255,0.8)"},
+        template="plotly_white", width=820, height=470, margin={"t": 60},
+        legend={"orientation": "h", "y": -0.25},
     )  # fmt: skip
     fig.update_xaxes(type="log", title="drafting vocabulary size M (most frequent tokens first)")
     fig.update_yaxes(title="c = draft step / target token (multiply-adds)", rangemode="tozero", secondary_y=False,
                      color="#d62728")  # fmt: skip
-    fig.update_yaxes(title="coverage", range=[0, 1.02], secondary_y=True, color="#1f77b4")
+    fig.update_yaxes(title="coverage", range=[0, 1.02], dtick=0.2, tickformat=".0%", showgrid=False, secondary_y=True,
+                     color="#1f77b4")  # fmt: skip
     return fig
 
 
@@ -93,8 +96,9 @@ def vocab_callback(t: VocabTradeoff, alpha: float, shipped: int | None = None):
 
 
 def training_figure(live: Sequence[Mapping], curve: Mapping, positions: Sequence[int] = (1, 2, 3)) -> go.Figure:
-    """Left: the training loss against training tokens, the live run's steps and the recorded run's evaluation
-    points; right: the recorded run's held-out accuracy at draft positions `positions` against training tokens."""
+    """Left: the training loss against training tokens — the live run's training batches, its loss on a fixed
+    held-out batch (`held_loss`, when given) and the recorded run's at its evaluation points; right: the recorded
+    run's held-out accuracy at draft positions `positions` against training tokens."""
     titles = ("training loss (TTT, weighted over steps)", "recorded run: held-out accuracy")
     fig = make_subplots(cols=2, subplot_titles=titles, horizontal_spacing=0.12)
     rec = [p for p in curve["points"] if p.get("loss") is not None]
@@ -102,8 +106,13 @@ def training_figure(live: Sequence[Mapping], curve: Mapping, positions: Sequence
                              name="recorded run", line={"color": "#7f7f7f"}, marker={"color": "#7f7f7f"}),
                   row=1, col=1)  # fmt: skip
     fig.add_trace(go.Scatter(x=[p["tokens"] for p in live], y=[p["loss"] for p in live], mode="lines+markers",
-                             name="this live run", line={"color": "#d62728"}, marker={"color": "#d62728"}),
-                  row=1, col=1)  # fmt: skip
+                             name="live run: its training batch", line={"color": "#ff9896", "dash": "dot"},
+                             marker={"color": "#ff9896"}), row=1, col=1)  # fmt: skip
+    held = [p for p in live if p.get("held_loss") is not None]
+    if held:
+        fig.add_trace(go.Scatter(x=[p["tokens"] for p in held], y=[p["held_loss"] for p in held],
+                                 mode="lines+markers", name="live run: fixed held-out batch",
+                                 line={"color": "#d62728"}, marker={"color": "#d62728"}), row=1, col=1)  # fmt: skip
     palette = ["#2ca02c", "#98df8a", "#c7e9c0", "#bcbd22", "#dbdb8d", "#17becf", "#9edae5"]
     tokens = [p["tokens"] for p in curve["points"]]
     for j, k in enumerate(positions):

@@ -17,12 +17,13 @@
 # %% [markdown]
 # # 10 · EAGLE: drafting at the feature level from the target's own hidden states
 #
-# Every learned proposer so far drafts from tokens (the 2-layer draft of notebook 02) or from one hidden
+# Every learned proposer so far drafts from tokens (the distilled 2-layer draft, `data/draft/`) or from one hidden
 # state with independent heads (Medusa, notebooks 03–06). EAGLE (Li et al. 2024, arXiv 2401.15077; EAGLE-2,
 # arXiv 2406.16858; EAGLE-3, arXiv 2503.01840) drafts autoregressively *in the target's feature space*: a
 # one-layer drafter reads the target's hidden states — which the decoding loop already has from its verify
 # forward — and its own output stands in for the next position's features while it drafts on. It is what
-# the serving engines ship today (vLLM, SGLang, TensorRT-LLM and llama.cpp load EAGLE-3 drafters).
+# the serving engines ship today: vLLM and SGLang load EAGLE-3 drafters (`LlamaForCausalLMEagle3`), and
+# `python -m specdec_lab.eagle.export` writes ours in that layout.
 #
 # **The architecture** (`specdec_lab/eagle/model.py`, read from SafeAILab/EAGLE and vLLM/SGLang's
 # `llama_eagle3.py`). Notation: $x_t$ the tokens, $f_t$ the target's features at position $t$, $e(x)$ the
@@ -62,7 +63,7 @@ curve_file: str = (
 )
 compare_examples: int = 48  # rerun: held-out examples (the held-out rule of the training data)
 alpha: float = 0.6  # vocabulary slider: an acceptance with every token nameable (scaled by coverage)
-train_seconds: float = 45.0  # the live training run's wall-time budget
+train_seconds: float = 35.0  # the live training run's wall-time budget
 train_batch: int = 4  # sequences per optimizer step in the live run
 prompt_id: int = 3  # question_id in data/prompts.jsonl for the dynamic-tree demo
 max_new_tokens: int = 48  # tokens generated in the dynamic-tree demo
@@ -72,7 +73,7 @@ figures_dir: str = "../figures"  # where figures are saved (relative to notebook
 
 # %%
 if quick:
-    train_seconds, train_batch, max_new_tokens, compare_examples = 15.0, 2, 24, 8
+    train_seconds, train_batch, max_new_tokens, compare_examples = 10.0, 2, 24, 8
     figures_dir = "../results/figures"  # CI runs leave the committed figures alone
 
 import glob
@@ -140,9 +141,9 @@ print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={qui
 #
 # The measure is the same for all three (`specdec_lab/eagle/compare.py`, the definition of
 # `eagle.ttt.accuracy`): on held-out self-distillation text (question_id % 10 == 0, one fixed subset), the
-# proposer's top-1 equals the target's greedy token at draft position $k$ with drafts $1..k-1$
-# teacher-forced — the greedy acceptance of draft $k$ given the earlier ones were accepted. Each proposer
-# scores the rows it scores when decoding. The committed file is
+# proposer's top-1 equals the target's greedy token at draft position $k$, with drafts $1..k-1$ replaced by
+# the true tokens (teacher-forced: what it sees when they were accepted), over every response token. Each
+# proposer scores the rows it scores when decoding. The committed file is
 # `python -m specdec_lab.eagle.compare` (`rerun=True` measures afresh).
 
 # %%
@@ -368,6 +369,8 @@ if have_drafter and "hybrid" in METHODS:
           f"mean accepted {hyb.mean_accepted:.2f} (bonus included); accepted drafts by source "
           f"{hyb.proposer.get('accepted_by')}")  # fmt: skip
     display(HTML(source_html(hyb, tok)))
+else:
+    print("This section needs method 'hybrid' and a trained EAGLE drafter.")
 
 # %% [markdown]
 # ## 6. The speed table

@@ -48,7 +48,7 @@
 # Sections: (1) why features are easier to predict than tokens — accuracy per draft position of the token
 # draft, the Medusa heads and EAGLE on the same held-out text; (2) the drafting-vocabulary trade-off, with a
 # slider; (3) a short live training run next to the recorded CPU run; (4) a real step's dynamic tree
-# (EAGLE-2); (5) the hybrid proposer's sources in the generated text; (6) the speed table.
+# (EAGLE-2); (5) the speed table.
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: a shorter live training run and generation (same code paths)
@@ -84,10 +84,10 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from IPython.display import HTML, Markdown, display
+from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
-from specdec_lab import METHODS, generate, load_model
+from specdec_lab import generate, load_model
 from specdec_lab.distill import load_distillation_data, split_heldout
 from specdec_lab.eagle import SHIPPED_DIR
 from specdec_lab.eagle.compare import DISTILL_DIRS
@@ -102,7 +102,6 @@ from specdec_lab.viz.decoding import show_steps, step_tree_figure
 from specdec_lab.viz.eagle_figures import (
     SOURCE_LABELS,
     position_accuracy_figure,
-    source_html,
     speed_rows,
     training_figure,
     vocab_callback,
@@ -121,7 +120,7 @@ tok = lm.tokenizer
 folder = weights_folder(weights)
 have_drafter = (folder / "config.json").is_file()
 if not have_drafter:
-    print(f"No EAGLE drafter at {weights}: sections 1 and 4 fall back to the recorded files only "
+    print(f"No EAGLE drafter at {weights}: sections 1-3 use the recorded files only and section 4 is skipped "
           "(train one with `python -m specdec_lab.train eagle`).")  # fmt: skip
 print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={quick}; drafter: {weights}")
 
@@ -327,6 +326,8 @@ if have_drafter:
     eag = generate(lm, ids, method="eagle", tree="dynamic", weights=str(folder), max_new_tokens=max_new_tokens)
     ar = generate(lm, ids, method="autoregressive", max_new_tokens=max_new_tokens, trace=False)
     print(f"greedy EAGLE (dynamic trees) equals autoregressive decoding token for token: {eag.tokens == ar.tokens}")
+else:
+    print(f"No EAGLE drafter at {weights}: no dynamic tree to draw.")
 
 # %% tags=["nbval-ignore-output"]
 if have_drafter:
@@ -352,28 +353,7 @@ if have_drafter:
     display(show_steps(eag, tok))
 
 # %% [markdown]
-# ## 5. The hybrid: which source drafted each accepted token
-#
-# `method="hybrid"` (`proposers/hybrid.py`) asks prompt lookup, the Medusa heads and the EAGLE drafter for
-# candidates each step, merges them into one token trie, values every node by the acceptance each source has
-# shown so far in the run, and verifies the best tree the cost model prices — n-gram drafts where the text
-# repeats, model drafts where it does not. Below, the same prompt: each accepted draft token on the colour of
-# the source that proposed it (two sources: the trie merged the same token), the target's own token of each
-# step plain.
-
-# %% tags=["nbval-ignore-output"]
-if have_drafter and "hybrid" in METHODS:
-    hyb = generate(lm, ids, method="hybrid", sources="prompt_lookup+medusa+eagle", weights=str(folder),
-                   max_new_tokens=max_new_tokens)  # fmt: skip
-    print(f"greedy hybrid equals autoregressive decoding token for token: {hyb.tokens == ar.tokens}; "
-          f"mean accepted {hyb.mean_accepted:.2f} (bonus included); accepted drafts by source "
-          f"{hyb.proposer.get('accepted_by')}")  # fmt: skip
-    display(HTML(source_html(hyb, tok)))
-else:
-    print("This section needs method 'hybrid' and a trained EAGLE drafter.")
-
-# %% [markdown]
-# ## 6. The speed table
+# ## 5. The speed table
 #
 # The benchmark (`python -m specdec_lab.bench`, notebook 09) times every method on the same prompts, order
 # rotated per prompt. The newest committed results file that ran `eagle`:

@@ -120,7 +120,7 @@ tok = lm.tokenizer
 folder = weights_folder(weights)
 have_drafter = (folder / "config.json").is_file()
 if not have_drafter:
-    print(f"No EAGLE drafter at {weights}: sections 1-3 use the recorded files only and section 4 is skipped "
+    print(f"No EAGLE drafter at {weights}: section 1 shows the recorded file only, section 4 is skipped "
           "(train one with `python -m specdec_lab.train eagle`).")  # fmt: skip
 print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={quick}; drafter: {weights}")
 

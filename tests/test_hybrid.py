@@ -140,7 +140,7 @@ def test_bad_configs_fail_clearly(tmp_path):
     with pytest.raises(ValueError, match="sources must be"):
         HybridConfig(sources=())
     with pytest.raises(ValueError, match=r"needs a trained EAGLE drafter.*train eagle"):
-        HybridConfig(sources="prompt_lookup+eagle")  # the shipped default folder does not exist yet
+        HybridConfig(sources="prompt_lookup+eagle", weights=str(tmp_path / "missing"))
     with pytest.raises(ValueError, match=str(tmp_path)):
         HybridConfig(sources=("eagle",), weights=str(tmp_path))
     assert HybridConfig(sources="prompt_lookup+medusa").sources == ("prompt_lookup", "medusa")

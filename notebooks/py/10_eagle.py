@@ -84,10 +84,10 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 from transformers.utils import logging as hf_logging
 
-from specdec_lab import generate, load_model
+from specdec_lab import METHODS, generate, load_model
 from specdec_lab.distill import load_distillation_data, split_heldout
 from specdec_lab.eagle import SHIPPED_DIR
 from specdec_lab.eagle.compare import DISTILL_DIRS
@@ -102,6 +102,7 @@ from specdec_lab.viz.decoding import show_steps, step_tree_figure
 from specdec_lab.viz.eagle_figures import (
     SOURCE_LABELS,
     position_accuracy_figure,
+    source_html,
     speed_rows,
     training_figure,
     vocab_callback,
@@ -353,7 +354,28 @@ if have_drafter:
     display(show_steps(eag, tok))
 
 # %% [markdown]
-# ## 5. The speed table
+# ## 5. The hybrid: which source drafted each accepted token
+#
+# `method="hybrid"` (`proposers/hybrid.py`) asks prompt lookup, the Medusa heads and the EAGLE drafter for
+# candidates each step, merges them into one token trie, values every node by the acceptance each source has
+# shown so far in the run, and verifies the best tree the cost model prices — n-gram drafts where the text
+# repeats, model drafts where it does not. Below, the same prompt: each accepted draft token on the colour of
+# the source that proposed it (two sources: the trie merged the same token), the target's own token of each
+# step plain.
+
+# %% tags=["nbval-ignore-output"]
+if have_drafter and "hybrid" in METHODS:
+    hyb = generate(lm, ids, method="hybrid", sources="prompt_lookup+medusa+eagle", weights=str(folder),
+                   max_new_tokens=max_new_tokens)  # fmt: skip
+    print(f"greedy hybrid equals autoregressive decoding token for token: {hyb.tokens == ar.tokens}; "
+          f"mean accepted {hyb.mean_accepted:.2f} (bonus included); accepted drafts by source "
+          f"{hyb.proposer.get('accepted_by')}")  # fmt: skip
+    display(HTML(source_html(hyb, tok)))
+else:
+    print("This section needs method 'hybrid' and a trained EAGLE drafter.")
+
+# %% [markdown]
+# ## 6. The speed table
 #
 # The benchmark (`python -m specdec_lab.bench`, notebook 09) times every method on the same prompts, order
 # rotated per prompt. The newest committed results file that ran `eagle`:

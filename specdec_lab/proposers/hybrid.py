@@ -54,7 +54,7 @@ from .base import DecodeState, Proposer, param
 from .eagle import DEFAULT_WEIGHTS, EagleDecodeConfig, EagleProposer, weights_folder
 from .hybrid_trie import Calibration, Trie, best_rate
 from .medusa import MedusaDecodeConfig, MedusaProposer
-from .prompt_lookup import PromptLookupProposer
+from .prompt_lookup import PromptLookupProposer, ngram_priors
 
 __all__ = ["HybridConfig", "HybridProposer", "SOURCES"]
 
@@ -119,8 +119,7 @@ class HybridProposer(Proposer):
             self.eagle = EagleProposer(EagleDecodeConfig(weights=cfg.weights, tree="dynamic", max_budget=cfg.max_budget,
                                                          width=cfg.width, max_draft=cfg.max_depth))  # fmt: skip
             self.feature_layers = self.eagle.feature_layers  # model -> the target layers the drafter reads
-        # the lookup's prior α per matched n-gram length, as `PromptLookupProposer` has it
-        self.priors = {n: min(0.8, 0.1 + 0.15 * n) for n in range(cfg.min_ngram, cfg.max_ngram + 1)}
+        self.priors = ngram_priors(cfg.min_ngram, cfg.max_ngram)  # the lookup's prior α per matched n-gram length
         self.probes = {s: Probes(cfg.probe_every, cfg.probe_max) for s in ("medusa", "eagle")}
         self.tree_probes = Probes(cfg.probe_every, cfg.probe_max)  # nothing pays: verify the best node anyway
         self.counts = {s: {"run": 0, "skipped": 0, "probes": 0, "drafted": 0, "accepted": 0} for s in cfg.sources}
@@ -198,14 +197,9 @@ class HybridProposer(Proposer):
         return True
 
     def _add_lookup(self, trie: Trie, tokens: list[int], max_depth: int) -> None:
-        n, chain = self.lookup.match(tokens)  # the longest match (and the index brought up to date)
-        last, seen = len(tokens) - 1, set()
-        for m in sorted(self.lookup.index, reverse=True):  # shorter matches may continue differently
-            if m > n or m > len(tokens):
-                continue
-            j = self.lookup.index[m].get(tuple(tokens[last - m + 1 :])) if m < n else None
-            cont = chain if m == n else ([] if j is None else tokens[j + 1 : j + 1 + max_depth])
-            cont = tuple(cont[:max_depth])
+        seen = set()
+        for m, chain in self.lookup.matches(tokens):  # every matching length: shorter ones may continue differently
+            cont = tuple(chain[:max_depth])
             if cont and cont not in seen:
                 seen.add(cont)
                 trie.add_chain(cont, "prompt_lookup", ("prompt_lookup", m), self.priors[m])

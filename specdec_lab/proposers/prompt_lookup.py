@@ -22,7 +22,7 @@ from ..draft_length import AcceptanceTracker, DraftLength, Probes
 from ..tree import Tree
 from .base import DecodeState, Proposer, param
 
-__all__ = ["PromptLookupConfig", "PromptLookupProposer"]
+__all__ = ["PromptLookupConfig", "PromptLookupProposer", "ngram_priors"]
 
 
 @dataclass
@@ -47,16 +47,20 @@ class PromptLookupConfig:
         Probes(self.probe_every, self.probe_max)  # validates the probe schedule
 
 
+def ngram_priors(min_ngram: int, max_ngram: int) -> dict[int, float]:
+    """Prior acceptance per matched n-gram length: a 3-gram match predicts its continuation far better than a
+    1-gram one, so it is trusted more before any evidence arrives (0.25, 0.4, 0.55 for n = 1, 2, 3: an unproven
+    1-gram match is not worth a long verify on a CPU's curve; data/bench/README.md)."""
+    return {n: min(0.8, 0.1 + 0.15 * n) for n in range(min_ngram, max_ngram + 1)}
+
+
 class PromptLookupProposer(Proposer):
     name = "prompt_lookup"
 
     def __init__(self, config: PromptLookupConfig | None = None, **kwargs):
         self.config = config or PromptLookupConfig(**kwargs)
         cfg = self.config
-        # Prior acceptance per matched n-gram length: a 3-gram match predicts its continuation far better than
-        # a 1-gram one, so it is trusted more before any evidence arrives (0.25, 0.4, 0.55 for n = 1, 2, 3: an
-        # unproven 1-gram match is not worth a long verify on a CPU's curve; data/bench/README.md).
-        priors = {n: min(0.8, 0.1 + 0.15 * n) for n in range(cfg.min_ngram, cfg.max_ngram + 1)}
+        priors = ngram_priors(cfg.min_ngram, cfg.max_ngram)
         self.length = DraftLength(cfg.draft_length, k_max=cfg.max_draft, tracker=AcceptanceTracker(priors=priors,
                                   decay=cfg.alpha_memory), probes=Probes(cfg.probe_every, cfg.probe_max))  # fmt: skip
         # index[n][ngram] = end position of that n-gram's most recent occurrence
@@ -77,17 +81,24 @@ class PromptLookupProposer(Proposer):
                     table[tuple(tokens[j - n + 1 : j + 1])] = j
         self.indexed = max(self.indexed, end)
 
-    def match(self, tokens: list[int]) -> tuple[int, list[int]]:
-        """(n, continuation) for the longest suffix n-gram seen earlier; (0, []) when none."""
+    def matches(self, tokens: list[int]) -> list[tuple[int, list[int]]]:
+        """[(n, continuation)] for every suffix n-gram length seen earlier, longest first (each its most recent
+        occurrence's continuation, at most max_draft tokens); shorter matches may continue differently."""
         last = len(tokens) - 1
         self._index_until(tokens, last)  # not the suffix itself: it would match itself
+        found = []
         for n in sorted(self.index, reverse=True):
             if n > len(tokens):
                 continue
             j = self.index[n].get(tuple(tokens[last - n + 1 :]))
             if j is not None:
-                return n, tokens[j + 1 : j + 1 + self.config.max_draft]
-        return 0, []
+                found.append((n, tokens[j + 1 : j + 1 + self.config.max_draft]))
+        return found
+
+    def match(self, tokens: list[int]) -> tuple[int, list[int]]:
+        """(n, continuation) for the longest suffix n-gram seen earlier; (0, []) when none."""
+        found = self.matches(tokens)
+        return found[0] if found else (0, [])
 
     def propose(self, state: DecodeState) -> Tree:
         n, continuation = self.match(state.tokens)

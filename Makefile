@@ -125,7 +125,7 @@ else
 	  else cat "$$log"; echo "FAILED: papermill (quick) $$nb, log in $$log"; exit 255; fi'
 	@# nbval re-runs notebooks with DEFAULT parameters: keep its figures out of the committed figures/.
 	@# One notebook per xdist worker (--dist loadfile), NB_JOBS at a time.
-	@$(call timed,nbval,OMP_NUM_THREADS=$(NB_THREADS) SPECDEC_LAB_FIGURES=$(CURDIR)/results/ci/figures $(BIN)/pytest -q --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg -n $(NB_JOBS) --dist loadfile notebooks/)
+	@$(call timed,nbval,OMP_NUM_THREADS=$(NB_THREADS) SPECDEC_LAB_FIGURES=$(CURDIR)/results/ci/figures $(BIN)/pytest -q --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg --durations=20 -n $(NB_JOBS) --dist loadfile notebooks/)
 endif
 
 # Headless full run with DEFAULT parameters; the notebooks (re)write figures/ themselves.

@@ -17,7 +17,7 @@ Such a machine has torch and transformers but no network and none of this projec
     4. bench   the bench on the device for each dtype (fp32, bf16): every method's speed, mean accepted and
                whether its greedy output equals autoregressive decoding in that precision (`identical`)
 
-`--dry-run` does the same on this CPU with a small budget (2 prompts, 8 new tokens, a short curve): the check of
+`--dry-run` does the same on this CPU with a small budget (1 prompt, 8 new tokens, a short curve): the check of
 the script itself that CI runs. Where no accelerator is at hand, `run` without `--device` picks the CPU and says so.
 """
 
@@ -132,7 +132,7 @@ def run_check(model: str, out: str | os.PathLike, device: str | None = None, dry
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if dry_run:
-        device, dtypes, limit, max_new_tokens = "cpu", ("float32",), 2, 8
+        device, dtypes, limit, max_new_tokens = "cpu", ("float32",), 1, 8
     results = json.loads(out.read_text()) if out.is_file() else {}
     if results.get("config", {}).get("device") not in (None, device):
         raise ValueError(f"{out} holds results for device {results['config']['device']}, not {device}: pass "

@@ -15,7 +15,7 @@
 # ---
 
 # %% [markdown]
-# # 10 · Appendix: the kernels under the cost curve
+# # 12 · Appendix: the kernels under the cost curve
 #
 # Notebook 00 measured t(n), the time of one verify forward over n tokens, and read speculation's
 # break-even from it: a step that verifies n tokens must emit more than t(n)/t(1) of them. On a CPU the

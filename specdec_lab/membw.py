@@ -19,11 +19,12 @@ what is left.
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import torch
 
-__all__ = ["read_bandwidth", "weight_bytes", "memory_wall"]
+__all__ = ["read_bandwidth", "machine_bandwidth", "weight_bytes", "memory_wall"]
 
 GB = 1e9
 
@@ -44,15 +45,20 @@ def read_bandwidth(megabytes: int = 512, repeats: int = 7) -> float:
 
 
 def weight_bytes(model, bytes_per_param: int = 4) -> int:
-    """Bytes of the model's parameters at `bytes_per_param` (4 = fp32), each tensor counted once (tied
-    embeddings share storage; FastLinear's oneDNN-packed copies are caches, not parameters)."""
-    seen, total = set(), 0
-    for p in model.parameters():
-        key = (p.untyped_storage().data_ptr(), p.storage_offset(), tuple(p.shape))
-        if key not in seen:
-            seen.add(key)
-            total += p.numel() * bytes_per_param
-    return total
+    """Bytes of the model's parameters at `bytes_per_param` (4 = fp32, whatever the model holds now), each
+    counted once: `parameters()` yields a tied embedding once, and FastLinear's oneDNN-packed copies are
+    caches, not parameters."""
+    return sum(p.numel() for p in model.parameters()) * bytes_per_param
+
+
+@functools.cache
+def _bandwidth(threads: int) -> float:
+    return read_bandwidth()
+
+
+def machine_bandwidth() -> float:
+    """`read_bandwidth()` measured once per process (and thread count): what the bench records."""
+    return _bandwidth(torch.get_num_threads())
 
 
 def memory_wall(model=None, *, params_bytes: int | None = None, bandwidth: float | None = None) -> dict:

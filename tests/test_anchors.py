@@ -48,6 +48,8 @@ def test_hf_generate_compiled_equals_hf_generate_and_compiles_once():
     info = rows[0]["proposer"]
     assert info["graphs_at_compile"] >= 1 and info["compile_seconds"] > 0 and info["mode"] == "default"
     assert all(r["proposer"]["graphs_compiled"] == 0 for r in rows)  # the static cache's shapes never change
+    wall = res["memory_wall"]  # recorded in the results' header: fp32 weights over measured bandwidth
+    assert wall["weights_mb"] == round(weight_bytes(model) / 1e6, 1) and wall["read_gb_s"] > 0
 
 
 @needs_compiler
@@ -196,6 +198,7 @@ def test_weight_bytes_count_tied_weights_once_and_the_wall_is_bytes_over_bandwid
     model = S.tiny_model(fast_linear=True)  # tied embedding; FastLinear's packed copies are not parameters
     n = sum(p.numel() for p in model.parameters())
     assert model.lm_head.weight is model.model.embed_tokens.weight
+    assert sum(p.numel() for _, p in model.named_parameters(remove_duplicate=False)) > n  # tied: counted once
     assert weight_bytes(model) == 4 * n and weight_bytes(model, bytes_per_param=2) == 2 * n
     w = memory_wall(params_bytes=538_000_000, bandwidth=32e9)
     assert w["wall_ms_per_token"] == pytest.approx(16.81, abs=0.01) and w["read_gb_s"] == 32.0

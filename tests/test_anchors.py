@@ -149,7 +149,16 @@ def test_llamacpp_prompt_lookup_records_whether_it_equals_plain(fake_llama_cpp, 
         q, p = lookup([1, 2], 9, 0), plain([1, 2], 9, 0)  # completed when the plain output arrives
     assert q.tokens == p.tokens and q.info["equals_plain"] is True
     assert q.forwards == 3 and p.forwards == 9  # 3 tokens per forward in the fake
+    assert q.info["first_diff_plain"] is None
     assert lookup([7], 9, 0).info["equals_plain"] is None  # no plain run of that prompt (yet)
+    short = lookup([30], 30, 0)  # both stop at EOS 49 after 19 tokens: equal
+    plain([30], 30, 0)
+    assert short.info["equals_plain"] is True
+    record = {}
+    L._Agreement._compare(record, [1, 2, 3], [1, 5, 3])
+    assert record == {"equals_plain": False, "first_diff_plain": 1}
+    L._Agreement._compare(record, [1, 2], [1, 2, 3])
+    assert record == {"equals_plain": False, "first_diff_plain": 2}
 
 
 def test_llamacpp_needs_to_know_the_gguf(fake_llama_cpp, tmp_path):

@@ -29,7 +29,7 @@ __all__ = ["read_bandwidth", "machine_bandwidth", "weight_bytes", "memory_wall"]
 GB = 1e9
 
 
-def read_bandwidth(megabytes: int = 512, repeats: int = 7) -> float:
+def read_bandwidth(megabytes: int = 512, repeats: int = 10) -> float:
     """Read bandwidth in bytes/s: a `megabytes` fp32 tensor summed `repeats` times, the fastest run.
 
     The fastest, not the median: on a shared machine noise only ever adds time. The tensor is filled first
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m specdec_lab.membw", description=__doc__.splitlines()[0])
     p.add_argument("--model", default="smollm2-135m", help="shipped model name, HF folder or .gguf file")
     p.add_argument("--megabytes", type=int, default=512, help="size of the tensor summed")
-    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--repeats", type=int, default=10)
     a = p.parse_args(argv)
     from .models import load_model
 

@@ -14,9 +14,11 @@ They can differ: llama.cpp computes a batch of tokens (the prompt, a verified dr
 than a single token, so its logits differ in the low bits between the two paths, and at a near-tie of the
 top two the argmax flips — the same 1-row versus n-row rounding as in our bf16 verification.
 
-Optional and outside CI: llama-cpp-python compiles llama.cpp when installed (~9 minutes on 2 cores:
-`pip install llama-cpp-python`, or the `llamacpp` extra). Without it both anchors are skipped with a
-message (`unavailable`), never an error, so a method list naming them runs everywhere.
+Optional and outside CI: llama-cpp-python compiles llama.cpp when installed (`pip install
+llama-cpp-python==0.3.36`, ~9 minutes on 2 cores; with its dependencies — a --no-deps install lacks
+diskcache, which it imports). It is no pyproject extra: environment.yml carries every extra, and would build
+it. Without it both anchors are skipped with a message (`unavailable`), never an error, so a method list
+naming them runs everywhere.
 
 Fairness. Every call starts from an empty KV cache (`Llama.reset()`): llama-cpp-python would otherwise
 reuse the cached prefix of the previous call (the chat template's shared system prompt, or the whole
@@ -37,7 +39,7 @@ from .runner import Runner, RunOutput, register_anchor
 
 __all__ = ["llamacpp", "llamacpp_prompt_lookup", "unavailable", "gguf_of"]
 
-INSTALL = "pip install llama-cpp-python (builds llama.cpp, ~9 minutes on 2 cores; or the 'llamacpp' extra)"
+INSTALL = "pip install llama-cpp-python==0.3.36 (builds llama.cpp: ~9 minutes on 2 cores)"
 
 
 def unavailable() -> str | None:

@@ -50,6 +50,7 @@ from ..device import sync
 from ..fast_linear import linear_kind, linear_plan
 from ..io import Prompt, as_prompts, eos_ids, write_json
 from ..machine import machine_info
+from ..membw import machine_bandwidth, memory_wall
 from ..memory import Memory
 from ..models import model_name, prompt_ids, unwrap
 from ..proposers.registry import BASELINE
@@ -214,6 +215,7 @@ class _Results:
     prompts_total: int
     rows: list[dict]
     out: Path | None
+    memory_wall: dict | None = None  # `membw.memory_wall`: measured per run, so never compared on resume
 
     def as_dict(self) -> dict:
         from .hf import NOTES
@@ -221,6 +223,7 @@ class _Results:
         return {
             "config": self.config,
             "machine": self.machine,
+            "memory_wall": self.memory_wall,
             "methods": self.labels,
             "trace_fields": list(TRACE_FIELDS),
             "prompts_done": len({r["question_id"] for r in self.rows}),
@@ -291,6 +294,8 @@ def run_benchmark(
     out = Path(config.out) if config.out else None
     rows = _resume_rows(out, record, machine, labels) if out and out.exists() and not config.fresh else []
     results = _Results(record, machine, labels, len(all_prompts), rows, out)
+    if device.type == "cpu":  # the floor of a step that reads every fp32 weight once (specdec_lab.membw)
+        results.memory_wall = memory_wall(model, bandwidth=machine_bandwidth())
     done = {r["question_id"] for r in rows}
     todo = [(i, p) for i, p in enumerate(selected) if p.question_id not in done]
     if todo:

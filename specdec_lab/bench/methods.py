@@ -7,22 +7,48 @@
 
 A name is looked up when a spec is parsed, in two registries: `specdec_lab.proposers.METHODS` (our loop;
 whatever `register_method` added runs too; `runner.loop_runner` runs it) and `ANCHORS` (runner.py;
-transformers' own generate, registered by hf.py). A new method therefore needs no edit here or in the harness.
+transformers' own generate, registered by hf.py; llama.cpp, registered by llamacpp.py). A new method therefore
+needs no edit here or in the harness.
+
+An anchor that cannot run on this machine (llama.cpp without llama-cpp-python installed) is skipped when the
+methods are parsed, with a warning that says why (`AnchorSkipped`), so a method list naming an optional anchor
+runs everywhere: the anchor's factory says so by an `unavailable()` attribute returning a reason.
 """
 
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Sequence
 
 from ..proposers.registry import METHODS, MethodSpec, MethodSpecError, check_method_spec, check_types, parse_method_spec
+from . import llamacpp  # noqa: F401  (registers the llama.cpp anchors)
 from .runner import ANCHORS, Runner, loop_runner
 
-__all__ = ["BenchInputError", "MethodSpec", "build_runner", "known_methods", "parse_method_spec", "parse_methods"]
+__all__ = [
+    "AnchorSkipped",
+    "BenchInputError",
+    "MethodSpec",
+    "build_runner",
+    "known_methods",
+    "parse_method_spec",
+    "parse_methods",
+    "unavailable",
+]
 
 
 class BenchInputError(MethodSpecError):
     """Bad benchmark input: prompts file, method spec, limit."""
+
+
+class AnchorSkipped(UserWarning):
+    """An optional anchor cannot run here (its library is not installed); the others run without it."""
+
+
+def unavailable(name: str) -> str | None:
+    """Why anchor `name` cannot run on this machine, or None (our methods and most anchors always can)."""
+    check = getattr(ANCHORS.get(name), "unavailable", None)
+    return check() if check is not None else None
 
 
 def known_methods() -> list[str]:
@@ -69,7 +95,16 @@ def parse_methods(methods: str | Sequence) -> list[MethodSpec]:
     dupes = sorted({x for x in labels if labels.count(x) > 1})
     if dupes:
         raise BenchInputError(f"method(s) listed twice: {', '.join(dupes)}")
-    return [_check(s) for s in specs]
+    checked, skipped = [], []
+    for s in specs:
+        checked.append(_check(s))
+        reason = unavailable(s.name)
+        if reason is not None:
+            warnings.warn(f"skipping {s.label}: {reason}", AnchorSkipped, stacklevel=2)
+            skipped.append(checked.pop())
+    if not checked:
+        raise BenchInputError(f"no method can run here: {', '.join(s.label for s in skipped)} skipped")
+    return checked
 
 
 def build_runner(spec: MethodSpec, model, eos_ids: list[int], traced: bool = False, memory=None) -> Runner:

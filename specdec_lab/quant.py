@@ -24,9 +24,13 @@ product is quantized.
 
 Exactness. Speculative decoding is exact when verifying n rows rounds like decoding one. Both kernels
 compute each output row from that row alone, with the same order of sums whatever the row count (tested:
-1-row and n-row products are bit-identical), so every quantized layer rounds a verify forward as it rounds
-a decoding step — unlike the fp32 path, which picks a kernel per row count (`fast_linear`). The kernel is
-therefore the same at every row count, never switched by a plan.
+1-row and n-row products are bit-identical), so the kernel is the same at every row count, never switched
+by a plan as `fast_linear`'s fp32 kernels are. The model as a whole is not row-invariant, though: attention
+over 1 query and over n queries (and the fp32 LM head's per-row-count kernels) differ in the last bits, as
+in fp32, and with bf16 activations the cast into each linear layer turns such a last-bit difference into
+a bf16 step now and then. Speculative output then equals the quantized model's own autoregressive output
+except at near-ties (the bench's `first_diff` / `top2_gap` say where); with compute="float32" the
+differences stay at fp32's size.
 
 LM head: the tied embedding stays fp32 by default (the file's Q8_0 values de-quantized exactly); head=
 "int8" quantizes the head per channel from them (a quarter of its 113 MB per step), keeping the fp32

@@ -182,18 +182,28 @@ def test_real_int4_holds_the_files_q4_1_blocks(real_model):
             assert torch.equal(m.dequantize(), fp[name].weight), name
 
 
+NEAR_TIE = 0.5  # logits: what bf16 rounding of the linear layers' inputs moves (module doc of quant)
+
+
 @pytest.mark.real
 @pytest.mark.parametrize("weights", ["int8", "int4"])
-def test_real_quantized_speculative_equals_autoregressive(weights):
+def test_real_quantized_speculative_equals_autoregressive_but_at_near_ties(weights):
+    """With bf16 activations the model is not row-invariant (attention), so a method may leave the quantized
+    model's own greedy output where two tokens tie to within bf16 rounding — never anywhere else."""
+    from specdec_lab.bench.harness import first_diff, top2_gap
     from specdec_lab.proposers.medusa import MedusaDecodeConfig, MedusaProposer
 
     lm = S.load_model("smollm2-135m", weights=weights)
     assert weights_kind(lm.model) == weights
     ids = lm.chat_ids("Write a Python function that returns the squares of a list of numbers.")
     ar = S.generate(lm, ids, max_new_tokens=48)
-    pl = S.generate(lm, ids, method="prompt_lookup", max_new_tokens=48, draft_length=4)
-    assert pl.tokens == ar.tokens
-    md = S.generate(lm, ids, max_new_tokens=48, proposer=MedusaProposer(MedusaDecodeConfig(tree="auto", max_budget=16)))
-    assert md.tokens == ar.tokens
-    dr = S.generate(lm, ids, method="draft", max_new_tokens=48)
-    assert dr.tokens == ar.tokens
+    runs = {
+        "prompt_lookup": S.generate(lm, ids, method="prompt_lookup", max_new_tokens=48, draft_length=4),
+        "medusa": S.generate(lm, ids, max_new_tokens=48, proposer=MedusaProposer(MedusaDecodeConfig(max_budget=16))),
+        "draft": S.generate(lm, ids, method="draft", max_new_tokens=48),
+    }
+    for method, r in runs.items():
+        assert r.mean_accepted > 1.0, method  # speculation happened: more than one token per forward
+        diff = first_diff(ar.tokens, r.tokens)
+        if diff is not None:
+            assert top2_gap(lm.model, ids, ar.tokens, diff) < NEAR_TIE, (method, diff)

@@ -32,7 +32,7 @@ from .fast_linear import match_linear, tune_linear, use_fast_linear
 from .gguf_blocks import read_q4_1
 from .io import Prompt, atomic_dir, cache_dir
 from .machine import machine
-from .quant import check_weights, quantize_model
+from .quant import check_weights, quant_plan, quantize_model
 
 __all__ = [
     "LoadedModel",
@@ -359,6 +359,7 @@ def _main(argv: list[str] | None = None) -> int:
         lm = load_model(args.model, tune_kernels=False)
         for shape, plan in tune_linear(lm.model, refresh=args.retune).items():
             print(f"linear kernels {shape:>12}: {plan}")
+        print(f"int8/int4 kernels' activation dtype: {quant_plan(refresh=args.retune)['compute']}")
     return 0
 
 

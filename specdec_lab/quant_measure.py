@@ -23,10 +23,10 @@ import time
 import torch
 from tqdm import tqdm
 
-from .machine import machine_info
 from .cost import measure_cost_curve
 from .generate import generate
 from .io import load_prompts, write_json
+from .machine import machine_info
 from .models import load_model
 from .quant import quant_plan, weights_record
 

@@ -207,3 +207,12 @@ def test_real_quantized_speculative_equals_autoregressive_but_at_near_ties(weigh
         diff = first_diff(ar.tokens, r.tokens)
         if diff is not None:
             assert top2_gap(lm.model, ids, ar.tokens, diff) < NEAR_TIE, (method, diff)
+
+
+def test_the_faster_activation_dtype_is_chosen_per_format():
+    from specdec_lab.quant import _choose_compute
+
+    fast, slow = [1e-4] * 7, [9e-4] * 5 + [None, None]  # the slow path is not measured past 16 rows
+    measured = {"rows": [1, 2, 4, 8, 16, 32, 64], "seconds": {"576x576": {
+        "int8:bfloat16": fast, "int8:float32": slow, "int4:bfloat16": slow[:5] + [1, 1], "int4:float32": fast}}}  # fmt: skip
+    assert _choose_compute(measured) == {"int8": "bfloat16", "int4": "float32"}

@@ -213,6 +213,6 @@ def test_the_faster_activation_dtype_is_chosen_per_format():
     from specdec_lab.quant import _choose_compute
 
     fast, slow = [1e-4] * 7, [9e-4] * 5 + [None, None]  # the slow path is not measured past 16 rows
-    measured = {"rows": [1, 2, 4, 8, 16, 32, 64], "seconds": {"576x576": {
-        "int8:bfloat16": fast, "int8:float32": slow, "int4:bfloat16": slow[:5] + [1, 1], "int4:float32": fast}}}  # fmt: skip
+    one = {"int8:bfloat16": fast, "int8:float32": slow, "int4:bfloat16": slow[:5] + [1, 1], "int4:float32": fast}
+    measured = {"rows": [1, 2, 4, 8, 16, 32, 64], "seconds": {"576x576": one}}
     assert _choose_compute(measured) == {"int8": "bfloat16", "int4": "float32"}

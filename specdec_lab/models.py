@@ -247,7 +247,8 @@ def load_model(
     stock kernel where it is the fastest). False keeps FastLinear's default plan.
     weights: "fp32" (default), or weight-only "int8" (per channel) / "int4" (groups of 32) decoder linears on
     torch's CPU kernels (`specdec_lab.quant`). "int4" of a GGUF with Q4_1 tensors (the shipped model) holds
-    the file's own 4-bit blocks, not a requantisation. head_weights: the LM head, "fp32" (default) or "int8".
+    the file's own 4-bit blocks, not a requantisation. head_weights: the LM head (tied embedding) with int8/int4
+    weights, "fp32" (default: the file's values) or "int8" (per channel).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -36,6 +36,7 @@ from . import curve_store
 from .attention import attention_kind
 from .device import sync
 from .fast_linear import linear_kind
+from .quant import weights_kind
 
 __all__ = [
     "CostCurve",
@@ -169,7 +170,10 @@ _CURVES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def _setup_key(model) -> tuple:
     # the same model moved to another device or dtype, or given other linear or attention kernels, has
     # another curve (the kernels change its shape, not just its scale)
-    return (str(next(model.parameters()).device), model.dtype, linear_kind(model), attention_kind(model))
+    # ... and int8/int4 weights (`quant`) another again (fp32 keeps the key it always had)
+    setup = (str(next(model.parameters()).device), model.dtype, linear_kind(model), attention_kind(model))
+    weights = weights_kind(model)
+    return setup if weights == "fp32" else (*setup, weights)
 
 
 def set_cost_curve(model, curve: CostCurve) -> None:

@@ -35,6 +35,7 @@ from torch.nn.utils import parametrize
 
 from .io import atomic_dir, atomic_path, cache_dir, write_json
 from .models import match_kernels
+from .quant import float_state_dict
 from .vocab import vocab_for
 
 __all__ = [
@@ -199,7 +200,7 @@ def build_draft(target, spec: DraftSpec, vocab: torch.Tensor | None = None, name
     model.requires_grad_(False)  # embeddings/head are the target's: never trained (`trainable_parameters`)
     body = model.get_decoder()
     for i, j in enumerate(spec.base_layers):
-        body.layers[i].load_state_dict(src.layers[j].state_dict())
+        body.layers[i].load_state_dict(float_state_dict(src.layers[j]))  # an int8/int4 target: de-quantized
     body.norm.load_state_dict(src.norm.state_dict())  # trained too: the draft's last layer is not layer 30
     if spec.lora_rank > 0:
         for mod in _linears(model).values():

@@ -29,8 +29,10 @@ import torch
 
 from .attention import match_attention, use_gqa_attention
 from .fast_linear import match_linear, tune_linear, use_fast_linear
+from .gguf_blocks import read_q4_1
 from .io import Prompt, atomic_dir, cache_dir
 from .machine import machine
+from .quant import check_weights, quant_plan, quantize_model
 
 __all__ = [
     "LoadedModel",
@@ -228,6 +230,8 @@ def load_model(
     fast_linear: bool = True,
     pack_weights: bool = True,
     tune_kernels: bool = True,
+    weights: str = "fp32",
+    head_weights: str = "fp32",
 ) -> LoadedModel:
     """Load a causal LM and its tokenizer: a shipped name, a local HF directory, or a .gguf file.
 
@@ -241,9 +245,16 @@ def load_model(
     tune_kernels: with fast_linear, pick each layer's kernel per row count from a measurement on this
     machine (`fast_linear.tune_linear`: cached per machine, so only the first load pays for it; torch's
     stock kernel where it is the fastest). False keeps FastLinear's default plan.
+    weights: "fp32" (default), or weight-only "int8" (per channel) / "int4" (groups of 32) decoder linears on
+    torch's CPU kernels (`specdec_lab.quant`). "int4" of a GGUF with Q4_1 tensors (the shipped model) holds
+    the file's own 4-bit blocks, not a requantisation. head_weights: the LM head (tied embedding) with int8/int4
+    weights, "fp32" (default: the file's values) or "int8" (per channel).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    check_weights(weights)
+    if weights != "fp32" and torch.device(device).type != "cpu":
+        raise ValueError(f"weights={weights!r} runs torch's CPU weight-only kernels; load it with device='cpu'")
     kind, path = _resolve(name_or_path)
     folder = _dequantized_copy(path) if kind == "gguf" else path
     kwargs: dict[str, Any] = {"dtype": dtype}
@@ -252,6 +263,9 @@ def load_model(
     model = AutoModelForCausalLM.from_pretrained(folder, **kwargs).to(device).eval()
     if not attn_implementation:
         use_gqa_attention(model)
+    if weights != "fp32":  # before FastLinear: only what stays fp32 (the LM head) becomes a FastLinear
+        q4_1 = read_q4_1(path) if kind == "gguf" and weights == "int4" else None
+        quantize_model(model, weights, q4_1=q4_1, head=head_weights)
     if fast_linear:
         use_fast_linear(model, pack=pack_weights)
         if tune_kernels and torch.device(device).type == "cpu":
@@ -346,6 +360,7 @@ def _main(argv: list[str] | None = None) -> int:
         lm = load_model(args.model, tune_kernels=False)
         for shape, plan in tune_linear(lm.model, refresh=args.retune).items():
             print(f"linear kernels {shape:>12}: {plan}")
+        print(f"int8/int4 kernels' activation dtype: {quant_plan(refresh=args.retune)['compute']}")
     return 0
 
 

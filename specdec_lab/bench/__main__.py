@@ -15,6 +15,7 @@ import torch
 from ..attention import ATTENTION
 from ..io import PromptError, load_prompts, positive_int
 from ..models import ModelNotFoundError, load_model
+from ..quant import WEIGHTS
 from .harness import BenchConfig, ResumeError, run_benchmark
 from .methods import BenchInputError, known_methods, parse_methods
 from .report import format_table
@@ -51,6 +52,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
     p.add_argument("--attention", default=ATTENTION, choices=[ATTENTION, "sdpa"],
                    help=f"{ATTENTION}: SDPA with grouped-query attention inside the kernel also under a mask (no K/V "
                    "copies; specdec_lab.attention); sdpa: transformers' own")  # fmt: skip
+    p.add_argument("--weights", default="fp32", choices=list(WEIGHTS),
+                   help="decoder linear weights: fp32, or weight-only int8 (per channel) / int4 (groups of 32; "
+                   "the shipped GGUF's own Q4_1) on torch's CPU kernels (specdec_lab.quant)")  # fmt: skip
+    p.add_argument("--head-weights", default="fp32", choices=["fp32", "int8"],
+                   help="the LM head (tied embedding) with --weights int8/int4: fp32 (file values), int8")  # fmt: skip
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--warmup-tokens", type=positive_int, default=d.warmup_tokens)
     p.add_argument("--traces", action=argparse.BooleanOptionalAction, default=d.traces,
@@ -82,6 +88,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
         dtype=a.dtype,
         linear=a.linear,
         attention=a.attention,
+        weights=a.weights,
+        head_weights=a.head_weights,
         traces=a.traces,
         repeats=a.repeats,
         memory=a.memory,
@@ -109,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             pack_weights=config.linear in ("tuned", "fast+onednn"),
             tune_kernels=config.linear == "tuned",
             attn_implementation=None if config.attention == ATTENTION else config.attention,
+            weights=config.weights,
+            head_weights=config.head_weights,
         )
         results = run_benchmark(lm, prompts, config=config, progress=not no_progress)
     except (BenchInputError, PromptError, ResumeError, FileNotFoundError, ModelNotFoundError) as err:

@@ -54,6 +54,7 @@ from ..membw import machine_bandwidth, memory_wall
 from ..memory import Memory
 from ..models import model_name, prompt_ids, unwrap
 from ..proposers.registry import BASELINE
+from ..quant import weights_kind, weights_record
 from .methods import BenchInputError, build_runner, parse_methods
 from .report import summarize
 from .runner import TRACE_FIELDS, Runner, RunOutput, compact_steps
@@ -94,6 +95,8 @@ class BenchConfig:
     dtype: str | None = None  # filled from the model when None
     linear: str | None = None  # `fast_linear.linear_kind`: "tuned" (default), "fast+onednn", "fast", "stock"
     attention: str | None = None  # the model's attention implementation: "sdpa_gqa" (default) or "sdpa"
+    weights: str | None = None  # decoder weights, `quant.weights_kind`: "fp32", "int8" or "int4"; from the model
+    head_weights: str | None = None  # the LM head's: "fp32" or "int8"; filled from the model
     traces: bool = True  # record our loop's per-step trace in each row (module docstring)
     repeats: int = 1  # rounds per prompt; each (prompt, method) keeps its fastest run (module docstring)
     memory: str = "fresh"  # "fresh": every run of our loop starts from nothing it learned before (rows are
@@ -288,6 +291,9 @@ def run_benchmark(
         linear=linear_kind(model),
         linear_plan=linear_plan(model),  # {shape: kernel per row count}, measured on this machine when "tuned"
         attention=attention_kind(model),
+        weights=weights_kind(model),
+        head_weights=weights_record(model)["head"],
+        quant=weights_record(model),  # where the weights came from (GGUF Q4_1 or requantised), kernel dtype, head
         prompts_sha256=_prompts_digest(all_prompts),
     )
     machine = machine_info(device)

@@ -1,7 +1,7 @@
 """A compiled verify step: the target's decoder body as one `torch.compile`d graph per bucket of node counts.
 
 Decoding a 135M model on a CPU is bound by per-op overhead as much as by reading the weights: an eager
-step launches ~400 small ops through Python, transformers' mask and cache code, and FastLinear's kernel
+step launches hundreds of small ops through Python, transformers' mask and cache code, and FastLinear's kernel
 dispatch. `torch.compile` (inductor, C++ on CPU) removes that overhead, but only for shapes it has seen:
 every new number of nodes, every new cache length would be a new graph. So the compiled step is static:
 
@@ -14,23 +14,34 @@ every new number of nodes, every new cache length would be a new graph. So the c
     mask      built inside the graph from L (a 0-d tensor, not a constant: no recompile per step) and the
               (B, B) ancestor mask: slot j is visible to node i iff j < L or (j − L is an ancestor of i)
 
-One graph per (bucket, capacity, feature layers) serves every method: autoregressive is bucket 1, a
+One graph per (bucket, capacity) serves every method (each layer's hidden states come out of it, and a
+drafter's feature layers are picked outside): autoregressive is bucket 1, a
 prompt-lookup chain of 5 is bucket 8, a Medusa tree of 40 bucket 64. The prefill (long, once per call)
 stays eager and fills the same buffers, and so does everything that reads the cache (`keep`, a layer-skip
 draft's `extend_from`): the compiled step is only another way of running `_body_forward`.
 
-Which graph. Three ways were measured on SmolLM2-135M (AVX-512, 2 threads; `python -m specdec_lab.compiled`
-prints the table): (a) transformers' model with its StaticCache under torch.compile — its forward builds
-masks and cache positions in Python per call and cannot keep a tree path's K/V; (b) regional compilation,
-one compiled decoder layer called 30 times with that layer's weights as inputs (dynamo would guard on each
-HF layer's `layer_idx` and recompile per layer if it traced the HF modules); (c) a compact gpt-fast-style
-forward over the HF weights (Llama family: Llama, Mistral without a window, Qwen2), compiled as one graph.
-(c) is the one shipped: the whole body is one C++ call, weights are constants of the graph so
-`freezing=True` lets oneDNN prepack them (what FastLinear's packed copies do by hand), and its warm-up
-for the buckets a method uses stays under the 2-minute budget; (b) compiles faster but keeps a Python loop
-and a guard check per layer. Numerics: the compiled graph sums in other orders than eager (fused RMSNorm,
-its own RoPE), so its logits match eager's to fp32 rounding, not bit for bit; exactness is within a mode —
-compiled speculative decoding equals compiled autoregressive decoding (tests).
+Which graph. Options measured on SmolLM2-135M (`python -m specdec_lab.compiled` prints compile and step
+times; the numbers belong in results, not here): (a) transformers' model with its StaticCache under
+torch.compile was not taken — its forward builds masks and cache positions in Python per call and cannot
+keep a tree path's K/V in place; (b) regional compilation, one decoder layer compiled once and called per
+layer with that layer's weights as inputs (tracing HF's layer modules instead would guard on each one's
+`layer_idx` and recompile per layer): fast to compile, but a guard check and a wrapper per call cost most of
+what compiling saves; (c) a compact gpt-fast-style forward over the HF weights (Llama family: Llama,
+Mistral without a window, Qwen2) as one graph: the fastest step, but inductor compiles all the unrolled
+layers of SmolLM2 so slowly that 7 buckets overrun the 2-minute warm-up budget several times. Shipped: (c)'s
+forward compiled in blocks of `BLOCK` layers — one graph per block shape, reused by every block — which
+keeps most of (c)'s step at a fraction of its compile time (`CompiledStep.block`, 0 = the whole body).
+
+Linear kernels. Inside the graph every linear runs the kernel FastLinear's measured plan names for the
+bucket's row count (`fast_linear`): W @ x^T as an aten mm, or oneDNN's packed product through an opaque
+custom op (`onednn_linear`; inductor's own oneDNN lowering accepts only frozen weights). Inductor's
+`freezing=True` (weights as constants, prepacked by oneDNN for every row count) measured slower than the
+per-row-count plan and is off (`CompiledStep.freezing`).
+
+Numerics: the compiled graph sums in other orders than eager (fused RMSNorm, its own RoPE and attention), so
+its logits match eager's to fp32 rounding, not bit for bit; greedy outputs matched eager's in the tests,
+and exactness holds within a mode: compiled speculative decoding verifies with the very graphs compiled
+autoregressive decoding uses.
 
 Where compiling is not possible (no C++ compiler, an architecture outside the Llama family, a sliding
 window, an op inductor rejects), `compiled_step` raises `CompileUnavailable` with the reason and callers
@@ -374,3 +385,52 @@ def compiled_step(model, block: int | None = None, capacity: int = 512) -> Compi
         raise CompileUnavailable("compiled step: no C++ compiler (g++/c++) on PATH for inductor's CPU kernels")
     layers = model.config.get_text_config(decoder=True).num_hidden_layers
     return CompiledStep(model=model, block=default_block(layers) if block is None else block, capacity=capacity)
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """python -m specdec_lab.compiled [--model M] [--block K] [--repeats R]: warm-up seconds, then the verify
+    step's median seconds per bucket, eager and compiled, interleaved (chains after a 64-token context)."""
+    import argparse
+    import statistics
+
+    from .models import load_model
+    from .tree import Tree
+    from .verify import prefill, verify_tree
+
+    p = argparse.ArgumentParser(prog="python -m specdec_lab.compiled", description=_main.__doc__)
+    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--block", type=int, default=None, help="layers per compiled graph (0: the whole body)")
+    p.add_argument("--repeats", type=int, default=7)
+    a = p.parse_args(argv)
+    model = load_model(a.model).model
+    print(f"torch {torch.__version__}, CPU ISA {torch.backends.cpu.get_cpu_capability()}, "
+          f"{torch.get_num_threads()} threads")  # fmt: skip
+    step = compiled_step(model, block=a.block)
+    print(f"block {step.block} layers, capacity {step.capacity}: warm-up of buckets {BUCKETS} took "
+          f"{step.warm_up():.1f} s")  # fmt: skip
+    vocab = model.config.get_text_config(decoder=True).vocab_size
+    gen = torch.Generator().manual_seed(0)
+    cache = KVCache.for_model(model, capacity=step.capacity)
+    times: dict[tuple[str, int], list[float]] = {(k, n): [] for k in ("eager", "compiled") for n in BUCKETS}
+    with torch.inference_mode():
+        prefill(model, cache, torch.randint(0, vocab, (64,), generator=gen))
+        for r in range(a.repeats + 1):  # the first round warms the eager kernels, not timed
+            for n in BUCKETS:
+                toks = torch.randint(0, vocab, (n,), generator=gen)
+                for kind in ("eager", "compiled") if (r + n) % 2 else ("compiled", "eager"):
+                    t0 = time.perf_counter()
+                    verify_tree(
+                        model, cache, Tree.chain(int(toks[0]), toks[1:]), step=step if kind == "compiled" else None
+                    )
+                    if r:
+                        times[kind, n].append(time.perf_counter() - t0)
+                    cache.rollback()
+    print(f"{'nodes':>5}  {'eager ms':>9}  {'compiled ms':>11}  ratio")
+    for n in BUCKETS:
+        e, c = (statistics.median(times[k, n]) * 1e3 for k in ("eager", "compiled"))
+        print(f"{n:>5}  {e:>9.2f}  {c:>11.2f}  {e / c:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

@@ -160,3 +160,17 @@ def test_real_model_compiled_equals_eager(real_model):
     for method in ("autoregressive", "prompt_lookup"):
         r = S.generate(real_model, ids, method=method, max_new_tokens=24, compile=step)
         assert r.tokens == ar, method
+
+
+def test_bench_compile_runs_our_loop_compiled(target, tmp_path):
+    from specdec_lab.bench import BenchConfig, run_benchmark
+
+    config = BenchConfig(methods="autoregressive,prompt_lookup", max_new_tokens=8, compile=True,
+                         out=str(tmp_path / "r.json"))  # fmt: skip
+    results = run_benchmark(target, [PROMPT, PROMPT[:6]], config=config, progress=False)
+    assert results["config"]["compile"] is True and results["config"]["compile_seconds"] >= 0
+    eager = run_benchmark(target, [PROMPT, PROMPT[:6]], config=BenchConfig(methods="autoregressive", max_new_tokens=8),
+                          progress=False)  # fmt: skip
+    tokens = [r["tokens"] for r in results["rows"] if r["method"] == "autoregressive"]
+    assert tokens == [r["tokens"] for r in eager["rows"]]
+    assert all(r["identical"] for r in results["rows"])  # prompt lookup (compiled) = autoregressive (compiled)

@@ -36,7 +36,8 @@ Linear kernels. Inside the graph every linear runs the kernel FastLinear's measu
 bucket's row count (`fast_linear`): W @ x^T as an aten mm, or oneDNN's packed product through an opaque
 custom op (`onednn_linear`; inductor's own oneDNN lowering accepts only frozen weights). Inductor's
 `freezing=True` (weights as constants, prepacked by oneDNN for every row count) measured slower than the
-per-row-count plan and is off (`CompiledStep.freezing`).
+per-row-count plan and is off (`CompiledStep.freezing`); so is `cpp_wrapper` (a C++ wrapper around the
+kernels): it compiled several times slower and the step ran no faster.
 
 Numerics: the compiled graph sums in other orders than eager (fused RMSNorm, its own RoPE and attention), so
 its logits match eager's to fp32 rounding, not bit for bit; greedy outputs matched eager's in the tests,
@@ -44,14 +45,16 @@ and exactness holds within a mode: compiled speculative decoding verifies with t
 autoregressive decoding uses.
 
 Where compiling is not possible (no C++ compiler, an architecture outside the Llama family, a sliding
-window, an op inductor rejects), `compiled_step` raises `CompileUnavailable` with the reason and callers
-fall back to the eager path with that message (`generate(..., compile=True)` warns once per call).
+window), `compiled_step` raises `CompileUnavailable` with the reason and `generate(..., compile=True)` warns
+and decodes eagerly; where torch.compile itself fails on a graph (an op or a toolchain inductor rejects), the
+step warns once, records why in `CompiledStep.failed`, and `verify_tree` takes the eager path from then on.
 """
 
 from __future__ import annotations
 
 import shutil
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -272,6 +275,8 @@ class CompiledStep:
     fast_kernels: bool = True
     block: int = 0
     capacity: int = 512
+    cpp_wrapper: bool = False  # inductor's C++ wrapper around the kernels instead of its Python one
+    failed: str | None = None  # why compiling failed (then every call raises CompileUnavailable: eager path)
     buckets: tuple[int, ...] = BUCKETS
     compile_seconds: float = 0.0
     compiled: set = field(default_factory=set)
@@ -280,7 +285,7 @@ class CompiledStep:
     def _fn(self):
         if not self._fns:
             body = CompactBody(self.model, self.fast_kernels).eval()
-            options = {"freezing": self.freezing}
+            options = {"freezing": self.freezing, "cpp_wrapper": self.cpp_wrapper}
             if not self.block:
                 self._fns[0] = torch.compile(body, fullgraph=True, dynamic=False, options=options)
             else:
@@ -305,6 +310,8 @@ class CompiledStep:
     def forward(self, cache: KVCache, tokens, positions, tree_mask, feature_layers: Sequence[int] = ()):
         """The N nodes (tokens (N,), positions (N,), tree_mask (N, N) bool: ancestors incl. self) through the
         bucket's graph; appends their K/V to `cache` like `_body_forward`. -> (hidden (N, H), features)."""
+        if self.failed:
+            raise CompileUnavailable(self.failed)
         n = len(tokens)
         b = bucket_for(n, self.buckets)
         layers_ = cache.layers
@@ -325,15 +332,18 @@ class CompiledStep:
         t0 = time.perf_counter() if key not in self.compiled else None
         # one graph per bucket x capacity, for every model in the process: more than dynamo's
         # default of 8 compiled variants of one function (CompactBody.forward)
-        with torch._dynamo.config.patch(recompile_limit=RECOMPILE_LIMIT, accumulated_recompile_limit=RECOMPILE_LIMIT):
-            hidden, states = self._fn()(
-                tokens,
-                positions,
-                torch.tensor(start, device=dev),
-                tree_mask.to(dev),
-                [layer._k for layer in layers_],
-                [layer._v for layer in layers_],
-            )
+        limits = {"recompile_limit": RECOMPILE_LIMIT, "accumulated_recompile_limit": RECOMPILE_LIMIT}
+        args = (tokens, positions, torch.tensor(start, device=dev), tree_mask.to(dev),
+                [layer._k for layer in layers_], [layer._v for layer in layers_])  # fmt: skip
+        try:
+            with torch._dynamo.config.patch(**limits):
+                hidden, states = self._fn()(*args)
+        except Exception as err:  # an op or a toolchain inductor rejects: say so once, then eager (verify_tree)
+            if t0 is None:
+                raise  # a graph that compiled and ran before: a real error
+            self.failed = f"compiled step: torch.compile failed ({type(err).__name__}: {str(err)[:300]})"
+            warnings.warn(f"{self.failed}; decoding eagerly", stacklevel=2)
+            raise CompileUnavailable(self.failed) from err
         if t0 is not None:
             self.compile_seconds += time.perf_counter() - t0
             self.compiled.add(key)

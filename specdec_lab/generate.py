@@ -164,10 +164,13 @@ def generate(
                emitted so far) — progress bars, Stop buttons; returning False ends generation there with
                stop_reason "stopped" (the tokens so far are kept). Its own time counts in `seconds`.
     compile:   a `CompiledStep` (`specdec_lab.compiled`) verifies every tree with the target's compiled body
-               (buckets of padded nodes); True builds one for this call (it compiles as it goes; build it once
-               and pass it to reuse the graphs). Seconds spent compiling are reported as `compile_seconds`
-               and left out of `seconds`. A model the step cannot serve warns why and decodes eagerly.
+               (buckets of padded nodes); True uses the `step` a LoadedModel carries, else builds one for this
+               call (it compiles as it goes; build it once, `compiled.compiled_step`, to reuse the graphs).
+               Seconds spent compiling are reported as `compile_seconds` and left out of `seconds`. A model
+               the step cannot serve warns why and decodes eagerly.
     """
+    if compile is True and getattr(model, "step", None) is not None:  # a LoadedModel loaded with compile=True
+        compile = model.step
     model, tokenizer = unwrap(model, tokenizer)
     step = _compiled(model, compile)
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:

@@ -190,9 +190,14 @@ def verify_tree(
     device = next(model.parameters()).device
     tokens = tree.tokens.to(device)
     positions = tree.position_ids(length).to(device)[None]  # (1, N)
-    if step is not None:
-        hidden, features = step.forward(cache, tokens, positions[0], tree.mask, feature_layers)
-        return TreeOutput(logits=lm_logits(model, hidden), hidden=hidden, features=features)
+    if step is not None and not step.failed:
+        from .compiled import CompileUnavailable
+
+        try:
+            hidden, features = step.forward(cache, tokens, positions[0], tree.mask, feature_layers)
+            return TreeOutput(logits=lm_logits(model, hidden), hidden=hidden, features=features)
+        except CompileUnavailable:  # it warned why once; the eager forward below serves from now on
+            pass
     mask = None
     if not tree.is_chain:
         mask = tree_attention_masks(model, tree, length)

@@ -174,3 +174,17 @@ def test_bench_compile_runs_our_loop_compiled(target, tmp_path):
     tokens = [r["tokens"] for r in results["rows"] if r["method"] == "autoregressive"]
     assert tokens == [r["tokens"] for r in eager["rows"]]
     assert all(r["identical"] for r in results["rows"])  # prompt lookup (compiled) = autoregressive (compiled)
+
+
+def test_a_failing_compile_warns_once_and_decodes_eagerly(target):
+    def broken(*args):
+        raise RuntimeError("inductor says no")
+
+    fresh = compiled_step(target)
+    fresh._fns[0] = broken  # as if inductor rejected an op of the graph
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = S.generate(target, PROMPT, method="prompt_lookup", max_new_tokens=12, compile=fresh)
+    assert sum("inductor says no" in str(w.message) for w in caught) == 1
+    assert "RuntimeError" in fresh.failed
+    assert r.tokens == S.generate(target, PROMPT, max_new_tokens=12).tokens

@@ -153,11 +153,12 @@ def test_buckets_constant():
 
 @pytest.mark.real
 def test_real_model_compiled_equals_eager(real_model):
-    """SmolLM2-135M: compiled plain decoding and prompt lookup equal eager plain decoding (a few buckets)."""
+    """SmolLM2-135M: compiled plain decoding, prompt lookup, Medusa and EAGLE (shipped heads and drafter) equal
+    eager plain decoding."""
     step = compiled_step(real_model.model)
     ids = real_model.chat_ids("Repeat after me: the quick brown fox jumps over the lazy dog.")
     ar = S.generate(real_model, ids, max_new_tokens=24).tokens
-    for method in ("autoregressive", "prompt_lookup"):
+    for method in ("autoregressive", "prompt_lookup", "medusa", "eagle"):
         r = S.generate(real_model, ids, method=method, max_new_tokens=24, compile=step)
         assert r.tokens == ar, method
 

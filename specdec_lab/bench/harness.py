@@ -103,7 +103,7 @@ class BenchConfig:
 MEMORY_POLICIES = ("fresh", "method")
 
 # traces only adds a field to rows: a run resumed with or without them aggregates the same speeds
-RESUME_IGNORES = ("limit", "per_category", "out", "fresh", "traces", "compile_seconds")
+RESUME_IGNORES = ("limit", "per_category", "out", "fresh", "traces", "compile_seconds", "compile_capacity")
 
 
 # ---- prompts ----------------------------------------------------------------------------------------
@@ -289,7 +289,7 @@ def run_benchmark(
         prompts_sha256=_prompts_digest(all_prompts),
     )
     step = _compiled_step(model, config.compile)
-    record.update(compile_seconds=round(step.warm_up(), 1) if step is not None else None)  # every bucket, now
+    record.update(compile_seconds=None)
     machine = machine_info(device)
     out = Path(config.out) if config.out else None
     rows = _resume_rows(out, record, machine, labels) if out and out.exists() and not config.fresh else []
@@ -303,6 +303,11 @@ def run_benchmark(
         runners = {s.label: build_runner(s, model, eos, traced=config.traces, memory=memory(), step=step)
                    for s in specs}  # fmt: skip
         ids = {p.question_id: _ids(p, tokenizer) for _, p in todo}  # tokenized before any clock starts
+        if step is not None:  # one cache capacity for every prompt, and all its buckets compiled now
+            from ..compiled import capacity_for
+
+            step.capacity = max(step.capacity, capacity_for(max(map(len, ids.values())) + config.max_new_tokens))
+            record.update(compile_seconds=round(step.warm_up(), 1), compile_capacity=step.capacity)
         # Everything alive now (torch, transformers, the model) stays alive: freezing it takes it out of
         # the collector's walks, so the gc.collect() before each timed run costs ~ms instead of ~0.5 s.
         gc.collect()

@@ -103,6 +103,7 @@ def measure_cost_curve(
     warmup: int = 2,
     tree: bool = False,
     statistic: str = "median",
+    step=None,
 ) -> CostCurve:
     """Time one cached forward of n tokens (after `context` cached tokens) for each n; median of repeats.
 
@@ -115,6 +116,7 @@ def measure_cost_curve(
     t(sizes[0]) — each repeat's sizes run back to back, so a ratio within one repeat cancels whatever load
     that repeat saw. Sizing decides on such ratios (are 5 tokens worth a few % more accepted than 4?), and
     on a shared machine a ratio of two independent minima or medians moves by more than that margin.
+    step: a `compiled.CompiledStep` of `model`: time the compiled verify (the loop's, at its cache capacity).
     """
     if statistic not in ("median", "min", "paired"):
         raise ValueError(f"statistic must be 'median', 'min' or 'paired', got {statistic!r}")
@@ -126,7 +128,8 @@ def measure_cost_curve(
     vocab = model.config.get_text_config(decoder=True).vocab_size
     gen = torch.Generator().manual_seed(0)
     ctx = torch.randint(0, vocab, (context,), generator=gen)
-    cache = KVCache.for_model(model, capacity=context + max(sizes) + 8)
+    capacity = context + max(sizes) + 8
+    cache = KVCache.for_model(model, capacity=max(step.capacity, capacity) if step is not None else capacity)
     prefill(model, cache, ctx)
     times: dict[int, list[float]] = {n: [] for n in sizes}
     for rep in range(warmup + repeats):
@@ -138,7 +141,7 @@ def measure_cost_curve(
                 shape = Tree.chain(int(toks[0]), toks[1:])
             sync(device)
             t0 = time.perf_counter()
-            verify_tree(model, cache, shape)
+            verify_tree(model, cache, shape, step=step)
             sync(device)
             if rep >= warmup:
                 times[n].append(time.perf_counter() - t0)
@@ -167,24 +170,25 @@ def summarize_times(times: dict[int, list[float]], statistic: str = "median") ->
 _CURVES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _setup_key(model) -> tuple:
-    # the same model moved to another device or dtype, or given other linear or attention kernels, has
-    # another curve (the kernels change its shape, not just its scale)
-    # ... and int8/int4 weights (`quant`) another again (fp32 keeps the key it always had)
-    setup = (str(next(model.parameters()).device), model.dtype, linear_kind(model), attention_kind(model))
-    weights = weights_kind(model)
-    return setup if weights == "fp32" else (*setup, weights)
+def _setup_key(model, step=None) -> tuple:
+    # the same model moved to another device or dtype, given other linear or attention kernels, int8/int4
+    # weights (`quant`), or run by a compiled step has another curve (these change its shape, not just its
+    # scale); fp32 eager keeps the key it always had
+    key = (str(next(model.parameters()).device), model.dtype, linear_kind(model), attention_kind(model))
+    if (weights := weights_kind(model)) != "fp32":
+        key = (*key, weights)
+    return key if step is None else (*key, f"compiled:block={step.block}:capacity={step.capacity}")
 
 
-def set_cost_curve(model, curve: CostCurve) -> None:
+def set_cost_curve(model, curve: CostCurve, step=None) -> None:
     """Use an already measured curve for `model` (e.g. one a notebook just plotted) instead of re-measuring."""
-    _CURVES.setdefault(model, {})[(*_setup_key(model), curve.tree)] = curve
+    _CURVES.setdefault(model, {})[(*_setup_key(model, step), curve.tree)] = curve
 
 
 TREE_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64)
 
 
-def cost_curve_for(model, max_tokens: int = 16, tree: bool = False) -> CostCurve:
+def cost_curve_for(model, max_tokens: int = 16, tree: bool = False, step=None) -> CostCurve:
     """The model's cost curve up to `max_tokens`, measured once per process per model object, device, dtype and
     kernels (a fact about the machine, like the kernel plan: no decoding writes to it).
 
@@ -192,9 +196,10 @@ def cost_curve_for(model, max_tokens: int = 16, tree: bool = False) -> CostCurve
     than the stored curve reaches measures it again up to the new size (extrapolating past the measured
     sizes would guess exactly where tree methods decide). With `SPECDEC_LAB_CURVE_CACHE` set, the processes
     of one job share a measurement through that folder (`curve_store`; the test and notebook checks do).
+    step: a `compiled.CompiledStep`: the curve of the compiled verify (its buckets make it a staircase).
     """
     curves = _CURVES.setdefault(model, {})
-    key = (*_setup_key(model), tree)
+    key = (*_setup_key(model, step), tree)
     if key not in curves or max(curves[key].sizes) < max_tokens:
         how = {"repeats": 15, "statistic": "paired", "context": 64}
         stored_as = curve_store.curve_key(model, key, **how)
@@ -205,7 +210,7 @@ def cost_curve_for(model, max_tokens: int = 16, tree: bool = False) -> CostCurve
             sizes = sorted({n for n in (TREE_SIZES if tree else DEFAULT_SIZES) if n <= max_tokens} | {max_tokens})
             # Paired ratios (`measure_cost_curve`): what a run decides on is how much dearer n tokens are than
             # one, and `StepCost` corrects each size only slowly from the loop's own timings.
-            curves[key] = measure_cost_curve(model, sizes=sizes, tree=tree, **how)
+            curves[key] = measure_cost_curve(model, sizes=sizes, tree=tree, step=step, **how)
             curve_store.store_curve(stored_as, curves[key].to_dict())
     return curves[key]
 
@@ -236,8 +241,9 @@ class StepCost:
     `StepCost.of(curve)` prices on a given curve instead of a measured one (learn=False: never corrected).
     """
 
-    def __init__(self, model=None, *, learn: bool = True):
+    def __init__(self, model=None, *, learn: bool = True, step=None):
         self.model = model
+        self.compiled = step  # a `compiled.CompiledStep` the loop verifies with: its curve is the one to price
         self.learn = learn
         self.curves: dict[bool, CostCurve] = {}  # tree? -> the measured curve
         self.load = 1.0
@@ -261,7 +267,7 @@ class StepCost:
         """Make sure the curve of `tree` kind reaches `max_tokens` (measured now, in the proposer's `start`,
         never in the middle of decoding); a fixed StepCost keeps its curve."""
         if self.model is not None and (tree not in self.curves or max(self.curves[tree].sizes) < max_tokens):
-            self.curves[tree] = cost_curve_for(self.model, max_tokens=max_tokens, tree=tree)
+            self.curves[tree] = cost_curve_for(self.model, max_tokens=max_tokens, tree=tree, step=self.compiled)
         return self.curve(tree)
 
     def curve(self, tree: bool = False) -> CostCurve:

@@ -20,12 +20,14 @@ greedy decoding measured by the same code as the speculative methods.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from .accept import Acceptance
+from .compiled import CompiledStep, CompileUnavailable, capacity_for, compiled_step
 from .device import sync
 from .io import eos_ids
 from .kv_cache import KVCache
@@ -93,6 +95,7 @@ class GenerationResult:
     steps: list[StepTrace] = field(default_factory=list)
     forwards: int = 0  # target forwards after prefill (= steps, also when the trace is off)
     proposer: dict = field(default_factory=dict)  # the proposer's `summary()` of the call
+    compile_seconds: float = 0.0  # seconds the compiled step spent compiling in this call (not in `seconds`)
 
     @property
     def mean_accepted(self) -> float:
@@ -140,6 +143,7 @@ def generate(
     trace: bool = True,
     memory: Memory | None = None,
     on_step: Callable[[int, StepTrace | None, int], bool | None] | None = None,
+    compile: bool | CompiledStep = False,
     **params,
 ) -> GenerationResult:
     """Decode `max_new_tokens` (or until EOS) with one of `METHODS`; greedy and exact by default.
@@ -159,8 +163,16 @@ def generate(
     on_step:   called after every step as on_step(step index, its StepTrace (None without trace), tokens
                emitted so far) — progress bars, Stop buttons; returning False ends generation there with
                stop_reason "stopped" (the tokens so far are kept). Its own time counts in `seconds`.
+    compile:   a `CompiledStep` (`specdec_lab.compiled`) verifies every tree with the target's compiled body
+               (buckets of padded nodes); True uses the `step` a LoadedModel carries, else builds one for this
+               call (it compiles as it goes; build it once, `compiled.compiled_step`, to reuse the graphs).
+               Seconds spent compiling are reported as `compile_seconds` and left out of `seconds`. A model
+               the step cannot serve warns why and decodes eagerly.
     """
+    if compile is True and getattr(model, "step", None) is not None:  # a LoadedModel loaded with compile=True
+        compile = model.step
     model, tokenizer = unwrap(model, tokenizer)
+    step = _compiled(model, compile)
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
     sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p)
@@ -190,9 +202,13 @@ def generate(
     generator.manual_seed(seed if seed is not None else int(torch.randint(0, 2**62, ()).item()))
 
     sync(device)
+    compile_start = step.compile_seconds if step is not None else 0.0
     t_start = time.perf_counter()
     memory = memory if memory is not None else Memory()
-    cache = KVCache.for_model(model, capacity=min(window, len(ids) + max_new_tokens + 64))
+    capacity = min(window, len(ids) + max_new_tokens + 64)
+    if step is not None:  # the step's capacity, or the next power of two: a few graphs serve every prompt
+        capacity = max(step.capacity, capacity_for(len(ids) + max_new_tokens))
+    cache = KVCache.for_model(model, capacity=capacity)
     prompt_out = prefill(model, cache, torch.tensor(ids[:-1], dtype=torch.long), layers)
     state = DecodeState(
         tokens=list(ids),
@@ -204,12 +220,12 @@ def generate(
         device=device,
         sampling=sampling,
         generator=generator,
-        cost=memory.cost(model),
+        cost=memory.cost(model, step),
         memory=memory,
     )
-    proposer.start(state, prompt_out)
+    proposer.start(state, prompt_out)  # (may measure the cost curve: with a step, compiling its buckets)
     sync(device)
-    prefill_seconds = time.perf_counter() - t_start
+    prefill_seconds = time.perf_counter() - t_start - (step.compile_seconds - compile_start if step else 0.0)
 
     new: list[int] = []
     steps: list[StepTrace] = []
@@ -238,7 +254,10 @@ def generate(
         t1 = time.perf_counter()
 
         # 2. verify: one target forward over every node
-        out = verify_tree(model, cache, tree, layers)
+        compiling = step.compile_seconds if step is not None else 0.0
+        out = verify_tree(model, cache, tree, layers, step=step)
+        compiling = (step.compile_seconds - compiling) if step is not None else 0.0  # a first call of a bucket
+        t0, t1 = t0 + compiling, t1 + compiling  # compiling is not decoding: the step's clock starts after it
         if trace:
             sync(device)
         t2 = time.perf_counter()
@@ -289,7 +308,8 @@ def generate(
             break
 
     sync(device)
-    seconds = time.perf_counter() - t_start
+    compile_seconds = step.compile_seconds - compile_start if step is not None else 0.0
+    seconds = time.perf_counter() - t_start - compile_seconds
     text = tokenizer.decode(new, skip_special_tokens=True) if tokenizer is not None else None
     return GenerationResult(
         tokens=new,
@@ -302,4 +322,20 @@ def generate(
         steps=steps,
         forwards=forwards,
         proposer=proposer.summary(),
+        compile_seconds=compile_seconds,
     )
+
+
+def _compiled(model, compile: bool | CompiledStep) -> CompiledStep | None:
+    """The CompiledStep `generate(compile=...)` asks for, or None (eager) with a warning saying why not."""
+    if compile is False or compile is None:
+        return None
+    if compile is not True:
+        if compile.model is not model:
+            raise ValueError("compile= got a CompiledStep of another model")
+        return compile
+    try:
+        return compiled_step(model)
+    except CompileUnavailable as err:
+        warnings.warn(f"{err}; decoding eagerly", stacklevel=3)
+        return None

@@ -32,16 +32,18 @@ class BufferedLayer(DynamicLayer):
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         self.device = key_states.device
         b, h, _, d = key_states.shape
-        self._k = key_states.new_empty(b, h, self.capacity, d)
-        self._v = value_states.new_empty(b, h, self.capacity, value_states.shape[-1])
+        # zeros, not garbage: a compiled step (`compiled.py`) attends over every slot, masked ones included, and
+        # uninitialised memory can hold NaNs that a mask's 0 weight does not cancel (0 · NaN = NaN)
+        self._k = key_states.new_zeros(b, h, self.capacity, d)
+        self._v = value_states.new_zeros(b, h, self.capacity, value_states.shape[-1])
         self.is_initialized = True
 
     def _grow(self, needed: int) -> None:
         cap = self.capacity
         while cap < needed:
             cap *= 2
-        k = self._k.new_empty(*self._k.shape[:2], cap, self._k.shape[3])
-        v = self._v.new_empty(*self._v.shape[:2], cap, self._v.shape[3])
+        k = self._k.new_zeros(*self._k.shape[:2], cap, self._k.shape[3])
+        v = self._v.new_zeros(*self._v.shape[:2], cap, self._v.shape[3])
         k[:, :, : self.length] = self._k[:, :, : self.length]
         v[:, :, : self.length] = self._v[:, :, : self.length]
         self._k, self._v, self.capacity = k, v, cap

@@ -39,12 +39,13 @@ class Memory:
         """The dict a proposer keeps under `key` (created empty on first use)."""
         return self.slots.setdefault(key, {})
 
-    def cost(self, model) -> StepCost:
-        """The StepCost of `model` kept here (a new one, stored, the first time or for another model)."""
+    def cost(self, model, step=None) -> StepCost:
+        """The StepCost of `model` kept here (a new one, stored, the first time or for another model, or for
+        another `compiled.CompiledStep`: a compiled step has its own curve)."""
         slot = self.slot(self.COST)
-        if slot.get("model") is not model:
+        if slot.get("model") is not model or slot.get("step") is not step:
             slot.clear()
-            slot.update(model=model, cost=StepCost(model))
+            slot.update(model=model, step=step, cost=StepCost(model, step=step))
         return slot["cost"]
 
     def clear(self) -> None:
@@ -62,7 +63,7 @@ class Memory:
         for key, slot in self.slots.items():
             items = {}
             for name, value in slot.items():
-                if name == "model":
+                if name in ("model", "step"):
                     continue
                 summary = getattr(value, "summary", None)
                 items[name] = summary() if callable(summary) else value if _plain(value) else type(value).__name__

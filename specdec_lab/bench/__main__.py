@@ -70,6 +70,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
                    help="fresh: every run of our methods starts from nothing learned before (rows independent); "
                    "method: one Memory per method carried across prompts (alpha, probe schedule, cost "
                    "corrections), as a server would. Recorded in the results")  # fmt: skip
+    p.add_argument("--compile", action="store_true",
+                   help="our loop verifies with the target's compiled body (specdec_lab.compiled: torch.compile, "
+                   "nodes padded to buckets); all buckets are compiled before the runs, their seconds recorded as "
+                   "compile_seconds")  # fmt: skip
     p.add_argument("--fresh", action="store_true", help="overwrite --out instead of resuming from it")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
@@ -93,6 +97,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
         traces=a.traces,
         repeats=a.repeats,
         memory=a.memory,
+        compile=a.compile,
     )
     return config, a.no_progress
 

@@ -101,12 +101,13 @@ class BenchConfig:
     repeats: int = 1  # rounds per prompt; each (prompt, method) keeps its fastest run (module docstring)
     memory: str = "fresh"  # "fresh": every run of our loop starts from nothing it learned before (rows are
     # independent); "method": one `Memory` per method, carried from each prompt (and repeat) to the next
+    compile: bool = False  # our loop verifies with a compiled step (`specdec_lab.compiled`); anchors unchanged
 
 
 MEMORY_POLICIES = ("fresh", "method")
 
 # traces only adds a field to rows: a run resumed with or without them aggregates the same speeds
-RESUME_IGNORES = ("limit", "per_category", "out", "fresh", "traces")
+RESUME_IGNORES = ("limit", "per_category", "out", "fresh", "traces", "compile_seconds", "compile_capacity")
 
 
 # ---- prompts ----------------------------------------------------------------------------------------
@@ -296,6 +297,8 @@ def run_benchmark(
         quant=weights_record(model),  # where the weights came from (GGUF Q4_1 or requantised), kernel dtype, head
         prompts_sha256=_prompts_digest(all_prompts),
     )
+    step = _compiled_step(model, config.compile)
+    record.update(compile_seconds=None)
     machine = machine_info(device)
     out = Path(config.out) if config.out else None
     rows = _resume_rows(out, record, machine, labels) if out and out.exists() and not config.fresh else []
@@ -308,8 +311,14 @@ def run_benchmark(
         torch.manual_seed(config.seed)
         eos = eos_ids(model, tokenizer, eos_token_id)
         memory = (lambda: Memory()) if config.memory == "method" else (lambda: None)
-        runners = {s.label: build_runner(s, model, eos, traced=config.traces, memory=memory()) for s in specs}
+        runners = {s.label: build_runner(s, model, eos, traced=config.traces, memory=memory(), step=step)
+                   for s in specs}  # fmt: skip
         ids = {p.question_id: _ids(p, tokenizer) for _, p in todo}  # tokenized before any clock starts
+        if step is not None:  # one cache capacity for every prompt, and all its buckets compiled now
+            from ..compiled import capacity_for
+
+            step.capacity = max(step.capacity, capacity_for(max(map(len, ids.values())) + config.max_new_tokens))
+            record.update(compile_seconds=round(step.warm_up(), 1), compile_capacity=step.capacity)
         # Everything alive now (torch, transformers, the model) stays alive: freezing it takes it out of
         # the collector's walks, so the gc.collect() before each timed run costs ~ms instead of ~0.5 s.
         gc.collect()
@@ -319,6 +328,18 @@ def run_benchmark(
         finally:
             gc.unfreeze()
     return results.save()
+
+
+def _compiled_step(model, compile: bool):
+    """The compiled step --compile asks for (None without it); a model it cannot serve is an input error."""
+    if not compile:
+        return None
+    from ..compiled import CompileUnavailable, compiled_step
+
+    try:
+        return compiled_step(model)
+    except CompileUnavailable as err:
+        raise BenchInputError(f"--compile: {err}") from None
 
 
 def _run_prompts(

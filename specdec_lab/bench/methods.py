@@ -107,9 +107,9 @@ def parse_methods(methods: str | Sequence) -> list[MethodSpec]:
     return checked
 
 
-def build_runner(spec: MethodSpec, model, eos_ids: list[int], traced: bool = False, memory=None) -> Runner:
+def build_runner(spec: MethodSpec, model, eos_ids: list[int], traced: bool = False, memory=None, step=None) -> Runner:
     """The spec's runner: our loop (`runner.loop_runner`, traced or not, with `memory` carried across its runs
-    when given) or an anchor's factory."""
+    when given, verifying with the compiled `step` when given) or an anchor's factory."""
     if spec.name in METHODS:
-        return loop_runner(spec, model, eos_ids, traced=traced, memory=memory)
+        return loop_runner(spec, model, eos_ids, traced=traced, memory=memory, step=step)
     return ANCHORS[spec.name](model, eos_ids, **spec.params)

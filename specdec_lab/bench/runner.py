@@ -91,16 +91,17 @@ def register_anchor(name: str, factory: RunnerFactory) -> None:
     ANCHORS[name] = factory
 
 
-def loop_runner(spec: MethodSpec, model, eos_ids: list[int], *, traced: bool = False, memory=None) -> Runner:
+def loop_runner(spec: MethodSpec, model, eos_ids: list[int], *, traced: bool = False, memory=None, step=None) -> Runner:
     """Our loop as every harness runs it: `generate` on the bare model with token ids (no text decoding inside
     the timed call, as for transformers' anchors), the spec's loop keys (accept, temperature, top_k, top_p)
     and proposer keys passed through. traced: keep every step (`GenerationResult.steps`) and the prefill
     seconds, what `replay` and the lab read; untraced runs do not sync the device between phases. memory: a
-    `Memory` every run of this runner shares (proposers learn across them); None: every run starts fresh."""
+    `Memory` every run of this runner shares (proposers learn across them); None: every run starts fresh.
+    step: a `compiled.CompiledStep` every run verifies with (`generate(compile=step)`); None: eager."""
 
     def run(ids: list[int], max_new_tokens: int, seed: int) -> RunOutput:
         r = generate(model, ids, method=spec.name, max_new_tokens=max_new_tokens, eos_token_id=eos_ids or None,
-                     seed=seed, trace=traced, memory=memory, **spec.params)  # fmt: skip
+                     seed=seed, trace=traced, memory=memory, compile=step or False, **spec.params)  # fmt: skip
         return RunOutput(tokens=r.tokens, forwards=r.forwards, stop_reason=r.stop_reason, info=r.proposer,
                          steps=r.steps if traced else None,
                          prefill_seconds=r.prefill_seconds if traced else None)  # fmt: skip

@@ -20,17 +20,18 @@ prompt-lookup chain of 5 is bucket 8, a Medusa tree of 40 bucket 64. The prefill
 stays eager and fills the same buffers, and so does everything that reads the cache (`keep`, a layer-skip
 draft's `extend_from`): the compiled step is only another way of running `_body_forward`.
 
-Which graph. Options measured on SmolLM2-135M (`python -m specdec_lab.compiled` prints compile and step
-times; the numbers belong in results, not here): (a) transformers' model with its StaticCache under
-torch.compile was not taken — its forward builds masks and cache positions in Python per call and cannot
-keep a tree path's K/V in place; (b) regional compilation, one decoder layer compiled once and called per
-layer with that layer's weights as inputs (tracing HF's layer modules instead would guard on each one's
-`layer_idx` and recompile per layer): fast to compile, but a guard check and a wrapper per call cost most of
-what compiling saves; (c) a compact gpt-fast-style forward over the HF weights (Llama family: Llama,
-Mistral without a window, Qwen2) as one graph: the fastest step, but inductor compiles all the unrolled
-layers of SmolLM2 so slowly that 7 buckets overrun the 2-minute warm-up budget several times. Shipped: (c)'s
-forward compiled in blocks of `BLOCK` layers — one graph per block shape, reused by every block — which
-keeps most of (c)'s step at a fraction of its compile time (`CompiledStep.block`, 0 = the whole body).
+Which graph. Options measured on SmolLM2-135M (`python -m specdec_lab.step_variants --variants
+fp32,fp32+compile` measures warm-up and step times; the numbers belong in results, not here): (a)
+transformers' model with its StaticCache under torch.compile was not taken — its forward builds masks and
+cache positions in Python per call and cannot keep a tree path's K/V in place; (b) regional compilation, one
+decoder layer compiled once and called per layer with that layer's weights as inputs (tracing HF's layer
+modules instead would guard on each one's `layer_idx` and recompile per layer): fast to compile, but a guard
+check and a wrapper per call cost most of what compiling saves; (c) a compact gpt-fast-style forward over the
+HF weights (Llama family: Llama, Mistral without a window, Qwen2) as one graph: the fastest step, but inductor
+compiles all the unrolled layers of SmolLM2 so slowly that 7 buckets overrun the 2-minute warm-up budget
+several times. Shipped: (c)'s forward compiled in blocks of `BLOCK` layers — one graph per block shape, reused
+by every block — which keeps most of (c)'s step at a fraction of its compile time (`CompiledStep.block`, 0 =
+the whole body).
 
 Linear kernels. Inside the graph every linear runs the kernel FastLinear's measured plan names for the
 bucket's row count (`fast_linear`): W @ x^T as an aten mm, or oneDNN's packed product through an opaque
@@ -64,6 +65,7 @@ from torch import nn
 
 from .fast_linear import FastLinear, small_linear
 from .kv_cache import KVCache
+from .quant import COMPUTE, GROUP, QuantLinear
 
 __all__ = ["BUCKETS", "CompileUnavailable", "CompiledStep", "compiled_step", "bucket_for", "capacity_for",
            "default_block"]  # fmt: skip
@@ -134,8 +136,10 @@ class CompactBody(nn.Module):
                         + [getattr(layer.mlp, f"{p}_proj") for p in ("gate", "up", "down")]
                         for layer in layers]  # fmt: skip
         self.fast_kernels = fast_kernels
-        # oneDNN-packed copies made now (FastLinear caches them), outside the traced code
-        self.packed = [[lin._packed() if fast_kernels and isinstance(lin, FastLinear) else None for lin in row]
+        # oneDNN-packed copies made now (FastLinear caches them), outside the traced code; a QuantLinear's
+        # "packed" slot carries its scales (and zeros), its weight slot its codes
+        self.packed = [[_scales(lin) if isinstance(lin, QuantLinear)
+                        else lin._packed() if fast_kernels and isinstance(lin, FastLinear) else None for lin in row]
                        for row in self.linears]  # fmt: skip
         rotary = body.rotary_emb
         self.register_buffer("inv_freq", rotary.inv_freq.detach().clone(), persistent=False)  # (D/2,)
@@ -147,12 +151,13 @@ class CompactBody(nn.Module):
     def layer_args(self, i: int, rows: int) -> tuple:
         """Layer i's tensors and the kernels its linears run for `rows` rows, as `decoder_layer` takes them."""
         lins = self.linears[i]
-        kernels = tuple(lin.kernel_for(rows) if self.fast_kernels and isinstance(lin, FastLinear) else "stock"
+        kernels = tuple(f"{lin.fmt}:{lin.compute}" if isinstance(lin, QuantLinear)  # the same kernel at every row count
+                        else lin.kernel_for(rows) if self.fast_kernels and isinstance(lin, FastLinear) else "stock"
                         for lin in lins)  # fmt: skip
         packed = self.packed[i]
         kernels = tuple("stock" if k == "onednn" and p is None else k for k, p in zip(kernels, packed, strict=True))
-        return ([lin.weight for lin in lins], [lin.bias for lin in lins], self.packed[i], self.ln1[i], self.ln2[i],
-                kernels)  # fmt: skip
+        weights = [lin.qweight if isinstance(lin, QuantLinear) else lin.weight for lin in lins]
+        return (weights, [lin.bias for lin in lins], self.packed[i], self.ln1[i], self.ln2[i], kernels)
 
     def prologue(self, tokens, positions, start, tree_mask, capacity: int):
         """-> x (B, H) embeddings, cos/sin (B, D) rotations, bias (B, C) additive mask, slots (B,)."""
@@ -206,7 +211,19 @@ def rms_norm(x, w, eps: float):
     return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
+def _scales(lin: QuantLinear) -> torch.Tensor:
+    return lin.scales if lin.fmt == "int8" else lin.scales_and_zeros
+
+
 def _linear(x, weight, bias, packed, kernel: str):
+    if kernel.startswith("int"):  # a QuantLinear's product (quant.QuantLinear.forward): codes, scales in `compute`
+        fmt, compute = kernel.split(":")
+        x2 = x.to(COMPUTE[compute])
+        if fmt == "int8":
+            out = torch._weight_int8pack_mm(x2, weight, packed).to(x.dtype)
+        else:
+            out = torch._weight_int4pack_mm_for_cpu(x2, weight, GROUP, packed).to(x.dtype)
+        return out if bias is None else out + bias.to(x.dtype)
     if kernel == "onednn":  # an opaque call: inductor's own oneDNN lowering wants frozen (constant) weights
         return onednn_linear(x, packed, weight.shape[0], bias)
     return small_linear(x, weight, bias, kernel=kernel)
@@ -395,52 +412,3 @@ def compiled_step(model, block: int | None = None, capacity: int = 512) -> Compi
         raise CompileUnavailable("compiled step: no C++ compiler (g++/c++) on PATH for inductor's CPU kernels")
     layers = model.config.get_text_config(decoder=True).num_hidden_layers
     return CompiledStep(model=model, block=default_block(layers) if block is None else block, capacity=capacity)
-
-
-def _main(argv: list[str] | None = None) -> int:
-    """python -m specdec_lab.compiled [--model M] [--block K] [--repeats R]: warm-up seconds, then the verify
-    step's median seconds per bucket, eager and compiled, interleaved (chains after a 64-token context)."""
-    import argparse
-    import statistics
-
-    from .models import load_model
-    from .tree import Tree
-    from .verify import prefill, verify_tree
-
-    p = argparse.ArgumentParser(prog="python -m specdec_lab.compiled", description=_main.__doc__)
-    p.add_argument("--model", default="smollm2-135m")
-    p.add_argument("--block", type=int, default=None, help="layers per compiled graph (0: the whole body)")
-    p.add_argument("--repeats", type=int, default=7)
-    a = p.parse_args(argv)
-    model = load_model(a.model).model
-    print(f"torch {torch.__version__}, CPU ISA {torch.backends.cpu.get_cpu_capability()}, "
-          f"{torch.get_num_threads()} threads")  # fmt: skip
-    step = compiled_step(model, block=a.block)
-    print(f"block {step.block} layers, capacity {step.capacity}: warm-up of buckets {BUCKETS} took "
-          f"{step.warm_up():.1f} s")  # fmt: skip
-    vocab = model.config.get_text_config(decoder=True).vocab_size
-    gen = torch.Generator().manual_seed(0)
-    cache = KVCache.for_model(model, capacity=step.capacity)
-    times: dict[tuple[str, int], list[float]] = {(k, n): [] for k in ("eager", "compiled") for n in BUCKETS}
-    with torch.inference_mode():
-        prefill(model, cache, torch.randint(0, vocab, (64,), generator=gen))
-        for r in range(a.repeats + 1):  # the first round warms the eager kernels, not timed
-            for n in BUCKETS:
-                toks = torch.randint(0, vocab, (n,), generator=gen)
-                for kind in ("eager", "compiled") if (r + n) % 2 else ("compiled", "eager"):
-                    t0 = time.perf_counter()
-                    verify_tree(
-                        model, cache, Tree.chain(int(toks[0]), toks[1:]), step=step if kind == "compiled" else None
-                    )
-                    if r:
-                        times[kind, n].append(time.perf_counter() - t0)
-                    cache.rollback()
-    print(f"{'nodes':>5}  {'eager ms':>9}  {'compiled ms':>11}  ratio")
-    for n in BUCKETS:
-        e, c = (statistics.median(times[k, n]) * 1e3 for k in ("eager", "compiled"))
-        print(f"{n:>5}  {e:>9.2f}  {c:>11.2f}  {e / c:.2f}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main())

@@ -32,7 +32,7 @@ from .device import sync
 from .io import eos_ids
 from .kv_cache import KVCache
 from .memory import Memory
-from .models import prompt_ids, unwrap
+from .models import LoadedModel, prompt_ids, unwrap
 from .proposers import METHODS, DecodeState, Proposer, get_method, make_proposer, register_method
 from .sampling import Sampling
 from .tree import Tree
@@ -169,7 +169,7 @@ def generate(
                Seconds spent compiling are reported as `compile_seconds` and left out of `seconds`. A model
                the step cannot serve warns why and decodes eagerly.
     """
-    if compile is True and getattr(model, "step", None) is not None:  # a LoadedModel loaded with compile=True
+    if compile is True and isinstance(model, LoadedModel) and model.step is not None:  # loaded with compile=True
         compile = model.step
     model, tokenizer = unwrap(model, tokenizer)
     step = _compiled(model, compile)

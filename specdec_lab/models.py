@@ -20,6 +20,7 @@ import argparse
 import importlib.metadata as metadata
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,7 @@ class LoadedModel:
     tokenizer: Any  # transformers tokenizer, or None for tiny random models
     name: str
     source: str  # where the weights were read from
+    step: Any = None  # a `compiled.CompiledStep` of `model` when loaded with compile=True (else eager)
 
     def __iter__(self):
         return iter((self.model, self.tokenizer))
@@ -232,6 +234,7 @@ def load_model(
     tune_kernels: bool = True,
     weights: str = "fp32",
     head_weights: str = "fp32",
+    compile: bool = False,
 ) -> LoadedModel:
     """Load a causal LM and its tokenizer: a shipped name, a local HF directory, or a .gguf file.
 
@@ -271,7 +274,15 @@ def load_model(
         if tune_kernels and torch.device(device).type == "cpu":
             tune_linear(model)
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    return LoadedModel(model=model, tokenizer=tokenizer, name=str(name_or_path), source=str(path))
+    step = None
+    if compile:  # built here, compiled bucket by bucket on first use (`CompiledStep.warm_up` compiles all now)
+        from .compiled import CompileUnavailable, compiled_step
+
+        try:
+            step = compiled_step(model)
+        except CompileUnavailable as err:
+            warnings.warn(f"{err}; decoding eagerly", stacklevel=2)
+    return LoadedModel(model=model, tokenizer=tokenizer, name=str(name_or_path), source=str(path), step=step)
 
 
 def match_kernels(model, like):

@@ -81,6 +81,7 @@ def parse_variants(text: str) -> list[StepVariant]:
 
 def measure_variants(
     models: Mapping[str, object],
+    steps: Mapping[str, object] | None = None,
     sizes: Sequence[int] = SIZES,
     context: int = 64,
     repeats: int = 7,
@@ -89,7 +90,8 @@ def measure_variants(
 ) -> dict[str, CostCurve]:
     """t(n) of each model (same sizes and context), interleaved and rotated per repeat; the median per size.
 
-    The first `warmup` rounds are not kept (they also compile a compiled step's buckets). Each round of each
+    steps: {name: a `compiled.CompiledStep`} for the compiled variants (absent: eager). The first `warmup`
+    rounds are not kept (they also compile a compiled step's buckets). Each round of each
     model is `cost.measure_cost_curve(repeats=1)`: a fresh cache with `context` cached tokens (untimed), then
     one timed verify forward per size.
     """
@@ -101,7 +103,8 @@ def measure_variants(
     rounds = range(warmup + repeats)
     for r in progress(rounds, desc="rounds") if progress else rounds:
         for name in rotated(names, r):
-            one = measure_cost_curve(models[name], sizes=sizes, context=context, repeats=1, warmup=0)
+            one = measure_cost_curve(models[name], sizes=sizes, context=context, repeats=1, warmup=0,
+                                     step=(steps or {}).get(name))  # fmt: skip
             device[name] = one.device
             if r >= warmup:
                 for n, s in zip(one.sizes, one.seconds, strict=True):
@@ -178,17 +181,24 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
     except ValueError as e:
         p.error(str(e))
-    models, meta = {}, {}
+    models, steps, meta = {}, {}, {}
     for v in variants:
         print(f"step_variants: loading {v.name} ...", file=sys.stderr)
         lm, seconds = _load(a.model, v)
         models[v.name] = lm.model
+        if lm.step is not None:
+            steps[v.name] = lm.step
+        elif v.compile:
+            p.error(f"{v.name}: this model cannot be compiled here (the warning above says why)")
         meta[v.name] = {"weights": v.weights, "compile": v.compile, "load_seconds": round(seconds, 1)}
     for v in variants:  # the first rounds of a compiled step compile its buckets: timed apart, never kept
         t0 = time.perf_counter()
-        measure_cost_curve(models[v.name], sizes=sizes, context=a.context, repeats=1, warmup=0)
+        if v.name in steps:
+            steps[v.name].warm_up()
+        measure_cost_curve(models[v.name], sizes=sizes, context=a.context, repeats=1, warmup=0,
+                           step=steps.get(v.name))  # fmt: skip
         meta[v.name]["warmup_seconds"] = round(time.perf_counter() - t0, 1)
-    curves = measure_variants(models, sizes, a.context, a.repeats, warmup=1,
+    curves = measure_variants(models, steps, sizes, a.context, a.repeats, warmup=1,
                               progress=None if a.no_progress else tqdm)  # fmt: skip
     record = {"format": FORMAT, "model": a.model, "machine": machine_info("cpu"), "context": a.context,
               "repeats": a.repeats, "threads": torch.get_num_threads(),

@@ -38,15 +38,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
 from .kv_cache import KVCache
 from .tree import Tree
-
-if TYPE_CHECKING:
-    from .compiled import CompiledStep
 
 __all__ = [
     "TreeOutput",
@@ -177,9 +173,7 @@ def _body_forward(model, cache: KVCache, tokens, positions, mask, feature_layers
 
 
 @torch.inference_mode()
-def verify_tree(
-    model, cache: KVCache, tree: Tree, feature_layers: Sequence[int] = (), step: CompiledStep | None = None
-) -> TreeOutput:
+def verify_tree(model, cache: KVCache, tree: Tree, feature_layers: Sequence[int] = (), step=None) -> TreeOutput:
     """Run the target on all tree nodes in one forward; the nodes' K/V are appended to `cache`.
 
     feature_layers: hidden-state indices (module docstring) whose states to return for every node as
@@ -191,13 +185,12 @@ def verify_tree(
     tokens = tree.tokens.to(device)
     positions = tree.position_ids(length).to(device)[None]  # (1, N)
     if step is not None and not step.failed:
-        from .compiled import CompileUnavailable
-
         try:
             hidden, features = step.forward(cache, tokens, positions[0], tree.mask, feature_layers)
             return TreeOutput(logits=lm_logits(model, hidden), hidden=hidden, features=features)
-        except CompileUnavailable:  # it warned why once; the eager forward below serves from now on
-            pass
+        except RuntimeError:  # CompileUnavailable: it warned why once and set `failed`; eager serves from now on
+            if not step.failed:
+                raise
     mask = None
     if not tree.is_chain:
         mask = tree_attention_masks(model, tree, length)

@@ -189,3 +189,16 @@ def test_a_failing_compile_warns_once_and_decodes_eagerly(target):
     assert sum("inductor says no" in str(w.message) for w in caught) == 1
     assert "RuntimeError" in fresh.failed
     assert r.tokens == S.generate(target, PROMPT, max_new_tokens=12).tokens
+
+
+@pytest.mark.parametrize("weights", ["int8", "int4"])
+def test_quantized_compiled_equals_quantized_eager(weights):
+    """int8/int4 weights inside the compiled graph run the same kernels as `quant.QuantLinear` (one kernel at
+    every row count), so compiled speculative decoding equals the quantized model's own eager decoding."""
+    from specdec_lab.quant import quantize_model
+
+    model = quantize_model(S.tiny_model(num_layers=2, hidden_size=64, eos_token_id=None), weights, compute="float32")
+    step = compiled_step(model)
+    eager = S.generate(model, PROMPT, max_new_tokens=24)
+    for method in ("autoregressive", "prompt_lookup"):
+        assert S.generate(model, PROMPT, method, max_new_tokens=24, compile=step).tokens == eager.tokens, method

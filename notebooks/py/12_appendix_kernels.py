@@ -40,6 +40,8 @@ sizes: list[int] = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64]  # tokens p
 repeats: int = 7  # interleaved repeats per setup (the median is kept)
 contexts: list[int] = [256, 1024]  # cached tokens for the attention comparison (its copy grows with them)
 threads: int = 0  # torch CPU threads (0: the torch default, one per core)
+variants_file: str = "../data/curves/step_variants.json"  # python -m specdec_lab.step_variants (section 4)
+bench_file: str = "../data/bench/avx512-eagle-hybrid-7.json"  # a traced bench run, re-priced in section 4
 
 # %%
 if quick:
@@ -47,7 +49,9 @@ if quick:
     repeats = min(repeats, 2)
     contexts = contexts[:1]
 
+import json
 import statistics
+from pathlib import Path
 
 import pandas as pd
 import torch
@@ -59,6 +63,7 @@ from specdec_lab.attention import ATTENTION, attention_kind
 from specdec_lab.fast_linear import linear_kind, linear_plan
 from specdec_lab.kernel_setups import agreement, attention_setups, linear_setups, plan_by_size, same_as_default
 from specdec_lab.machine import machine
+from specdec_lab.step_variants import replay_variants, variant_curves
 from specdec_lab.timing import compare_cost_curves, spread_sentence
 from specdec_lab.viz.cost import cost_curves_figure
 
@@ -267,3 +272,78 @@ reads = [n for n in (2, 4, 8, 16) if n in sizes]
 pd.DataFrame(
     {name: {f"t({n})/t(1)": c(n) / c(1) for n in reads} for name, c in curves.items()}
 ).T.rename_axis("setup (context 64)").round(2)
+
+# %% [markdown]
+# ## 4. A cheaper step: compiled, and int8 or int4 weights
+#
+# Sections 1–2 chose kernels for the same fp32 forward. Two larger levers change the forward itself:
+#
+# * **compiling** it (`load_model(..., compile=True)`: `torch.compile`, inductor's C++ on a CPU) fuses the
+#   small operators between the matrix products — norms, rotary embeddings, activations — and removes
+#   Python's per-operator overhead, which for a model this small is a large share of a step;
+# * **fewer bytes of weights** (`load_model(..., weights="int8")` per output channel, `"int4"` in groups of
+#   32 loaded from the model file's own 4-bit blocks): a one-token step must stream every weight once, so
+#   its floor is the weights' bytes over the memory bandwidth.
+#
+# `python -m specdec_lab.step_variants` measured t(n) of each build in one loop (each repeat runs every
+# build once, the order rotated) and stored it with its machine; the figure reads that file.
+
+# %% tags=["nbval-ignore-output"]
+record = json.loads(Path(variants_file).read_text())
+variants = variant_curves(record)
+rec_machine = record["machine"]
+print(f"measured on: {rec_machine.get('cpu', '?')} (torch ISA {rec_machine.get('isa', '?')}), "
+      f"{record['threads']} threads, context {record['context']}, {record['repeats']} repeats")  # fmt: skip
+step_table = pd.DataFrame(
+    {
+        name: {
+            "t(1) ms": c(1) * 1e3,
+            "tokens/s at one token a step": 1 / c(1),
+            **{f"t({n})/t(1)": c(n) / c(1) for n in (2, 4, 8, 16)},
+            "warm-up s": record["variants"][name].get("warmup_seconds"),
+        }
+        for name, c in variants.items()
+    }
+).T.rename_axis("build")
+step_table.round(2)
+
+# %% tags=["nbval-ignore-output"]
+cost_curves_figure(variants, title=f"One verify step, built four ways (context {record['context']})")
+
+# %% [markdown]
+# Why does a cheaper step change what speculation buys? A step that verifies n tokens and emits τ of them
+# costs t(n) plus the loop's own work s (accepting, the proposer, bookkeeping), so against plain decoding
+#
+# $$\text{speed-up} \approx \frac{\tau\,(t(1) + s_1)}{t(n) + s}.$$
+#
+# Making t cheaper by a constant factor leaves this alone only if s shrinks with it. Compiling the target
+# removes overhead from t, not from the proposer's Python; smaller weights shrink t(1) — the bytes — more
+# than t(n), whose extra rows pay the de-quantisation again. `replay_variants` re-prices a recorded bench
+# run (every step's tree, accepted tokens and phase timings kept) under each build's curve, with the loop's
+# own seconds either shrinking like t(1) or staying as measured — the two bracket what the build would do:
+
+# %% tags=["nbval-ignore-output"]
+bench = json.loads(Path(bench_file).read_text())
+shrinks = replay_variants(bench, variants, scale_overhead=True)
+stays = replay_variants(bench, variants, scale_overhead=False)
+methods = [m for m in next(iter(shrinks.values())) if m != "autoregressive"]
+replay_table = pd.DataFrame(
+    {(name, how): {m: table[m] for m in methods} for name in variants for how, table in
+     (("overhead shrinks", shrinks[name]), ("overhead stays", stays[name]))}  # fmt: skip
+)
+replay_table.columns.names = ["build", "loop's own seconds"]
+replay_table.rename_axis("method (speed-up over autoregressive on the same build)").round(2)
+
+# %% tags=["nbval-ignore-output"]
+base_name = next(iter(variants))
+fastest = min(variants, key=lambda v: variants[v](1))
+best = max(methods, key=lambda m: stays[base_name][m])
+change = stays[fastest][best] / stays[base_name][best]
+Markdown(
+    f"The cheapest one-token step here is **{fastest}** (t(1) {variants[fastest](1) * 1e3:.1f} ms against "
+    f"{variants[base_name](1) * 1e3:.1f} ms for {base_name}). On it, {best} — the fastest method of the recorded "
+    f"run — would keep {change:.0%} of its {base_name} speed-up if its own work did not shrink "
+    f"({stays[fastest][best]:.2f}× against {stays[base_name][best]:.2f}×), and "
+    f"{shrinks[fastest][best] / shrinks[base_name][best]:.0%} if it shrank like t(1). Speculation and a faster "
+    "step multiply, but not at full strength: the cheaper the step, the more the loop's own seconds weigh."
+)

@@ -39,6 +39,9 @@ class _FloatMask:
 
     @classmethod
     def of(cls, mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        if torch.compiler.is_compiling():  # traced (hf_generate_compiled): no state on the class, or every new
+            # mask object would fail a guard and recompile the graph; inductor fuses the conversion anyway
+            return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, torch.finfo(dtype).min)
         if mask is not cls.source or cls.converted is None or cls.converted.dtype != dtype:
             converted = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
             cls.converted = converted.masked_fill_(~mask, torch.finfo(dtype).min)

@@ -310,7 +310,7 @@ step_table = pd.DataFrame(
 step_table.round(2)
 
 # %% tags=["nbval-ignore-output"]
-cost_curves_figure(variants, title=f"One verify step, built four ways (context {record['context']})")
+cost_curves_figure(variants, title=f"One verify step, each build (context {record['context']})")
 
 # %% [markdown]
 # Why does a cheaper step change what speculation buys? A step that verifies n tokens and emits τ of them

@@ -118,3 +118,15 @@ def model():
     torch.set_num_threads(1)
     yield tiny_model()
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def one_thread():
+    """Thousands of tiny ops: one thread avoids thread-pool wake-ups (and is fair to a shared machine).
+    Test files of such ops use it for every test: `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

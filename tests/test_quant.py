@@ -26,12 +26,7 @@ PROMPT = [5, 17, 42, 7, 99, 3, 18, 64, 5, 17, 42]  # a repeat inside, so prompt 
 FORMATS = [("int8", "bfloat16"), ("int8", "float32"), ("int4", "bfloat16"), ("int4", "float32")]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: thousands of tiny ops on one thread
 
 
 def _linear(n=96, k=64, bias=True, seed=0) -> nn.Linear:

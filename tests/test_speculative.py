@@ -42,13 +42,7 @@ SETTINGS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Thousands of tiny ops: one thread avoids thread-pool wake-ups (and is fair to a shared machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: thousands of tiny ops on one thread
 
 
 def _perturbed(model, noise: float, seed: int):

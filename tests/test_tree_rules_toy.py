@@ -31,12 +31,7 @@ from specdec_lab.viz.sampling_trees import (
 SAMPLING = Sampling(temperature=0.7, top_p=0.9)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: thousands of tiny ops on one thread
 
 
 def test_exact_rules_match_the_target_and_broken_and_typical_do_not():

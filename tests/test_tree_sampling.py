@@ -69,13 +69,7 @@ def case_id(value) -> str | None:
     return SHAPE_NAMES.get(id(value)) if isinstance(value, tuple) else str(value)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Thousands of tiny ops: one thread avoids thread-pool wake-ups (and is fair to a shared machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: thousands of tiny ops on one thread
 
 
 def models(vocab: int):

@@ -34,12 +34,7 @@ CONTEXT = [1, 2, 3]
 T1 = Sampling(temperature=1.0)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: thousands of tiny ops on one thread
 
 
 def _random_tree(gen: torch.Generator, vocab: int, logits: torch.Tensor | None = None, candidates: bool = True):

@@ -65,7 +65,7 @@ from torch import nn
 
 from .fast_linear import FastLinear, small_linear
 from .kv_cache import KVCache
-from .quant import COMPUTE, GROUP, QuantLinear
+from .quant import COMPUTE, QuantLinear, quant_mm
 
 __all__ = ["BUCKETS", "CompileUnavailable", "CompiledStep", "compiled_step", "bucket_for", "capacity_for",
            "default_block"]  # fmt: skip
@@ -218,11 +218,7 @@ def _scales(lin: QuantLinear) -> torch.Tensor:
 def _linear(x, weight, bias, packed, kernel: str):
     if kernel.startswith("int"):  # a QuantLinear's product (quant.QuantLinear.forward): codes, scales in `compute`
         fmt, compute = kernel.split(":")
-        x2 = x.to(COMPUTE[compute])
-        if fmt == "int8":
-            out = torch._weight_int8pack_mm(x2, weight, packed).to(x.dtype)
-        else:
-            out = torch._weight_int4pack_mm_for_cpu(x2, weight, GROUP, packed).to(x.dtype)
+        out = quant_mm(x.to(COMPUTE[compute]), fmt, weight, packed).to(x.dtype)
         return out if bias is None else out + bias.to(x.dtype)
     if kernel == "onednn":  # an opaque call: inductor's own oneDNN lowering wants frozen (constant) weights
         return onednn_linear(x, packed, weight.shape[0], bias)

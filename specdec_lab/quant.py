@@ -59,6 +59,7 @@ __all__ = [
     "check_weights",
     "quantize_q4_1",
     "QuantLinear",
+    "quant_mm",
     "quantize_model",
     "weights_kind",
     "weights_record",
@@ -152,9 +153,8 @@ class QuantLinear(nn.Module):
     # ---- the product ----------------------------------------------------------------------------------
     def _mm(self, x2: torch.Tensor, compute: torch.dtype) -> torch.Tensor:
         """x2 (M, K) in `compute` -> (M, N) in `compute`."""
-        if self.fmt == "int8":
-            return torch._weight_int8pack_mm(x2, self.qweight, self.scales.to(compute))
-        return torch._weight_int4pack_mm_for_cpu(x2, self.qweight, GROUP, self.scales_and_zeros.to(compute))
+        scales = self.scales if self.fmt == "int8" else self.scales_and_zeros
+        return quant_mm(x2, self.fmt, self.qweight, scales.to(compute))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.device.type != "cpu":
@@ -174,6 +174,14 @@ class QuantLinear(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.in_features}, {self.out_features}, {self.fmt}, compute={self.compute}, source={self.source}"
+
+
+def quant_mm(x2: torch.Tensor, fmt: str, qweight: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """x2 (M, K) @ dequant(W)^T -> (M, N) with torch's weight-only kernel for `fmt`; x2 and `scales` (int8: (N,),
+    int4: scales and zeros (K/32, N, 2)) in the same dtype. QuantLinear and the compiled step both call it."""
+    if fmt == "int8":
+        return torch._weight_int8pack_mm(x2, qweight, scales)
+    return torch._weight_int4pack_mm_for_cpu(x2, qweight, GROUP, scales)
 
 
 # ---- model surgery ----------------------------------------------------------------------------------

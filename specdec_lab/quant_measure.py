@@ -29,6 +29,7 @@ from .io import load_prompts, write_json
 from .machine import machine_info
 from .models import load_model
 from .quant import quant_plan, weights_record
+from .timing import rotated
 
 __all__ = ["SETUPS", "measure", "main"]
 
@@ -51,7 +52,7 @@ def measure(setups=SETUPS, rounds: int = 4, prompts: int = 2, new_tokens: int = 
     tokens: dict[str, list[list[int]]] = {k: [] for k in labels}
     bar = tqdm(total=rounds * len(labels), disable=not progress, desc="quant_measure")
     for r in range(rounds):
-        for label in labels[r % len(labels) :] + labels[: r % len(labels)]:  # rotated: no setup always first
+        for label in rotated(labels, r):  # no setup always first
             lm = models[label]
             curve = measure_cost_curve(lm.model, sizes=SIZES, repeats=3, warmup=1)
             curve_runs[label].append(curve.seconds)

@@ -192,6 +192,8 @@ class FastLinear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         kernel = self.kernel_for(_rows(x))
+        if kernel == "onednn" and torch.compiler.is_compiling():  # traced (hf_generate_compiled): the packed
+            kernel = "wx"  # copy's cache cannot be traced; W x^T can (F.linear there measured slower still)
         packed = self._packed() if kernel == "onednn" and not torch.is_grad_enabled() else None
         return small_linear(x, self.weight, self.bias, packed=packed, kernel=kernel)
 

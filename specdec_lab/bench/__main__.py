@@ -1,5 +1,8 @@
 """CLI: python -m specdec_lab.bench --methods autoregressive,prompt_lookup,hf_generate --limit 4 --out r.json
 
+Builds in one run: `--methods autoregressive,hybrid,autoregressive@int4+compile,hybrid@int4+compile` runs our
+methods on other weights and/or the compiled step too (`builds`); the CLI loads each weights kind named once.
+
 Input is checked before the model is loaded (method names and parameters, prompts file, --limit), so a
 typo fails in a second, not after loading. Results are written after every prompt; rerunning the same
 command resumes, --fresh starts over.
@@ -16,6 +19,7 @@ from ..attention import ATTENTION
 from ..io import PromptError, load_prompts, positive_int
 from ..models import ModelNotFoundError, load_model
 from ..quant import WEIGHTS
+from .builds import split_label
 from .harness import BenchConfig, ResumeError, run_benchmark
 from .methods import BenchInputError, known_methods, parse_methods
 from .report import format_table
@@ -36,7 +40,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
     p.add_argument(
         "--methods",
         default=d.methods,
-        help="comma-separated name[:key=value...], e.g. prompt_lookup:max_draft=4:draft_length=heuristic",
+        help="comma-separated name[:key=value...][@build], e.g. prompt_lookup:max_draft=4:draft_length=heuristic; "
+        "@build (weights[+compile], e.g. hybrid@int4+compile) runs one of our methods on that build in the same "
+        "run, compared with autoregressive@build",
     )
     p.add_argument("--max-new-tokens", type=positive_int, default=d.max_new_tokens)
     p.add_argument("--limit", type=positive_int, default=None, help="first N prompts only")
@@ -110,22 +116,29 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     try:
-        parse_methods(config.methods)
+        specs = parse_methods(config.methods)
         prompts = load_prompts(config.prompts)
         if torch.device(config.device).type == "cuda" and not torch.cuda.is_available():
             return fail(f"--device {config.device}: CUDA is not available on this machine")
-        lm = load_model(
-            config.model,
-            device=config.device,
-            dtype=DTYPES[config.dtype],
-            fast_linear=config.linear != "stock",
-            pack_weights=config.linear in ("tuned", "fast+onednn"),
-            tune_kernels=config.linear == "tuned",
-            attn_implementation=None if config.attention == ATTENTION else config.attention,
-            weights=config.weights,
-            head_weights=config.head_weights,
-        )
-        results = run_benchmark(lm, prompts, config=config, progress=not no_progress)
+
+        def load(weights: str):
+            return load_model(
+                config.model,
+                device=config.device,
+                dtype=DTYPES[config.dtype],
+                fast_linear=config.linear != "stock",
+                pack_weights=config.linear in ("tuned", "fast+onednn"),
+                tune_kernels=config.linear == "tuned",
+                attn_implementation=None if config.attention == ATTENTION else config.attention,
+                weights=weights,
+                head_weights=config.head_weights if weights != "fp32" else "fp32",
+            )
+
+        lm = load(config.weights)
+        # labels with another build's weights ("hybrid@int4+compile"): that model too, with the same options
+        others = {b.weights for s in specs if (b := split_label(s.label)[1]) is not None} - {config.weights}
+        models = {w: load(w) for w in sorted(others)}
+        results = run_benchmark(lm, prompts, config=config, progress=not no_progress, models=models)
     except (BenchInputError, PromptError, ResumeError, FileNotFoundError, ModelNotFoundError) as err:
         return fail(str(err))
     except KeyboardInterrupt:

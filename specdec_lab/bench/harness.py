@@ -55,6 +55,7 @@ from ..memory import Memory
 from ..models import model_name, prompt_ids, unwrap
 from ..proposers.registry import BASELINE
 from ..quant import weights_kind, weights_record
+from .builds import BuildSet
 from .methods import BenchInputError, build_runner, parse_methods
 from .report import summarize
 from .runner import TRACE_FIELDS, Runner, RunOutput, compact_steps
@@ -107,7 +108,16 @@ class BenchConfig:
 MEMORY_POLICIES = ("fresh", "method")
 
 # traces only adds a field to rows: a run resumed with or without them aggregates the same speeds
-RESUME_IGNORES = ("limit", "per_category", "out", "fresh", "traces", "compile_seconds", "compile_capacity")
+RESUME_IGNORES = (
+    "limit",
+    "per_category",
+    "out",
+    "fresh",
+    "traces",
+    "compile_seconds",
+    "compile_seconds_by_build",
+    "compile_capacity",
+)
 
 
 # ---- prompts ----------------------------------------------------------------------------------------
@@ -252,6 +262,7 @@ def run_benchmark(
     *,
     progress: bool = True,
     eos_token_id: int | Sequence[int] | None = None,
+    models: dict | None = None,
     **overrides,
 ) -> dict:
     """Run every method on every prompt; return (and write to config.out) the results dict.
@@ -260,6 +271,7 @@ def run_benchmark(
     prompts:  Prompt records (e.g. from `io.load_prompts`), texts, or token-id lists (for tokenizer-less models)
     methods:  "a,b:key=value" or a list of specs; overrides config.methods
     config:   BenchConfig; keyword `overrides` replace its fields (e.g. max_new_tokens=16, out="r.json")
+    models:   {weights: model} for labels with another build's weights ("hybrid@int4+compile": `builds`)
 
     With config.out set and the file present, prompts already done for every method are skipped (unless
     config.fresh); a file from a different configuration or machine raises ResumeError.
@@ -297,8 +309,9 @@ def run_benchmark(
         quant=weights_record(model),  # where the weights came from (GGUF Q4_1 or requantised), kernel dtype, head
         prompts_sha256=_prompts_digest(all_prompts),
     )
-    step = _compiled_step(model, config.compile)
-    record.update(compile_seconds=None)
+    builds = BuildSet(labels, model, config.compile, models)
+    builds.make_steps(_compiled_step)
+    record.update(compile_seconds=None, builds=builds.record())
     machine = machine_info(device)
     out = Path(config.out) if config.out else None
     rows = _resume_rows(out, record, machine, labels) if out and out.exists() and not config.fresh else []
@@ -311,29 +324,33 @@ def run_benchmark(
         torch.manual_seed(config.seed)
         eos = eos_ids(model, tokenizer, eos_token_id)
         memory = (lambda: Memory()) if config.memory == "method" else (lambda: None)
-        runners = {s.label: build_runner(s, model, eos, traced=config.traces, memory=memory(), step=step)
-                   for s in specs}  # fmt: skip
+        runners = {s.label: build_runner(s, builds.model(s.label), eos, traced=config.traces, memory=memory(),
+                                         step=builds.step(s.label)) for s in specs}  # fmt: skip
         ids = {p.question_id: _ids(p, tokenizer) for _, p in todo}  # tokenized before any clock starts
-        if step is not None:  # one cache capacity for every prompt, and all its buckets compiled now
+        if builds.steps:  # one cache capacity for every prompt, and all its buckets compiled now
             from ..compiled import capacity_for
 
-            step.capacity = max(step.capacity, capacity_for(max(map(len, ids.values())) + config.max_new_tokens))
-            record.update(compile_seconds=round(step.warm_up(), 1), compile_capacity=step.capacity)
+            capacity = capacity_for(max(map(len, ids.values())) + config.max_new_tokens)
+            seconds = {}
+            for build, step in builds.steps.items():
+                step.capacity = max(step.capacity, capacity)
+                seconds[build.label] = round(step.warm_up(), 1)
+            # the base build's seconds as before; every compiled build's under compile_seconds_by_build
+            record.update(compile_seconds=seconds.get(builds.base.label, sum(seconds.values())),
+                          compile_seconds_by_build=seconds, compile_capacity=capacity)  # fmt: skip
         # Everything alive now (torch, transformers, the model) stays alive: freezing it takes it out of
         # the collector's walks, so the gc.collect() before each timed run costs ~ms instead of ~0.5 s.
         gc.collect()
         gc.freeze()
         try:
-            _run_prompts(results, runners, todo, ids, model, config, progress, done=len(selected) - len(todo))
+            _run_prompts(results, runners, todo, ids, builds, config, progress, done=len(selected) - len(todo))
         finally:
             gc.unfreeze()
     return results.save()
 
 
-def _compiled_step(model, compile: bool):
-    """The compiled step --compile asks for (None without it); a model it cannot serve is an input error."""
-    if not compile:
-        return None
+def _compiled_step(model):
+    """The compiled step a compiled build asks for; a model it cannot serve is an input error."""
     from ..compiled import CompileUnavailable, compiled_step
 
     try:
@@ -347,14 +364,14 @@ def _run_prompts(
     runners: dict[str, Runner],
     todo: list,
     ids: dict,
-    model,
+    builds: BuildSet,
     config: BenchConfig,
     progress: bool,
     done: int,
 ) -> None:
     from tqdm.auto import tqdm
 
-    device = next(model.parameters()).device
+    device = next(builds.model(results.labels[0]).parameters()).device
     labels = results.labels
     # Warm-up: one short run of every method (first-call costs, cost-curve measurement); not recorded.
     warm = ids[todo[0][1].question_id]
@@ -375,9 +392,10 @@ def _run_prompts(
                     times[label].append(seconds)
                     if label not in outs or seconds < outs[label][1]:
                         outs[label] = (r, seconds)
-            ar = outs[BASELINE][0].tokens if BASELINE in outs else None
             for label in labels:  # rows in the order given, whatever order they ran in
                 r, seconds = outs[label]
+                ref = builds.reference(label)  # its build's autoregressive (`builds`)
+                ar = outs[ref][0].tokens if ref is not None else None
                 diff = first_diff(ar, r.tokens) if ar is not None else None
                 results.rows.append(
                     {
@@ -393,11 +411,13 @@ def _run_prompts(
                         "stop_reason": r.stop_reason,
                         "identical": (diff is None) if ar is not None else None,
                         "first_diff": diff,
-                        "top2_gap": top2_gap(model, x, ar, diff) if diff is not None else None,
+                        "top2_gap": top2_gap(builds.model(ref), x, ar, diff) if diff is not None else None,
                         "proposer": r.info,
                         "tokens": r.tokens,
                     }
                 )
+                if ref is not None and ref != BASELINE:
+                    results.rows[-1]["reference"] = ref
                 if config.repeats > 1:
                     results.rows[-1]["seconds_runs"] = [round(t, 6) for t in times[label]]
                 trace = _trace(r)  # of the kept (fastest) run

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 
 from ..proposers.registry import METHODS, MethodSpec, MethodSpecError, check_method_spec, check_types, parse_method_spec
 from . import llamacpp  # noqa: F401  (registers the llama.cpp anchors)
-from .runner import ANCHORS, Runner, loop_runner
+from .builds import split_label
+from .runner import ANCHORS, BenchInputError, Runner, loop_runner
 
 __all__ = [
     "AnchorSkipped",
@@ -35,10 +36,6 @@ __all__ = [
     "parse_methods",
     "unavailable",
 ]
-
-
-class BenchInputError(MethodSpecError):
-    """Bad benchmark input: prompts file, method spec, limit."""
 
 
 class AnchorSkipped(UserWarning):
@@ -82,11 +79,25 @@ def _check(spec: MethodSpec) -> MethodSpec:
     return spec
 
 
+def _parse_one(item: str | MethodSpec) -> MethodSpec:
+    """One spec; a build suffix (`builds`: "hybrid@int4+compile") stays in the label, out of the params."""
+    if isinstance(item, MethodSpec):
+        return item
+    text, build = split_label(item.strip())
+    spec = parse_method_spec(text)
+    if build is None:
+        return spec
+    if spec.name not in METHODS:
+        raise BenchInputError(f"{item.strip()!r}: a build suffix runs our loop's methods only; "
+                              f"{spec.name} loads its own model")  # fmt: skip
+    return MethodSpec(label=item.strip(), name=spec.name, params=spec.params)
+
+
 def parse_methods(methods: str | Sequence) -> list[MethodSpec]:
     """'a,b:k=v' (or a list of specs / MethodSpec) -> checked MethodSpecs with unique labels."""
     items = methods.split(",") if isinstance(methods, str) else list(methods)
     try:
-        specs = [parse_method_spec(m) for m in items if str(m if isinstance(m, str) else m.label).strip()]
+        specs = [_parse_one(m) for m in items if str(m if isinstance(m, str) else m.label).strip()]
     except MethodSpecError as err:
         raise BenchInputError(str(err)) from None
     if not specs:

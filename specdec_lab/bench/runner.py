@@ -22,9 +22,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..generate import generate
-from ..proposers.registry import METHODS, MethodSpec
+from ..proposers.registry import METHODS, MethodSpec, MethodSpecError
 
 __all__ = [
+    "BenchInputError",
     "RunOutput",
     "Runner",
     "RunnerFactory",
@@ -61,6 +62,10 @@ def compact_steps(steps: Sequence) -> list[list]:
         ]  # fmt: skip
         for s in steps
     ]
+
+
+class BenchInputError(MethodSpecError):
+    """Bad benchmark input: prompts file, method spec, build, limit."""
 
 
 @dataclass

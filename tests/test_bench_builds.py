@@ -1,0 +1,72 @@
+"""Builds in one bench run (`specdec_lab.bench.builds`): our methods on other weights and steps beside the
+base model's, each compared with its own build's autoregressive output."""
+
+import copy
+
+import pytest
+
+import specdec_lab as S
+from specdec_lab.bench import BenchInputError, parse_methods, run_benchmark
+from specdec_lab.bench.builds import Build, BuildSet, parse_build, split_label
+from specdec_lab.io import Prompt
+from specdec_lab.quant import quantize_model, weights_kind
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_parse_build_and_label():
+    assert parse_build("int4+compile") == Build("int4", True)
+    assert parse_build("fp32") == Build("fp32", False)
+    assert split_label("hybrid:max_nodes=8@int8") == ("hybrid:max_nodes=8", Build("int8", False))
+    assert split_label("prompt_lookup") == ("prompt_lookup", None)
+    for bad in ("int3", "int4+fast", "int4+compile+compile", ""):
+        with pytest.raises(BenchInputError, match="weights\\[\\+compile\\]"):
+            parse_build(bad)
+
+
+def test_parse_methods_keeps_the_build_in_the_label_only():
+    spec = parse_methods("prompt_lookup:max_draft=3@int8+compile")[0]
+    assert (spec.label, spec.name, spec.params) == ("prompt_lookup:max_draft=3@int8+compile", "prompt_lookup",
+                                                    {"max_draft": 3})  # fmt: skip
+    with pytest.raises(BenchInputError, match="loads its own model"):
+        parse_methods("hf_generate@int8")
+    with pytest.raises(BenchInputError, match="build 'int2'"):
+        parse_methods("autoregressive@int2")
+
+
+@pytest.fixture(scope="module")
+def models():
+    fp32 = S.tiny_model(num_layers=2, eos_token_id=None)
+    return fp32, quantize_model(copy.deepcopy(fp32), "int8", compute="float32")
+
+
+def test_builds_run_in_one_run_and_compare_with_their_own_autoregressive(models):
+    fp32, int8 = models
+    assert weights_kind(int8) == "int8"
+    ps = [Prompt(question_id=i, category="ab"[i % 2], ids=[5, 6, 7, 8, 5, 6, 7, 8, 5, 6][i:]) for i in range(3)]
+    labels = "autoregressive,prompt_lookup,autoregressive@int8,prompt_lookup@int8"
+    res = run_benchmark(fp32, ps, labels, max_new_tokens=12, models={"int8": int8}, progress=False)
+    rows = res["rows"]
+    assert {r["method"] for r in rows} == set(labels.split(","))
+    assert all(r["identical"] for r in rows)  # each exact method equals its own build's autoregressive
+    assert {r.get("reference") for r in rows if r["method"].endswith("@int8")} == {"autoregressive@int8"}
+    assert all("reference" not in r for r in rows if "@" not in r["method"])
+    assert res["config"]["builds"]["int8"]["weights"] == "int8"
+    # the int8 build's own greedy output: what generate gives on the int8 model
+    for r in rows:
+        if r["method"] == "autoregressive@int8":
+            ids = next(p.ids for p in ps if p.question_id == r["question_id"])
+            assert r["tokens"] == S.generate(int8, ids, method="autoregressive", max_new_tokens=12).tokens
+
+
+def test_a_build_without_its_model_or_autoregressive(models):
+    fp32, int8 = models
+    with pytest.raises(BenchInputError, match="needs a model with int8 weights"):
+        run_benchmark(fp32, [[1, 2, 3]], "autoregressive,prompt_lookup@int8", max_new_tokens=2, progress=False)
+    with pytest.raises(BenchInputError, match="holds fp32 weights"):
+        run_benchmark(fp32, [[1, 2, 3]], "prompt_lookup@int8", max_new_tokens=2, models={"int8": fp32},
+                      progress=False)  # fmt: skip
+    # no autoregressive@int8: the int8 rows are compared with the base autoregressive (the build's drift)
+    b = BuildSet(["autoregressive", "prompt_lookup@int8"], fp32, False, {"int8": int8})
+    assert b.reference("prompt_lookup@int8") == "autoregressive"
+    assert b.record() == {"int8": b.record()["int8"]} and b.base == Build("fp32", False)

@@ -36,9 +36,10 @@ the whole body).
 Linear kernels. Inside the graph every linear runs the kernel FastLinear's measured plan names for the
 bucket's row count (`fast_linear`): W @ x^T as an aten mm, or oneDNN's packed product through an opaque
 custom op (`onednn_linear`; inductor's own oneDNN lowering accepts only frozen weights). Inductor's
-`freezing=True` (weights as constants, prepacked by oneDNN for every row count) measured slower than the
-per-row-count plan and is off (`CompiledStep.freezing`); so is `cpp_wrapper` (a C++ wrapper around the
-kernels): it compiled several times slower and the step ran no faster.
+`freezing=True` (weights as constants, prepacked by oneDNN for every row count) and `cpp_wrapper` (a C++
+wrapper around the kernels instead of the Python one) are options of `CompiledStep`, off by default; `python -m
+specdec_lab.compile_levers` times them, the whole-graph body and inductor's own products against the shipped
+blocks in one loop, each with its compile seconds (results in data/curves/, not here).
 
 Numerics: the compiled graph sums in other orders than eager (fused RMSNorm, its own RoPE and attention), so
 its logits match eager's to fp32 rounding, not bit for bit; greedy outputs matched eager's in the tests,

@@ -30,15 +30,14 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from .bench.builds import Build, parse_build
 from .cost import CostCurve, measure_cost_curve, summarize_times
 from .timing import rotated
 
 __all__ = [
     "FORMAT",
-    "WEIGHTS",
     "StepVariant",
     "parse_variants",
     "measure_variants",
@@ -48,32 +47,18 @@ __all__ = [
 ]
 
 FORMAT = "specdec_lab.step_variants/1"
-WEIGHTS = ("fp32", "int8", "int4")
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
 
-@dataclass(frozen=True)
-class StepVariant:
-    """One way to build the verify step: the weights' format and whether the step is compiled."""
-
-    weights: str = "fp32"
-    compile: bool = False
-
-    @property
-    def name(self) -> str:
-        return self.weights + ("+compile" if self.compile else "")
+StepVariant = Build  # weights[+compile]: the same builds the bench runs as `method@build`
 
 
 def parse_variants(text: str) -> list[StepVariant]:
     """Parse "fp32,fp32+compile,int8" into variants; a clear error for anything else."""
-    out = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        weights, _, extra = part.partition("+")
-        if weights not in WEIGHTS or extra not in ("", "compile"):
-            raise ValueError(f"step variant {part!r}: expected <weights>[+compile] with weights in {WEIGHTS}")
-        out.append(StepVariant(weights, extra == "compile"))
-    if not out:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
         raise ValueError("no step variant given (e.g. --variants fp32,int8)")
+    out = [parse_build(part) for part in parts]
     if len({v.name for v in out}) < len(out):
         raise ValueError(f"a step variant is named twice in {text!r}")
     return out

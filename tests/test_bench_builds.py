@@ -8,6 +8,7 @@ import pytest
 import specdec_lab as S
 from specdec_lab.bench import BenchInputError, parse_methods, run_benchmark
 from specdec_lab.bench.builds import Build, BuildSet, parse_build, split_label
+from specdec_lab.bench.report import by_build
 from specdec_lab.io import Prompt
 from specdec_lab.quant import quantize_model, weights_kind
 
@@ -52,6 +53,11 @@ def test_builds_run_in_one_run_and_compare_with_their_own_autoregressive(models)
     assert {r.get("reference") for r in rows if r["method"].endswith("@int8")} == {"autoregressive@int8"}
     assert all("reference" not in r for r in rows if "@" not in r["method"])
     assert res["config"]["builds"]["int8"]["weights"] == "int8"
+    table = {(r["method"], r["build"]): r for r in by_build(res)}  # the notebook's table of a run with builds
+    assert set(table) == {(m, b) for m in ("autoregressive", "prompt_lookup") for b in ("fp32", "int8")}
+    assert table[("autoregressive", "int8")]["speedup_own"] == 1.0
+    own = table[("prompt_lookup", "int8")]
+    assert own["speedup_own"] == pytest.approx(own["tokens_per_s"] / table[("autoregressive", "int8")]["tokens_per_s"])
     # the int8 build's own greedy output: what generate gives on the int8 model
     for r in rows:
         if r["method"] == "autoregressive@int8":

@@ -203,3 +203,12 @@ def test_quantized_compiled_equals_quantized_eager(weights):
     eager = S.generate(model, PROMPT, max_new_tokens=24)
     for method in ("autoregressive", "prompt_lookup"):
         assert S.generate(model, PROMPT, method, max_new_tokens=24, compile=step).tokens == eager.tokens, method
+
+
+def test_compile_levers_time_every_option_in_one_loop(target):
+    from specdec_lab.compile_levers import measure_levers
+
+    record = measure_levers(target, {"eager": None, "whole": {"block": 0}}, sizes=(1, 2), context=4, repeats=1)
+    assert set(record) == {"eager", "whole"} and record["eager"]["compile_seconds"] == 0.0
+    assert record["whole"]["options"] == {"block": 0} and record["whole"]["compile_seconds"] > 0
+    assert all(set(v["points"]) == {"1", "2"} and min(v["points"].values()) > 0 for v in record.values())

@@ -36,13 +36,13 @@
 # %% tags=["parameters"]
 quick: bool = False  # CI: fewer sizes and repeats
 model_name: str = "smollm2-135m"  # or a local HF dir / .gguf
-sizes: list[int] = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64]  # tokens per verify forward
-repeats: int = 7  # interleaved repeats per setup (the median is kept)
+sizes: list[int] = [1, 2, 4, 6, 8, 12, 16, 24, 32, 64]  # tokens per verify forward
+repeats: int = 4  # interleaved repeats per setup (the median is kept)
 contexts: list[int] = [256, 1024]  # cached tokens for the attention comparison (its copy grows with them)
 threads: int = 0  # torch CPU threads (0: the torch default, one per core)
 variants_file: str = "../data/curves/step_variants.json"  # python -m specdec_lab.step_variants (section 4)
 bench_file: str = "../data/bench/avx512-eagle-hybrid-7.json"  # a traced bench run, re-priced in section 4
-step_bench_glob: str = "../data/bench/avx512-steps-*-7.json"  # bench runs on each build (section 4)
+builds_bench_file: str = "../data/bench/avx512-builds-56.json"  # one bench run over every build (section 4)
 
 # %%
 if quick:
@@ -50,7 +50,6 @@ if quick:
     repeats = min(repeats, 2)
     contexts = contexts[:1]
 
-import glob
 import json
 import statistics
 from pathlib import Path
@@ -62,6 +61,7 @@ from transformers.utils import logging as hf_logging
 
 from specdec_lab import load_model
 from specdec_lab.attention import ATTENTION, attention_kind
+from specdec_lab.bench.report import by_build
 from specdec_lab.fast_linear import linear_kind, linear_plan
 from specdec_lab.kernel_setups import agreement, attention_setups, linear_setups, plan_by_size, same_as_default
 from specdec_lab.machine import machine
@@ -131,8 +131,10 @@ plan_table
 # %% tags=["nbval-ignore-output"]
 linear_cmp = compare_cost_curves(model, linear, sizes=sizes, repeats=repeats)
 linear["measured plan"]()
-ms = pd.DataFrame({f"{name} t(n) ms": [s * 1e3 for s in c.seconds] for name, c in linear_cmp.curves.items()},
-                  index=pd.Index(sizes, name="n tokens verified"))
+ms = pd.DataFrame(
+    {f"{name} t(n) ms": [s * 1e3 for s in c.seconds] for name, c in linear_cmp.curves.items()},
+    index=pd.Index(sizes, name="n tokens verified"),
+)
 ms["fastest"] = [linear_cmp.fastest(n) for n in sizes]
 ms["measured / fastest"] = [
     linear_cmp.curves["measured plan"](n) / linear_cmp.curves[linear_cmp.fastest(n)](n) for n in sizes
@@ -228,6 +230,7 @@ for c, cmp in attention_cmp.items():
     display(Markdown(f"Context {c}: {spread_sentence(cmp.noise)}"))
 pd.DataFrame(table, index=pd.Index(sizes, name="n tokens verified")).round(2)
 
+
 # %% tags=["nbval-ignore-output"]
 def attention_sentence(context: int, cmp) -> str:
     ratio = dict(zip(sizes, cmp.ratio(ATTENTION, "sdpa"), strict=True))
@@ -244,8 +247,10 @@ def attention_sentence(context: int, cmp) -> str:
     return text + f" (the repeats' spread: {cmp.noise.spread:.0%})."
 
 
-medians = {c: statistics.median(r for n, r in zip(sizes, cmp.ratio(ATTENTION, "sdpa"), strict=True) if n > 1)
-           for c, cmp in attention_cmp.items()}
+medians = {
+    c: statistics.median(r for n, r in zip(sizes, cmp.ratio(ATTENTION, "sdpa"), strict=True) if n > 1)
+    for c, cmp in attention_cmp.items()
+}
 trend = ""
 if len(medians) > 1:
     (c0, m0), (c1, m1) = list(medians.items())[0], list(medians.items())[-1]
@@ -271,9 +276,9 @@ Markdown(
 
 # %% tags=["nbval-ignore-output"]
 reads = [n for n in (2, 4, 8, 16) if n in sizes]
-pd.DataFrame(
-    {name: {f"t({n})/t(1)": c(n) / c(1) for n in reads} for name, c in curves.items()}
-).T.rename_axis("setup (context 64)").round(2)
+pd.DataFrame({name: {f"t({n})/t(1)": c(n) / c(1) for n in reads} for name, c in curves.items()}).T.rename_axis(
+    "setup (context 64)"
+).round(2)
 
 # %% [markdown]
 # ## 4. A cheaper step: compiled, and int8 or int4 weights
@@ -330,8 +335,11 @@ shrinks = replay_variants(bench, variants, scale_overhead=True)
 stays = replay_variants(bench, variants, scale_overhead=False)
 methods = [m for m in next(iter(shrinks.values())) if m != "autoregressive"]
 replay_table = pd.DataFrame(
-    {(name, how): {m: table[m] for m in methods} for name in variants for how, table in
-     (("overhead shrinks", shrinks[name]), ("overhead stays", stays[name]))}  # fmt: skip
+    {
+        (name, how): {m: table[m] for m in methods}
+        for name in variants
+        for how, table in (("overhead shrinks", shrinks[name]), ("overhead stays", stays[name]))
+    }  # fmt: skip
 )
 replay_table.columns.names = ["build", "loop's own seconds"]
 replay_table.rename_axis("method (speed-up over autoregressive on the same build)").round(2)
@@ -352,21 +360,44 @@ Markdown(
 )
 
 # %% [markdown]
-# The replay predicts; the bench measures. The same methods were run on each build (`python -m
-# specdec_lab.bench --per-category 1 --max-new-tokens 128`, with `--compile` and `--weights int4`), one file per
-# build. Speed-ups are within a run (against autoregressive on the same build); tokens per second compare
-# builds across runs, which the machine's load between runs blurs. `identical` is the fraction of prompts on
-# which a method's output equals that build's own autoregressive output.
+# The replay predicts; the bench measures. One bench run put every build side by side — the same methods on
+# fp32 and int4 weights, eager and compiled (`--methods autoregressive,hybrid@int4+compile,...`: a method's
+# `@build` suffix, `specdec_lab.bench.builds`), rotated per prompt, beside transformers' and llama.cpp's own
+# decoding of the same model file. `speed-up` is over fp32 eager autoregressive in that run; `own` over the
+# same build's autoregressive; `identical` is the fraction of prompts whose output equals that build's own
+# autoregressive output (a quantized model is another model).
 
 # %% tags=["nbval-ignore-output"]
-rows = []
-for path in sorted(glob.glob(step_bench_glob)):
-    run = json.loads(Path(path).read_text())
-    cfg = run["config"]
-    build = cfg.get("weights", "fp32") + ("+compile" if cfg.get("compile") else "")
-    for method, summary in run["summary"].items():
-        rows.append({"build": build, "method": method, "tokens/s": summary["tokens_per_s"],
-                     "speed-up": summary["speedup"], "mean accepted": summary["mean_accepted"],
-                     "identical": summary["identical_to_autoregressive"]})  # fmt: skip
-step_bench = pd.DataFrame(rows)
-step_bench.pivot_table(index="method", columns="build", values=["tokens/s", "speed-up", "identical"]).round(2)
+builds_run = json.loads(Path(builds_bench_file).read_text())
+build_rows = pd.DataFrame(by_build(builds_run))
+ours = build_rows[build_rows.build != "anchor"]
+print(
+    f"{builds_run['prompts_done']} prompts, {builds_run['config']['max_new_tokens']} new tokens; "
+    f"measured on: {builds_run['machine'].get('cpu', '?')} (torch ISA {builds_run['machine'].get('isa', '?')})"
+)
+display(ours.pivot_table(index="method", columns="build", values=["tokens_per_s", "speedup", "speedup_own",
+                                                                  "identical"], sort=False).round(2))  # fmt: skip
+build_rows[build_rows.build == "anchor"].set_index("method")[["tokens_per_s", "speedup", "mean_accepted",
+                                                              "identical"]].round(2)  # fmt: skip
+
+# %% tags=["nbval-ignore-output"]
+anchors = build_rows[build_rows.build == "anchor"].set_index("method").tokens_per_s
+exact = ours[(ours.identical == 1.0) & (ours.method != "autoregressive")]  # speculative, equal on every prompt
+top = exact.loc[exact.tokens_per_s.idxmax()]
+wall = builds_run.get("memory_wall") or {}
+plain = ours[(ours.method == "autoregressive")].set_index("build").tokens_per_s
+text = (
+    f"The fastest speculative method whose output equalled its build's autoregressive output on every prompt was "
+    f"**{top.method} on {top.build}**, at {top.tokens_per_s:.1f} tokens/s: "
+    + ", ".join(f"{top.tokens_per_s / v:.2f}× {name}" for name, v in anchors.items())
+    + ". "
+)
+if wall.get("wall_ms_per_token"):
+    text += (
+        f"Reading the {wall['weights_mb']:.0f} MB of fp32 weights once takes {wall['wall_ms_per_token']:.1f} ms at "
+        f"the {wall['read_gb_s']:.1f} GB/s measured before the run — a ceiling of {wall['wall_tokens_per_s']:.1f} "
+        "tokens/s for one token a step — against "
+        f"{plain.get('fp32', float('nan')):.1f} tokens/s eager and {plain.get('fp32+compile', float('nan')):.1f} "
+        "compiled (prompt and the loop's own work included)."
+    )
+Markdown(text)

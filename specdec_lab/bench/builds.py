@@ -35,11 +35,14 @@ class BuildError(BenchInputError):
 
 @dataclass(frozen=True)
 class Build:
+    """One way to build the verify step: its weights' format and whether it is compiled (`step_variants`'
+    curves and the bench's `@build` labels name the same thing)."""
+
     weights: str = "fp32"  # decoder linear weights: fp32, int8, int4 (`quant.WEIGHTS`)
     compile: bool = False  # verify with the compiled step (`specdec_lab.compiled`)
 
     @property
-    def label(self) -> str:
+    def name(self) -> str:
         return self.weights + ("+compile" if self.compile else "")
 
 
@@ -85,7 +88,7 @@ class BuildSet:
     def reference(self, label: str) -> str | None:
         """The label whose tokens `label`'s are compared with: its build's autoregressive, else the baseline."""
         build = self.of_label[label]
-        own = BASELINE if build == self.base else f"{BASELINE}@{build.label}"
+        own = BASELINE if build == self.base else f"{BASELINE}@{build.name}"
         if own in self.of_label:
             return own
         return BASELINE if BASELINE in self.of_label else None
@@ -102,4 +105,4 @@ class BuildSet:
     def record(self) -> dict:
         """{build label: its weights record} for the builds beyond the base (the results' config)."""
         used = dict.fromkeys(self.of_label.values())
-        return {b.label: weights_record(self.models[b.weights]) for b in used if b != self.base}
+        return {b.name: weights_record(self.models[b.weights]) for b in used if b != self.base}

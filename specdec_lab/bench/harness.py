@@ -334,9 +334,9 @@ def run_benchmark(
             seconds = {}
             for build, step in builds.steps.items():
                 step.capacity = max(step.capacity, capacity)
-                seconds[build.label] = round(step.warm_up(), 1)
+                seconds[build.name] = round(step.warm_up(), 1)
             # the base build's seconds as before; every compiled build's under compile_seconds_by_build
-            record.update(compile_seconds=seconds.get(builds.base.label, sum(seconds.values())),
+            record.update(compile_seconds=seconds.get(builds.base.name, sum(seconds.values())),
                           compile_seconds_by_build=seconds, compile_capacity=capacity)  # fmt: skip
         # Everything alive now (torch, transformers, the model) stays alive: freezing it takes it out of
         # the collector's walks, so the gc.collect() before each timed run costs ~ms instead of ~0.5 s.

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-__all__ = ["summarize", "method_stats", "format_table", "speedup_interval"]
+__all__ = ["summarize", "method_stats", "format_table", "speedup_interval", "by_build"]
 
 BOOTSTRAP = 2000  # resamples: enough that the 2.5% quantile hardly moves between seeds (data/bench/README.md)
 
@@ -133,3 +133,38 @@ def format_table(results: dict) -> str:
             vals = [fmt.format(c[key]) if c.get(key) is not None else "-" for c in cells]
             lines.append(label.ljust(lw) + "".join(v.rjust(width) for v in vals))
     return "\n".join(lines)
+
+
+def by_build(results: dict, baseline: str = "autoregressive") -> list[dict]:
+    """One record per label of a run with builds (`builds`: "hybrid@int4+compile"): method, build, tokens/s,
+    speed-up over the run's baseline (fp32 eager autoregressive when that is the loaded model) and over its
+    own build's autoregressive (`speedup_own`, with its interval), mean accepted, identical to its reference.
+
+    Anchors (labels of no build of ours) get build "anchor"; an unsuffixed label, the loaded model's build.
+    """
+    from ..proposers import METHODS  # our loop's methods (the package registers them); other labels: anchors
+    from .builds import split_label  # (builds imports the bench's runner; report stays importable alone)
+
+    cfg = results["config"]
+    base = (cfg.get("weights") or "fp32") + ("+compile" if cfg.get("compile") else "")
+    labels, rows = results["methods"], results["rows"]
+    records = []
+    for label in labels:
+        name, build = split_label(label)
+        own = f"{baseline}@{build.name}" if build is not None else baseline
+        mine = [r for r in rows if r["method"] == label]
+        ref = [r for r in rows if r["method"] == own] if own in labels else None
+        stats = method_stats(mine, ref)
+        summary = results["summary"][label]
+        anchor = name.split(":", 1)[0] not in METHODS
+        records.append({
+            "method": name,
+            "build": build.name if build is not None else ("anchor" if anchor else base),
+            "tokens_per_s": summary["tokens_per_s"],
+            "speedup": summary["speedup"],
+            "speedup_own": stats["speedup"],
+            "speedup_own_95": stats["speedup_95"],
+            "mean_accepted": summary["mean_accepted"],
+            "identical": summary["identical_to_autoregressive"],
+        })  # fmt: skip
+    return records

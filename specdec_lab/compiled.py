@@ -42,9 +42,12 @@ specdec_lab.compile_levers` times them, the whole-graph body and inductor's own 
 blocks in one loop, each with its compile seconds (results in data/curves/, not here).
 
 Numerics: the compiled graph sums in other orders than eager (fused RMSNorm, its own RoPE and attention), so
-its logits match eager's to fp32 rounding, not bit for bit; greedy outputs matched eager's in the tests,
-and exactness holds within a mode: compiled speculative decoding verifies with the very graphs compiled
-autoregressive decoding uses.
+its logits match eager's to fp32 rounding, not bit for bit; greedy outputs matched eager's in the tests.
+Exactness holds within a mode, and with `exact_rows` (on by default for quantized weights, whose bf16
+activations amplify last-bit differences) bit for bit: attention runs in a form whose per-row sums do not
+depend on the bucket and every fp32 linear on a row-invariant kernel (`row_invariance.py`), so a verified
+chain's logits equal those of one-row decoding exactly (branching trees: `row_invariance.py`). Larger
+trees than the largest bucket are cut to it by the loop (`Tree.truncate_nodes`).
 
 Where compiling is not possible (no C++ compiler, an architecture outside the Llama family, a sliding
 window), `compiled_step` raises `CompileUnavailable` with the reason and `generate(..., compile=True)` warns
@@ -67,6 +70,7 @@ from torch import nn
 from .fast_linear import FastLinear, small_linear
 from .kv_cache import KVCache
 from .quant import COMPUTE, QuantLinear, quant_mm
+from .row_invariance import FORMS, attention_form, invariant_kernels
 
 __all__ = ["BUCKETS", "CompileUnavailable", "CompiledStep", "compiled_step", "bucket_for", "capacity_for",
            "default_block"]  # fmt: skip
@@ -121,8 +125,11 @@ class CompactBody(nn.Module):
     L + 1 hidden states [(B, H)]); writes the B new K/V into ks[l], vs[l] (1, H_kv, C, D) at slots start + i.
     """
 
-    def __init__(self, model, fast_kernels: bool = True):
+    def __init__(self, model, fast_kernels: bool = True, attention: str = "bmm"):
         super().__init__()
+        if attention not in FORMS:
+            raise ValueError(f"attention must be one of {FORMS}; got {attention!r}")
+        self.attention = attention  # how q·Kᵀ and p·V are computed (row_invariance.py)
         _check_family(model)
         config = model.config.get_text_config(decoder=True)
         body = model.get_decoder()
@@ -186,7 +193,7 @@ class CompactBody(nn.Module):
 
     @property
     def dims(self) -> tuple:
-        return (self.n_heads, self.n_kv, self.head_dim, self.scaling, self.eps)
+        return (self.n_heads, self.n_kv, self.head_dim, self.scaling, self.eps, self.attention)
 
     def forward(self, tokens, positions, start, tree_mask, ks: list[torch.Tensor], vs: list[torch.Tensor]):
         x, cos, sin, bias, slots = self.prologue(tokens, positions, start, tree_mask, ks[0].shape[2])
@@ -230,9 +237,10 @@ def decoder_layer(x, cos, sin, bias, slots, kc, vc, ws, bs, packed, ln1, ln2, ke
     """One Llama decoder layer on B rows x (B, H); writes its K/V into kc, vc (1, H_kv, C, D) at `slots`.
 
     ws, bs, packed: the 7 linears' (q, k, v, o, gate, up, down) weights, biases, packed copies; kernels:
-    the `fast_linear` kernel of each for B rows; dims: (heads, K/V heads, head dim, scaling, eps).
+    the `fast_linear` kernel of each for B rows; dims: (heads, K/V heads, head dim, scaling, eps, attention
+    form: "bmm" | "padded" | "products", row_invariance.py).
     """
-    n_heads, n_kv, d, scaling, eps = dims
+    n_heads, n_kv, d, scaling, eps, form = dims
     b, cap, g = x.shape[0], kc.shape[2], n_heads // n_kv
     lin = [lambda y, j=j: _linear(y, ws[j], bs[j], packed[j], kernels[j]) for j in range(7)]
     h = rms_norm(x, ln1, eps)
@@ -245,13 +253,24 @@ def decoder_layer(x, cos, sin, bias, slots, kc, vc, ws, bs, packed, ln1, ln2, ke
     vc[0].index_copy_(1, slots, v)
     # grouped-query attention without copying K/V: the g query heads of a K/V head share its keys
     qg = q.reshape(n_kv, g * b, d)  # (Hkv, g·B, D); head h = kv·g + r
-    scores = (qg @ kc[0].transpose(1, 2)) * scaling  # (Hkv, g·B, C)
+    scores = _attend(qg, kc[0].transpose(1, 2), form, g) * scaling  # (Hkv, g·B, C)
     scores = scores.view(n_kv, g, b, cap) + bias
     probs = torch.softmax(scores.float(), dim=-1).to(x.dtype).view(n_kv, g * b, cap)
-    o = (probs @ vc[0]).view(n_heads, b, d).transpose(0, 1).reshape(b, n_heads * d)
+    o = _attend(probs, vc[0], form, g).view(n_heads, b, d).transpose(0, 1).reshape(b, n_heads * d)
     x = x + lin[3](o)
     h = rms_norm(x, ln2, eps)
     return x + lin[6](F.silu(lin[4](h)) * lin[5](h))
+
+
+def _attend(a, m, form: str, g: int):
+    """a (Hkv, g·B, K) @ m (Hkv, K, N) -> (Hkv, g·B, N), summed so that a row's result does not depend on B
+    where `form` asks for it (row_invariance.py): "padded" runs one token's g rows as 2g (the kernel class
+    of every tree), "products" sums elementwise products in inductor's own fixed-order loop."""
+    if form == "products":
+        return (a[:, :, :, None] * m[:, None, :, :]).sum(-2)  # (Hkv, g·B, K, 1) * (Hkv, 1, K, N), summed over K
+    if form == "padded" and a.shape[1] == g:
+        return (torch.cat([a, a], 1) @ m)[:, :g].contiguous()
+    return a @ m
 
 
 @torch.library.custom_op("specdec_lab::onednn_linear", mutates_args=())
@@ -290,6 +309,11 @@ class CompiledStep:
     block: int = 0
     capacity: int = 512
     cpp_wrapper: bool = False  # inductor's C++ wrapper around the kernels instead of its Python one
+    # verify n rows exactly as one (row_invariance.py): attention in a row-invariant form and every fp32
+    # linear on one kernel at every row count; None = on for quantized weights (bf16 amplifies last bits)
+    exact_rows: bool | None = None
+    attention: str = "bmm"  # with exact_rows: "bmm" = measured when first called ("padded" or "products")
+    kernels_invariant: bool = False  # with exact_rows: every linear's kernel checked row-invariant here
     failed: str | None = None  # why compiling failed (then every call raises CompileUnavailable: eager path)
     buckets: tuple[int, ...] = BUCKETS
     compile_seconds: float = 0.0
@@ -298,7 +322,8 @@ class CompiledStep:
 
     def _fn(self):
         if not self._fns:
-            body = CompactBody(self.model, self.fast_kernels).eval()
+            self.attention = self._attention()
+            body = CompactBody(self.model, self.fast_kernels, self.attention).eval()
             options = {"freezing": self.freezing, "cpp_wrapper": self.cpp_wrapper}
             if not self.block:
                 self._fns[0] = torch.compile(body, fullgraph=True, dynamic=False, options=options)
@@ -320,6 +345,31 @@ class CompiledStep:
 
                 self._fns[0] = run
         return self._fns[0]
+
+    def _attention(self) -> str:
+        """The attention form; with exact_rows also pins the fp32 linears to their row-invariant kernel."""
+        if self.exact_rows is None:
+            self.exact_rows = any(isinstance(m, QuantLinear) for m in self.model.modules())
+        if not self.exact_rows:
+            return "bmm"
+        self.kernels_invariant = invariant_kernels(self.model, self.buckets)
+        if not self.kernels_invariant:
+            warnings.warn("exact_rows: a linear layer has no row-invariant kernel here (oneDNN packing off or "
+                          "unavailable, a stock nn.Linear, or a shape whose kernel is not); its outputs may differ "
+                          "in the last bits between 1 and n rows", stacklevel=3)  # fmt: skip
+        if self.attention != "bmm":  # a form the caller chose (the tests run both)
+            return self.attention
+        config = self.model.config.get_text_config(decoder=True)
+        d = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        groups = config.num_attention_heads // config.num_key_value_heads
+        capacities = [self.capacity * 2**i for i in range(3)]  # the step's caches and two doublings
+        return attention_form(config.num_key_value_heads, groups, d, capacities, self.buckets)
+
+    def rows_record(self) -> dict:
+        """What the results record of the step's row invariance (row_invariance.py)."""
+        self._fn()
+        return {"exact_rows": bool(self.exact_rows), "attention": self.attention,
+                "kernels_invariant": bool(self.exact_rows) and self.kernels_invariant}  # fmt: skip
 
     def forward(self, cache: KVCache, tokens, positions, tree_mask, feature_layers: Sequence[int] = ()):
         """The N nodes (tokens (N,), positions (N,), tree_mask (N, N) bool: ancestors incl. self) through the

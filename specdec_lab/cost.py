@@ -265,7 +265,10 @@ class StepCost:
     # ---- the curves ---------------------------------------------------------------------------------
     def prepare(self, max_tokens: int, tree: bool = False) -> CostCurve:
         """Make sure the curve of `tree` kind reaches `max_tokens` (measured now, in the proposer's `start`,
-        never in the middle of decoding); a fixed StepCost keeps its curve."""
+        never in the middle of decoding); a fixed StepCost keeps its curve. A compiled step verifies at most
+        its largest bucket (the loop cuts larger trees to it), so its curve stops there."""
+        if self.compiled is not None:
+            max_tokens = min(max_tokens, self.compiled.buckets[-1])
         if self.model is not None and (tree not in self.curves or max(self.curves[tree].sizes) < max_tokens):
             self.curves[tree] = cost_curve_for(self.model, max_tokens=max_tokens, tree=tree, step=self.compiled)
         return self.curve(tree)

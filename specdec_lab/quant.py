@@ -25,12 +25,15 @@ product is quantized.
 Exactness. Speculative decoding is exact when verifying n rows rounds like decoding one. Both kernels
 compute each output row from that row alone, with the same order of sums whatever the row count (tested:
 1-row and n-row products are bit-identical), so the kernel is the same at every row count, never switched
-by a plan as `fast_linear`'s fp32 kernels are. The model as a whole is not row-invariant, though: attention
-over 1 query and over n queries (and the fp32 LM head's per-row-count kernels) differ in the last bits, as
-in fp32, and with bf16 activations the cast into each linear layer turns such a last-bit difference into
-a bf16 step now and then. Speculative output then equals the quantized model's own autoregressive output
-except at near-ties (the bench's `first_diff` / `top2_gap` say where); with compute="float32" the
-differences stay at fp32's size.
+by a plan as `fast_linear`'s fp32 kernels are. The rest of the model is not row-invariant by itself:
+attention over 1 query and over n queries (and the fp32 LM head's per-row-count kernels) differ in the last
+bits, as in fp32, and with bf16 activations the cast into each linear layer turns such a last-bit
+difference into a bf16 step now and then. The compiled step closes that gap for quantized weights
+(`CompiledStep.exact_rows`, `row_invariance.py`: row-invariant attention, the head pinned to one kernel):
+there chain methods' output equals the quantized model's own autoregressive output by construction
+(branching trees still differ at near-ties: their slot layout changes attention's sums). Eager
+quantized decoding keeps torch's SDPA kernel and equals it except at near-ties (the bench's `first_diff` /
+`top2_gap` say where); with compute="float32" the differences stay at fp32's size.
 
 LM head: the tied embedding stays fp32 by default (the file's Q8_0 values de-quantized exactly); head=
 "int8" quantizes the head per channel from them (a quarter of its 113 MB per step), keeping the fp32

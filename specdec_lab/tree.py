@@ -249,6 +249,24 @@ class Tree:
             sibling_draw=self.sibling_draw,
         )
 
+    def truncate_nodes(self, max_nodes: int) -> Tree:
+        """The first `max_nodes` nodes: a parent precedes its children, so they form a tree, and every kept
+        node keeps its index (a proposer's per-node records stay valid); each sibling set keeps a prefix
+        of itself, in the order its siblings were drawn."""
+        if max_nodes < 1:
+            raise ValueError(f"max_nodes must be at least 1 (the root), got {max_nodes}")
+        if len(self) <= max_nodes:
+            return self
+        k = max_nodes
+        return Tree(
+            self.tokens[:k],
+            self.parents[:k],
+            candidate=None if self.candidate is None else self.candidate[:k],
+            draft_probs=None if self.draft_probs is None else self.draft_probs[:k],
+            meta=dict(self.meta),
+            sibling_draw=self.sibling_draw,
+        )
+
     def to_networkx(self, tokenizer=None):
         """A networkx DiGraph (parent -> child) with node attributes token, text, depth, candidate."""
         import networkx as nx

@@ -99,3 +99,13 @@ def test_to_networkx():
     graph = Tree(TOKENS, PARENTS).to_networkx()
     assert graph.number_of_nodes() == 7 and set(graph.successors(1)) == {3, 4}
     assert graph.nodes[6]["depth"] == 3 and graph.nodes[6]["token"] == 16
+
+
+def test_truncate_nodes_keeps_a_prefix_with_its_indices():
+    tree = Tree(torch.tensor([9, 1, 2, 3, 4]), torch.tensor([-1, 0, 0, 1, 2]), candidate=torch.tensor([1, 1, 1, 1, 0]))
+    cut = tree.truncate_nodes(3)
+    assert cut.tokens.tolist() == [9, 1, 2] and cut.parents.tolist() == [-1, 0, 0]
+    assert cut.candidate.tolist() == [1, 1, 1]
+    assert tree.truncate_nodes(5) is tree
+    with pytest.raises(ValueError, match="at least 1"):
+        tree.truncate_nodes(0)

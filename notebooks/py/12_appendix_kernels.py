@@ -366,6 +366,16 @@ Markdown(
 # decoding of the same model file. `speed-up` is over fp32 eager autoregressive in that run; `own` over the
 # same build's autoregressive; `identical` is the fraction of prompts whose output equals that build's own
 # autoregressive output (a quantized model is another model).
+#
+# Why a quantized build can differ from its own autoregressive output at all: verifying n rows computes the
+# same dot products as n one-row steps, but a kernel may sum them in another order for another row count,
+# and with bf16 activations (the fast path of the int4 kernels) such a last-bit difference becomes a whole
+# bf16 step in the next layer's input now and then. The compiled quantized builds remove that cause — their
+# attention and LM head sum every row alike at every row count (`CompiledStep.exact_rows`,
+# `specdec_lab.row_invariance`), so verifying a chain rounds exactly like decoding it; the eager ones keep
+# torch's attention kernel. A branching tree has one more cause: a second branch's keys sit at other cache
+# slots than one-row decoding puts them in, and attention's sums depend on the slots. `identical` shows
+# what each cause costs.
 
 # %% tags=["nbval-ignore-output"]
 builds_run = json.loads(Path(builds_bench_file).read_text())

@@ -103,6 +103,12 @@ class BuildSet:
         return self.steps.get(self.of_label[label])
 
     def record(self) -> dict:
-        """{build label: its weights record} for the builds beyond the base (the results' config)."""
+        """{build label: its weights record, and a compiled build's row invariance (`CompiledStep.rows_record`)}
+        for the builds beyond the base (the results' config)."""
         used = dict.fromkeys(self.of_label.values())
-        return {b.name: weights_record(self.models[b.weights]) for b in used if b != self.base}
+        record = {}
+        for b in used:
+            if b != self.base:
+                step = self.steps.get(b)
+                record[b.name] = {**weights_record(self.models[b.weights]), **(step.rows_record() if step else {})}
+        return record

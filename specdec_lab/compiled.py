@@ -369,7 +369,12 @@ class CompiledStep:
         """What the results record of the step's row invariance (row_invariance.py)."""
         self._fn()
         return {"exact_rows": bool(self.exact_rows), "attention": self.attention,
-                "kernels_invariant": bool(self.exact_rows) and self.kernels_invariant}  # fmt: skip
+                "kernels_invariant": self.kernels_invariant}  # fmt: skip
+
+    @property
+    def max_nodes(self) -> int:
+        """The most nodes one call verifies: the largest bucket (the loop cuts larger trees to it)."""
+        return self.buckets[-1]
 
     def forward(self, cache: KVCache, tokens, positions, tree_mask, feature_layers: Sequence[int] = ()):
         """The N nodes (tokens (N,), positions (N,), tree_mask (N, N) bool: ancestors incl. self) through the

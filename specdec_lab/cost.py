@@ -268,7 +268,7 @@ class StepCost:
         never in the middle of decoding); a fixed StepCost keeps its curve. A compiled step verifies at most
         its largest bucket (the loop cuts larger trees to it), so its curve stops there."""
         if self.compiled is not None:
-            max_tokens = min(max_tokens, self.compiled.buckets[-1])
+            max_tokens = min(max_tokens, self.compiled.max_nodes)
         if self.model is not None and (tree not in self.curves or max(self.curves[tree].sizes) < max_tokens):
             self.curves[tree] = cost_curve_for(self.model, max_tokens=max_tokens, tree=tree, step=self.compiled)
         return self.curve(tree)

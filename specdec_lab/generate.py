@@ -249,8 +249,8 @@ def generate(
             raise RuntimeError(f"{method_name}: proposed tree's root {int(tree.tokens[0])} != last token {state.root}")
         if tree.max_depth > state.max_depth:
             tree = tree.truncate_depth(state.max_depth)
-        if step is not None and len(tree) > step.buckets[-1]:  # a compiled step verifies up to its largest bucket
-            tree = tree.truncate_nodes(step.buckets[-1])
+        if step is not None:  # a compiled step verifies up to its largest bucket
+            tree = tree.truncate_nodes(step.max_nodes)
         if trace:  # per-phase timings need the device drained; without a trace, don't stall the queue
             sync(device)
         t1 = time.perf_counter()

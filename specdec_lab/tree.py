@@ -236,18 +236,7 @@ class Tree:
         """Drop every node deeper than `max_depth` (topological order is preserved)."""
         if self.max_depth <= max_depth:
             return self
-        keep = (self.depths <= max_depth).nonzero().flatten()  # (M,)
-        remap = torch.full((len(self),), -1, dtype=torch.long, device=self.device)
-        remap[keep] = torch.arange(len(keep), device=self.device)
-        parents = torch.where(self.parents[keep] >= 0, remap[self.parents[keep].clamp(min=0)], -1)
-        return Tree(
-            self.tokens[keep],
-            parents,
-            candidate=None if self.candidate is None else self.candidate[keep],
-            draft_probs=None if self.draft_probs is None else self.draft_probs[keep],
-            meta=dict(self.meta),
-            sibling_draw=self.sibling_draw,
-        )
+        return self._subtree((self.depths <= max_depth).nonzero().flatten())
 
     def truncate_nodes(self, max_nodes: int) -> Tree:
         """The first `max_nodes` nodes: a parent precedes its children, so they form a tree, and every kept
@@ -257,12 +246,18 @@ class Tree:
             raise ValueError(f"max_nodes must be at least 1 (the root), got {max_nodes}")
         if len(self) <= max_nodes:
             return self
-        k = max_nodes
+        return self._subtree(torch.arange(max_nodes, device=self.device))
+
+    def _subtree(self, keep: torch.Tensor) -> Tree:
+        """The nodes `keep` (M,) (increasing, each one's parent kept too), renumbered 0..M-1."""
+        remap = torch.full((len(self),), -1, dtype=torch.long, device=self.device)
+        remap[keep] = torch.arange(len(keep), device=self.device)
+        parents = torch.where(self.parents[keep] >= 0, remap[self.parents[keep].clamp(min=0)], -1)
         return Tree(
-            self.tokens[:k],
-            self.parents[:k],
-            candidate=None if self.candidate is None else self.candidate[:k],
-            draft_probs=None if self.draft_probs is None else self.draft_probs[:k],
+            self.tokens[keep],
+            parents,
+            candidate=None if self.candidate is None else self.candidate[keep],
+            draft_probs=None if self.draft_probs is None else self.draft_probs[keep],
             meta=dict(self.meta),
             sibling_draw=self.sibling_draw,
         )

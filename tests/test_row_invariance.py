@@ -97,24 +97,22 @@ def test_real_int4_compiled_verifies_like_one_row_decoding():
         set_cost_curve(lm.model, CostCurve(sizes=[1, 2, 4, 8], seconds=[0.03, 0.031, 0.04, 0.045], tree=tree), step)
     ids = torch.tensor(lm.chat_ids("Name three rivers in Europe and one fact about each."))
     chain = S.generate(lm, ids, max_new_tokens=8, compile=step).tokens
-    cache = KVCache.for_model(lm.model, capacity=step.capacity)
-    prefill(lm.model, cache, ids[:-1])
-    out = verify_tree(lm.model, cache, Tree.chain(int(ids[-1]), chain[:7]), step=step)
-    one_cache = KVCache.for_model(lm.model, capacity=step.capacity)
-    prefill(lm.model, one_cache, ids[:-1])
-    rows = []
-    for t in [int(ids[-1])] + chain[:7]:
-        rows.append(verify_tree(lm.model, one_cache, Tree.root(t), step=step).logits[0])
+    root, chain_tree = int(ids[-1]), Tree.chain(int(ids[-1]), chain[:7])
+
+    def fresh():  # a cache holding the prompt but its last token (the root)
+        cache = KVCache.for_model(lm.model, capacity=step.capacity)
+        prefill(lm.model, cache, ids[:-1])
+        return cache
+
+    out = verify_tree(lm.model, fresh(), chain_tree, step=step)
+    one_cache, one_rows = fresh(), []
+    for t in [root] + chain[:7]:
+        one_rows.append(verify_tree(lm.model, one_cache, Tree.root(t), step=step).logits[0])
         one_cache.keep([0])
-    assert torch.equal(out.logits, torch.stack(rows))
+    assert torch.equal(out.logits, torch.stack(one_rows))
     plain = compiled_step(lm.model)  # the broken variant: torch's bmm attention, one query row as it comes
     plain.exact_rows, plain.buckets = False, (1, 8)
-    cache = KVCache.for_model(lm.model, capacity=step.capacity)
-    prefill(lm.model, cache, ids[:-1])
-    out = verify_tree(lm.model, cache, Tree.chain(int(ids[-1]), chain[:7]), step=plain)
-    one_cache = KVCache.for_model(lm.model, capacity=step.capacity)
-    prefill(lm.model, one_cache, ids[:-1])
-    first = verify_tree(lm.model, one_cache, Tree.root(int(ids[-1])), step=plain).logits[0]
-    assert not torch.equal(out.logits[0], first)
+    out = verify_tree(lm.model, fresh(), chain_tree, step=plain)
+    assert not torch.equal(out.logits[0], verify_tree(lm.model, fresh(), Tree.root(root), step=plain).logits[0])
     assert S.generate(lm, ids, "prompt_lookup", max_new_tokens=48, compile=step).tokens == S.generate(
         lm, ids, max_new_tokens=48, compile=step).tokens  # fmt: skip

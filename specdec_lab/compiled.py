@@ -45,8 +45,9 @@ Numerics: the compiled graph sums in other orders than eager (fused RMSNorm, its
 its logits match eager's to fp32 rounding, not bit for bit; greedy outputs matched eager's in the tests.
 Exactness holds within a mode, and with `exact_rows` (on by default for quantized weights, whose bf16
 activations amplify last-bit differences) bit for bit: attention runs in a form whose per-row sums do not
-depend on the bucket and every fp32 linear on a row-invariant kernel (`row_invariance.py`), so a verified
-chain's logits equal those of one-row decoding exactly (branching trees: `row_invariance.py`). Larger
+depend on the bucket nor on where a node's ancestors lie in the cache, and every fp32 linear on a
+row-invariant kernel (`row_invariance.py`), so every verified node's logits equal those of one-row decoding
+along its path exactly, in chains and branching trees alike. Larger
 trees than the largest bucket are cut to it by the loop (`Tree.truncate_nodes`).
 
 Where compiling is not possible (no C++ compiler, an architecture outside the Llama family, a sliding
@@ -238,7 +239,7 @@ def decoder_layer(x, cos, sin, bias, slots, kc, vc, ws, bs, packed, ln1, ln2, ke
 
     ws, bs, packed: the 7 linears' (q, k, v, o, gate, up, down) weights, biases, packed copies; kernels:
     the `fast_linear` kernel of each for B rows; dims: (heads, K/V heads, head dim, scaling, eps, attention
-    form: "bmm" | "padded" | "products", row_invariance.py).
+    form: "bmm" | "ordered" | "products", row_invariance.py).
     """
     n_heads, n_kv, d, scaling, eps, form = dims
     b, cap, g = x.shape[0], kc.shape[2], n_heads // n_kv
@@ -255,8 +256,12 @@ def decoder_layer(x, cos, sin, bias, slots, kc, vc, ws, bs, packed, ln1, ln2, ke
     qg = q.reshape(n_kv, g * b, d)  # (Hkv, g·B, D); head h = kv·g + r
     scores = _attend(qg, kc[0].transpose(1, 2), form, g) * scaling  # (Hkv, g·B, C)
     scores = scores.view(n_kv, g, b, cap) + bias
-    probs = torch.softmax(scores.float(), dim=-1).to(x.dtype).view(n_kv, g * b, cap)
-    o = _attend(probs, vc[0], form, g).view(n_heads, b, d).transpose(0, 1).reshape(b, n_heads * d)
+    if form in ("ordered", "products"):  # softmax and p·V summed in slot order (row_invariance.py)
+        o = _slot_ordered_pv(scores.view(n_kv, g * b, cap), vc[0])
+    else:
+        probs = torch.softmax(scores.float(), dim=-1).to(x.dtype).view(n_kv, g * b, cap)
+        o = _attend(probs, vc[0], form, g)
+    o = o.view(n_heads, b, d).transpose(0, 1).reshape(b, n_heads * d)
     x = x + lin[3](o)
     h = rms_norm(x, ln2, eps)
     return x + lin[6](F.silu(lin[4](h)) * lin[5](h))
@@ -264,13 +269,28 @@ def decoder_layer(x, cos, sin, bias, slots, kc, vc, ws, bs, packed, ln1, ln2, ke
 
 def _attend(a, m, form: str, g: int):
     """a (Hkv, g·B, K) @ m (Hkv, K, N) -> (Hkv, g·B, N), summed so that a row's result does not depend on B
-    where `form` asks for it (row_invariance.py): "padded" runs one token's g rows as 2g (the kernel class
+    where `form` asks for it (row_invariance.py): "ordered" runs one token's g rows as 2g (the kernel class
     of every tree), "products" sums elementwise products in inductor's own fixed-order loop."""
     if form == "products":
         return (a[:, :, :, None] * m[:, None, :, :]).sum(-2)  # (Hkv, g·B, K, 1) * (Hkv, 1, K, N), summed over K
-    if form == "padded" and a.shape[1] == g:
+    if form == "ordered" and a.shape[1] == g:
         return (torch.cat([a, a], 1) @ m)[:, :g].contiguous()
     return a @ m
+
+
+def _slot_ordered_pv(scores, v):
+    """softmax(scores) @ v with both sums over the C cache slots in slot order: scores (Hkv, R, C) with −inf
+    at masked slots, v (Hkv, C, D) -> (Hkv, R, D).
+
+    o = Σ_j e_j v_j / Σ_j e_j with e_j = exp(s_j − max s). Appending a ones column to v makes the
+    normaliser the (D+1)-th output of the same reduction, which inductor runs as one sequential loop over j
+    for each output (vectorised across outputs, not across slots). A masked slot adds an exact zero, so a
+    tree node whose ancestors sit at slots (0, 2, 7) sums the same terms in the same order as one-row
+    decoding with them at (0, 1, 2): the result does not depend on where the other branches' keys lie."""
+    e = torch.exp(scores - scores.amax(-1, keepdim=True))  # (Hkv, R, C); the max is exact in any order
+    v1 = torch.cat([v, torch.ones_like(v[..., :1])], -1)  # (Hkv, C, D + 1)
+    nd = (e[:, :, :, None] * v1[:, None, :, :]).sum(-2)  # (Hkv, R, D + 1): numerators, then the normaliser
+    return nd[..., :-1] / nd[..., -1:]
 
 
 @torch.library.custom_op("specdec_lab::onednn_linear", mutates_args=())
@@ -312,7 +332,7 @@ class CompiledStep:
     # verify n rows exactly as one (row_invariance.py): attention in a row-invariant form and every fp32
     # linear on one kernel at every row count; None = on for quantized weights (bf16 amplifies last bits)
     exact_rows: bool | None = None
-    attention: str = "bmm"  # with exact_rows: "bmm" = measured when first called ("padded" or "products")
+    attention: str = "bmm"  # with exact_rows: "bmm" = measured when first called ("ordered" or "products")
     kernels_invariant: bool = False  # with exact_rows: every linear's kernel checked row-invariant here
     failed: str | None = None  # why compiling failed (then every call raises CompileUnavailable: eager path)
     buckets: tuple[int, ...] = BUCKETS

@@ -215,6 +215,7 @@ def generate(
         prompt_length=len(ids),
         cache_length=cache.length,
         max_depth=0,
+        max_nodes=step.max_nodes if step is not None else None,
         model=model,
         cache=cache,
         device=device,
@@ -249,7 +250,7 @@ def generate(
             raise RuntimeError(f"{method_name}: proposed tree's root {int(tree.tokens[0])} != last token {state.root}")
         if tree.max_depth > state.max_depth:
             tree = tree.truncate_depth(state.max_depth)
-        if step is not None:  # a compiled step verifies up to its largest bucket
+        if step is not None:  # a compiled step verifies up to its largest bucket (state.max_nodes)
             tree = tree.truncate_nodes(step.max_nodes)
         if trace:  # per-phase timings need the device drained; without a trace, don't stall the queue
             sync(device)

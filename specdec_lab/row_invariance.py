@@ -14,28 +14,30 @@ the tests; the checks are cheap and rerun on every machine, since BLAS libraries
 
     op                          one row vs n rows
     int4 / int8 weight-only mm  identical: each output row from its own row, one order of sums (quant.py)
-    RMSNorm, RoPE, softmax      identical: per-row ops over a fixed width (the cache capacity C)
-    attention q·Kᵀ and p·V      bmm with M = g·B rows (g query heads per K/V head): MKL sums M = g (one
+    RMSNorm, RoPE, the max      identical: per-row ops (the softmax's max is exact in any order)
+    attention q·Kᵀ              bmm with M = g·B rows (g query heads per K/V head): MKL sums M = g (one
                                 token) in another order than M ≥ 2g, and agrees with itself for every
-                                M ≥ 2g  ->  "padded": one token's queries are duplicated to 2 rows
-                                (the same kernel class as every tree), or, where this BLAS does not agree
-                                with itself, "products": q·k and p·v as elementwise products summed by
-                                inductor's own reduction loop, one fixed order per output at any B
+                                M ≥ 2g  ->  one token's queries are duplicated to 2 rows (the kernel
+                                class of every tree); each score is one dot product over the head dim,
+                                summed alike at every slot
+    softmax sum and p·V         summed over the cache slots, in vector lanes and blocks chosen by slot
+                                index: a tree node whose ancestors sit at slots (0, 2, 7) sums the same
+                                terms in another grouping than one-row decoding with them at (0, 1, 2)
+                                ->  both sums as one reduction in slot order (the normaliser is p·V's
+                                extra ones column), where a masked slot adds an exact zero
+                                ("ordered"); where this BLAS's bmm does not agree with itself, q·Kᵀ too
+                                as elementwise products summed by inductor's fixed-order loop ("products")
     fp32 linears (the LM head   FastLinear's tuned plan switches kernels with the row count (wx for 1–2
     of a quantized model;       rows, oneDNN beyond, on this machine); oneDNN's packed inner product is
     every linear in fp32)       row-invariant at 1–64 rows for most shapes -> `invariant_kernels` pins
                                 the plans to it and checks each shape (SmolLM2's K = 1536 down_proj sums
                                 one row apart from two or more: fp32 stays exact at fp32 rounding only)
 
-With those, the compiled step's hidden states, logits and kept K/V for a verified chain equal the one-row
-steps' bit for bit (`tests/test_row_invariance.py`), and chain methods on quantized weights (prompt lookup,
-a draft model's chain) equal quantized autoregressive decoding by construction, not only away from
-near-ties. Branching trees are not there yet: a node whose ancestors sit at non-adjacent slots (a second
-branch) attends over the same keys at other slot positions than one-row decoding does, and the softmax
-sum and p·V, summed in vector lanes and blocks by slot index, round differently there (measured on the
-real model: such nodes first differ at a deep layer; contiguous paths do not). Making those sums run in
-slot order (a sequential reduction, where masked slots add exact zeros) would close it. `CompiledStep(exact_rows=True)`
-on fp32 weights pins its linears too, and warns where a shape's kernel is not row-invariant. The eager
+With those, the compiled step's hidden states, logits and kept K/V for every node of a verified tree equal
+the one-row steps along its path bit for bit (`tests/test_row_invariance.py`), so every method on
+quantized weights — chains (prompt lookup, a draft model) and branching trees (Medusa, Lookahead, EAGLE,
+the hybrid) — equals quantized autoregressive decoding by construction, not only away from near-ties.
+`CompiledStep(exact_rows=True)` on fp32 weights pins its linears too, and warns where a shape's kernel is not row-invariant. The eager
 path keeps torch's SDPA kernel, whose per-row sums depend on the query count: eager quantized builds
 report their match rate.
 """
@@ -52,7 +54,7 @@ from .quant import QuantLinear
 
 __all__ = ["FORMS", "attention_form", "bmm_rows_agree", "onednn_rows_agree", "invariant_kernels"]
 
-FORMS = ("bmm", "padded", "products")  # how the compiled step computes attention (module docstring)
+FORMS = ("bmm", "ordered", "products")  # how the compiled step computes attention (module docstring)
 
 
 def bmm_rows_agree(
@@ -79,9 +81,10 @@ def bmm_rows_agree(
 
 
 def attention_form(kv_heads: int, groups: int, head_dim: int, capacities: Sequence[int], buckets: Sequence[int]) -> str:
-    """ "padded" where this BLAS's bmm agrees with itself from 2g rows up at every capacity, else "products"."""
+    """ "ordered" where this BLAS's bmm agrees with itself from 2g rows up at every capacity, else "products"
+    (both sum softmax and p·V in slot order; module docstring)."""
     agree = all(bmm_rows_agree(kv_heads, groups, head_dim, c, buckets) for c in capacities)
-    return "padded" if agree else "products"
+    return "ordered" if agree else "products"
 
 
 def onednn_rows_agree(out_features: int, in_features: int, rows: Sequence[int], seed: int = 0) -> bool:

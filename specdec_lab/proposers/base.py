@@ -54,6 +54,9 @@ class DecodeState:
     prompt_length: number of prompt tokens
     cache_length:  committed target KV entries (= len(tokens) - 1)
     max_depth:     deepest tree the loop will verify now (budget left in max_new_tokens and context)
+    max_nodes:     most nodes one forward verifies (a compiled step's largest bucket; None: no limit). The
+                   loop cuts larger trees to their first max_nodes nodes; a proposer that reads outputs
+                   by its own node layout (Lookahead's window) sizes its tree to fit instead
     sampling:      temperature / top-k / top-p of this run (greedy by default)
     generator:     the run's torch.Generator, for proposers that sample
     model:         the target model (proposers that need it, e.g. Medusa heads or layer-skip, read it)
@@ -71,6 +74,7 @@ class DecodeState:
     prompt_length: int
     cache_length: int
     max_depth: int
+    max_nodes: int | None = None
     model: object = None
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     sampling: Sampling = GREEDY  # how the target samples; a sampling draft uses the same warping for q

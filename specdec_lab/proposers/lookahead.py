@@ -191,11 +191,19 @@ class LookaheadProposer(Proposer):
         self.prompt = state.tokens[: state.prompt_length]
         if cfg.pool_from_prompt:
             self.pool.add_text(state.tokens)
+        # the update reads the window's last level by node index, so the window must fit whole in one
+        # forward: a compiled step's largest bucket bounds its width (root + (N − 1)·W − 1 cells <= max_nodes)
+        fits = (state.max_nodes or 10**9) // (cfg.N - 1)
         if cfg.W == "auto":
-            most = 1 + (cfg.N - 1) * (cfg.max_window + cfg.G)  # root + the widest window + G whole n-grams
+            max_window = min(cfg.max_window, fits)
+            most = 1 + (cfg.N - 1) * (max_window + cfg.G)  # root + the widest window + G whole n-grams
             state.cost.prepare(most, tree=True)
-            self.budget = LookaheadBudget(state.cost, cfg.N, cfg.G, cfg.max_window, cfg.adapt_every,
+            self.budget = LookaheadBudget(state.cost, cfg.N, cfg.G, max_window, cfg.adapt_every,
                                           cfg.probe_every, cfg.probe_max)  # fmt: skip
+        elif cfg.W > fits:
+            raise ValueError(f"lookahead: a window of W={cfg.W} columns and N − 1 = {cfg.N - 1} levels has more nodes "
+                             f"than one forward verifies here ({state.max_nodes}, the compiled step's largest "
+                             f"bucket); use W <= {fits} or W='auto'")  # fmt: skip
         self._set_width(self.width)
 
     def _set_width(self, width: int) -> None:
@@ -217,6 +225,8 @@ class LookaheadProposer(Proposer):
         windowed = self.window is not None and self.window.depth <= state.max_depth
         if windowed:
             cells, cell_parents = self.window.nodes()
+            windowed = 1 + len(cells) <= (state.max_nodes or len(cells) + 1)  # a filling window can be wider
+        if windowed:
             tokens += cells
             parents += cell_parents
             candidate += [False] * len(cells)
@@ -239,6 +249,8 @@ class LookaheadProposer(Proposer):
                 node = child[node, tok]
             trie_nodes.append(len(tokens) - first)
         k = len(grams) if self.budget is None else self.budget.grams(trie_nodes, len(tokens) - 1 - trie_nodes[-1])
+        if state.max_nodes is not None:  # whole n-grams only, within one forward (the window fits: `start`)
+            k = max(j for j in range(k + 1) if first + trie_nodes[j] <= state.max_nodes)
         end = first + trie_nodes[k]
         del tokens[end:], parents[end:], candidate[end:]
         shape = (self.window.width, len(self.window.levels)) if windowed else (0, 0)

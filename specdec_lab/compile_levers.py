@@ -9,11 +9,12 @@ attention). Each lever is one `compiled.CompiledStep` option (the module docstri
 each does and why the shipped choice is the shipped one):
 
     eager          no compiling: `_body_forward` with FastLinear's measured plan
-    block=6        shipped: the compact forward compiled in blocks of 6 layers, FastLinear's kernels inside
+    block=6        shipped: the compact forward compiled in blocks of 6 layers, FastLinear's kernels inside,
+                   inductor's C++ wrapper around its kernels (the default on a CPU)
     block=0        the whole compact forward as one graph (slowest to compile)
     freezing       inductor's freezing: weights as constants, prepacked by oneDNN
     inductor_mm    the linears as plain products inductor lowers itself, not the measured plan's kernels
-    cpp_wrapper    inductor's C++ wrapper around its kernels instead of its Python one
+    python_wrapper block=6 with inductor's Python wrapper around its kernels (shipped before the C++ one)
 
 t(1) and t(8) of every lever are timed in one loop — each round runs every lever once, the order rotated
 (`timing.rotated`), the median kept — so load from another process hits them alike; compile seconds are
@@ -39,7 +40,7 @@ LEVERS: dict[str, dict | None] = {
     "block=0": {"block": 0},
     "freezing": {"block": 6, "freezing": True},
     "inductor_mm": {"block": 6, "fast_kernels": False},
-    "cpp_wrapper": {"block": 6, "cpp_wrapper": True},
+    "python_wrapper": {"block": 6, "cpp_wrapper": False},
 }
 
 

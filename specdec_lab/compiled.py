@@ -36,8 +36,9 @@ the whole body).
 Linear kernels. Inside the graph every linear runs the kernel FastLinear's measured plan names for the
 bucket's row count (`fast_linear`): W @ x^T as an aten mm, or oneDNN's packed product through an opaque
 custom op (`onednn_linear`; inductor's own oneDNN lowering accepts only frozen weights). Inductor's
-`freezing=True` (weights as constants, prepacked by oneDNN for every row count) and `cpp_wrapper` (a C++
-wrapper around the kernels instead of the Python one) are options of `CompiledStep`, off by default; `python -m
+`freezing=True` (weights as constants, prepacked by oneDNN for every row count) is an option of `CompiledStep`,
+off by default; `cpp_wrapper` (a C++ wrapper around the kernels instead of the Python one: less Python per
+call) is on by default on a CPU, and a graph it fails to compile is compiled again without it; `python -m
 specdec_lab.compile_levers` times them, the whole-graph body and inductor's own products against the shipped
 blocks in one loop, each with its compile seconds (results in data/curves/, not here).
 
@@ -328,7 +329,9 @@ class CompiledStep:
     fast_kernels: bool = True
     block: int = 0
     capacity: int = 512
-    cpp_wrapper: bool = False  # inductor's C++ wrapper around the kernels instead of its Python one
+    # inductor's C++ wrapper around the kernels instead of its Python one; None = on for a CPU model (less
+    # Python per call). A graph that fails to compile with it is compiled once more without it.
+    cpp_wrapper: bool | None = None
     # verify n rows exactly as one (row_invariance.py): attention in a row-invariant form and every fp32
     # linear on one kernel at every row count; None = on for quantized weights (bf16 amplifies last bits)
     exact_rows: bool | None = None
@@ -344,6 +347,8 @@ class CompiledStep:
         if not self._fns:
             self.attention = self._attention()
             body = CompactBody(self.model, self.fast_kernels, self.attention).eval()
+            if self.cpp_wrapper is None:
+                self.cpp_wrapper = next(self.model.parameters()).device.type == "cpu"
             options = {"freezing": self.freezing, "cpp_wrapper": self.cpp_wrapper}
             if not self.block:
                 self._fns[0] = torch.compile(body, fullgraph=True, dynamic=False, options=options)
@@ -430,6 +435,11 @@ class CompiledStep:
         except Exception as err:  # an op or a toolchain inductor rejects: say so once, then eager (verify_tree)
             if t0 is None:
                 raise  # a graph that compiled and ran before: a real error
+            if self.cpp_wrapper and not self.compiled:  # the C++ wrapper is the newer path: try without it
+                warnings.warn(f"compiled step: the C++ wrapper failed ({type(err).__name__}: {str(err)[:200]}); "
+                              "compiling with the Python wrapper", stacklevel=2)  # fmt: skip
+                self.cpp_wrapper, self._fns = False, {}
+                return self.forward(cache, tokens[:n], positions[:n], tree_mask[:n, :n], feature_layers)
             self.failed = f"compiled step: torch.compile failed ({type(err).__name__}: {str(err)[:300]})"
             warnings.warn(f"{self.failed}; decoding eagerly", stacklevel=2)
             raise CompileUnavailable(self.failed) from err

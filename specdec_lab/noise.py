@@ -66,6 +66,17 @@ class TimingNoise:
         """(size, spread) of the noisiest size."""
         return max(self.per_size.items(), key=lambda kv: kv[1]) if self.per_size else (0, 0.0)
 
+    def at(self, n: int) -> float:
+        """Spread at size n; between measured sizes, the larger spread of the two an interpolated cost reads."""
+        if n in self.per_size:
+            return self.per_size[n]
+        if not self.per_size:
+            return 0.0
+        below = [m for m in self.per_size if m < n]
+        above = [m for m in self.per_size if m > n]
+        near = ([max(below)] if below else []) + ([min(above)] if above else [])
+        return max(self.per_size[m] for m in near)
+
     @property
     def unreliable(self) -> bool:
         return self.spread > self.threshold

@@ -29,9 +29,9 @@ by a plan as `fast_linear`'s fp32 kernels are. The rest of the model is not row-
 attention over 1 query and over n queries (and the fp32 LM head's per-row-count kernels) differ in the last
 bits, as in fp32, and with bf16 activations the cast into each linear layer turns such a last-bit
 difference into a bf16 step now and then. The compiled step closes that gap for quantized weights
-(`CompiledStep.exact_rows`, `row_invariance.py`: row-invariant attention, the head pinned to one kernel):
-there chain methods' output equals the quantized model's own autoregressive output by construction
-(branching trees still differ at near-ties: their slot layout changes attention's sums). Eager
+(`CompiledStep.exact_rows`, `row_invariance.py`: row-invariant attention summed in cache-slot order, the
+head pinned to one kernel): there every method's output, on chains and branching trees, equals the
+quantized model's own autoregressive output by construction. Eager
 quantized decoding keeps torch's SDPA kernel and equals it except at near-ties (the bench's `first_diff` /
 `top2_gap` say where); with compute="float32" the differences stay at fp32's size.
 

@@ -37,9 +37,9 @@ With those, the compiled step's hidden states, logits and kept K/V for every nod
 the one-row steps along its path bit for bit (`tests/test_row_invariance.py`), so every method on
 quantized weights — chains (prompt lookup, a draft model) and branching trees (Medusa, Lookahead, EAGLE,
 the hybrid) — equals quantized autoregressive decoding by construction, not only away from near-ties.
-`CompiledStep(exact_rows=True)` on fp32 weights pins its linears too, and warns where a shape's kernel is not row-invariant. The eager
-path keeps torch's SDPA kernel, whose per-row sums depend on the query count: eager quantized builds
-report their match rate.
+`CompiledStep(exact_rows=True)` on fp32 weights pins its linears too, and warns where a shape's kernel is
+not row-invariant. The eager path keeps torch's SDPA kernel, whose per-row sums depend on the query count:
+eager quantized builds report their match rate.
 """
 
 from __future__ import annotations

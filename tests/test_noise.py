@@ -49,6 +49,12 @@ def test_combine_keeps_the_largest_spread_per_size():
         combine()
 
 
+def test_spread_between_measured_sizes_is_the_larger_of_its_neighbours():
+    # an interpolated cost (t(9) from t(8) and t(16)) is as noisy as the noisier size it reads
+    nz = TimingNoise(per_size={1: 0.01, 8: 0.02, 16: 0.07}, repeats=3, load_per_core=None)
+    assert nz.at(8) == 0.02 and nz.at(9) == 0.07 and nz.at(100) == 0.07 and nz.at(4) == 0.02
+
+
 def test_measured_curve_is_the_median_of_the_repeats(monkeypatch):
     import specdec_lab.noise as noise
     from specdec_lab.cost import CostCurve

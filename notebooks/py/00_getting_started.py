@@ -300,7 +300,7 @@ if free:
         "verifying the extra token cost nothing measurable, so the break-even α is 0 — drafting pays at any "
         "acceptance rate, because a rejected guess loses nothing and an accepted one is a token for free. "
         "A larger forward that comes out no slower is the memory-bound regime at its extreme (the weights "
-        f"are read once either way) plus the timing noise ({noise.per_size[free[0] + 1]:.0%} spread at "
+        f"are read once either way) plus the timing noise ({noise.at(free[0] + 1):.0%} spread at "
         f"n = {free[0] + 1}); another run may put the ratio a little above 1, and the break-even α a little "
         "above 0."
     ))

@@ -42,7 +42,12 @@ contexts: list[int] = [256, 1024]  # cached tokens for the attention comparison 
 threads: int = 0  # torch CPU threads (0: the torch default, one per core)
 variants_file: str = "../data/curves/step_variants.json"  # python -m specdec_lab.step_variants (section 4)
 bench_file: str = "../data/bench/avx512-eagle-hybrid-7.json"  # a traced bench run, re-priced in section 4
-builds_bench_file: str = "../data/bench/avx512-builds-56.json"  # one bench run over every build (section 4)
+builds_bench_files: list[str] = [  # bench runs over builds (section 4), each its own table; the last is summed up
+    "../data/bench/avx512-builds-56.json",  # every build, before attention summed in slot order
+    "../data/bench/avx512-cpp-wrapper-28.json",  # after it, with inductor's C++ wrapper: fp32 and int4 compiled
+    "../data/bench/avx2-builds-14.json",  # the same builds on a CPU without AVX-512
+    "../data/bench/avx512-int4-trees-56.json",  # the int4 compiled builds after it, with llama.cpp's anchors
+]
 
 # %%
 if quick:
@@ -372,23 +377,29 @@ Markdown(
 # and with bf16 activations (the fast path of the int4 kernels) such a last-bit difference becomes a whole
 # bf16 step in the next layer's input now and then. The compiled quantized builds remove that cause — their
 # attention and LM head sum every row alike at every row count (`CompiledStep.exact_rows`,
-# `specdec_lab.row_invariance`), so verifying a chain rounds exactly like decoding it; the eager ones keep
-# torch's attention kernel. A branching tree has one more cause: a second branch's keys sit at other cache
-# slots than one-row decoding puts them in, and attention's sums depend on the slots. `identical` shows
-# what each cause costs.
+# `specdec_lab.row_invariance`); the eager ones keep torch's attention kernel. A branching tree has one more
+# cause: a second branch's keys sit at other cache slots than one-row decoding puts them in, and a softmax
+# summed in vector lanes by slot index groups the same terms differently. The compiled steps now sum the
+# softmax and p·V in slot order, where another branch's masked slot adds an exact zero, so every node of a
+# tree rounds like one-row decoding along its path. The first table below is a run from before that change
+# (its `identical` for the hybrid's trees shows what the cause cost); the others ran after it, each titled
+# with its file and the CPU it ran on; the last, with llama.cpp among its anchors, is summed up below.
 
 # %% tags=["nbval-ignore-output"]
-builds_run = json.loads(Path(builds_bench_file).read_text())
-build_rows = pd.DataFrame(by_build(builds_run))
-ours = build_rows[build_rows.build != "anchor"]
-print(
-    f"{builds_run['prompts_done']} prompts, {builds_run['config']['max_new_tokens']} new tokens; "
-    f"measured on: {builds_run['machine'].get('cpu', '?')} (torch ISA {builds_run['machine'].get('isa', '?')})"
-)
-display(ours.pivot_table(index="method", columns="build", values=["tokens_per_s", "speedup", "speedup_own",
-                                                                  "identical"], sort=False).round(2))  # fmt: skip
-build_rows[build_rows.build == "anchor"].set_index("method")[["tokens_per_s", "speedup", "mean_accepted",
-                                                              "identical"]].round(2)  # fmt: skip
+for builds_bench_file in builds_bench_files:
+    builds_run = json.loads(Path(builds_bench_file).read_text())
+    build_rows = pd.DataFrame(by_build(builds_run))
+    ours = build_rows[build_rows.build != "anchor"]
+    attention = {b.get("attention") for b in builds_run["config"].get("builds", {}).values() if b.get("exact_rows")}
+    display(Markdown(
+        f"**{Path(builds_bench_file).name}**: {builds_run['prompts_done']} prompts, "
+        f"{builds_run['config']['max_new_tokens']} new tokens; measured on: {builds_run['machine'].get('cpu', '?')} "
+        f"(torch ISA {builds_run['machine'].get('isa', '?')}); exact-rows attention: {', '.join(sorted(attention)) or 'none'}"
+    ))  # fmt: skip
+    display(ours.pivot_table(index="method", columns="build", values=["tokens_per_s", "speedup", "speedup_own",
+                                                                      "identical"], sort=False).round(2))  # fmt: skip
+    display(build_rows[build_rows.build == "anchor"].set_index("method")[["tokens_per_s", "speedup", "mean_accepted",
+                                                                          "identical"]].round(2))  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
 anchors = build_rows[build_rows.build == "anchor"].set_index("method").tokens_per_s
@@ -406,8 +417,8 @@ if wall.get("wall_ms_per_token"):
     text += (
         f"Reading the {wall['weights_mb']:.0f} MB of fp32 weights once takes {wall['wall_ms_per_token']:.1f} ms at "
         f"the {wall['read_gb_s']:.1f} GB/s measured before the run — a ceiling of {wall['wall_tokens_per_s']:.1f} "
-        "tokens/s for one token a step — against "
-        f"{plain.get('fp32', float('nan')):.1f} tokens/s eager and {plain.get('fp32+compile', float('nan')):.1f} "
-        "compiled (prompt and the loop's own work included)."
+        "tokens/s for one token a step — against plain decoding at "
+        + ", ".join(f"{v:.1f} tokens/s ({build})" for build, v in plain.items())
+        + " (prompt and the loop's own work included)."
     )
 Markdown(text)

@@ -23,6 +23,7 @@ from specdec_lab.bench import (
     summarize,
 )
 from specdec_lab.bench.__main__ import main
+from specdec_lab.bench.report import by_sampling
 from specdec_lab.io import Prompt
 from specdec_lab.proposers.registry import MethodSpecError, parse_method_spec
 
@@ -110,6 +111,33 @@ def test_speedup_interval_is_a_paired_bootstrap_over_prompts():
          "config": {"model": "m", "device": "cpu", "dtype": "float32", "max_new_tokens": 10},
          "machine": {"device_name": "cpu", "torch_threads": 1}}
     )  # fmt: skip
+
+
+def test_sampled_methods_are_compared_with_autoregressive_sampled_alike():
+    t = ":temperature=0.7:top_p=0.9"
+    rows = []
+    for q, cat in ((1, "a"), (2, "a"), (3, "b"), (4, "b")):
+        rows += [row(q, cat, "autoregressive", 10, 1.0), row(q, cat, "medusa", 10, 0.5, forwards=5),
+                 row(q, cat, "autoregressive" + t, 10, 1.25, identical=None),
+                 row(q, cat, "medusa" + t, 10, 0.8 if cat == "a" else 1.0, forwards=6, identical=None),
+                 row(q, cat, "medusa:accept=typical" + t, 10, 0.625, forwards=5, identical=None),
+                 row(q, cat, "prompt_lookup:temperature=1.0", 10, 0.5, identical=None)]  # fmt: skip
+    labels = ["autoregressive", "medusa", "autoregressive" + t, "medusa" + t, "medusa:accept=typical" + t,
+              "prompt_lookup:temperature=1.0"]  # fmt: skip
+    res = {"methods": labels, "rows": rows, "summary": summarize(rows, labels)}
+    recs = {r["method"]: r for r in by_sampling(res)}
+    assert set(recs) == {"medusa" + t, "medusa:accept=typical" + t}  # no sampled baseline at T = 1: left out
+    exact = recs["medusa" + t]
+    assert exact["baseline"] == "autoregressive" + t and exact["greedy"] == "medusa"
+    assert exact["speedup"] == pytest.approx(1.25 / 0.9)  # against sampled plain decoding, not greedy
+    assert exact["by_category"] == pytest.approx({"a": 1.25 / 0.8, "b": 1.25})
+    assert exact["worst_category"] == "b" and exact["worst_speedup"] == pytest.approx(1.25)
+    assert exact["greedy_speedup"] == pytest.approx(2.0) and exact["kept"] == pytest.approx(1.25 / 0.9 / 2.0)
+    assert exact["rule"] == "default" and recs["medusa:accept=typical" + t]["rule"] == "typical"
+    assert recs["medusa:accept=typical" + t]["greedy"] == "medusa"  # `accept` aside, the same method
+    res.update(prompts_done=4, prompts_total=4, config={"model": "m", "device": "cpu", "dtype": "float32",
+               "max_new_tokens": 10}, machine={"device_name": "cpu", "torch_threads": 1})  # fmt: skip
+    assert "kept 69% of 2.00x" in format_table(res)
 
 
 # ---- method specs and input errors ------------------------------------------------------------------

@@ -157,6 +157,7 @@ def test_real_model_compiled_equals_eager(real_model):
     eager plain decoding."""
     step = compiled_step(real_model.model)
     step.buckets = (1, 16)  # two graphs to compile instead of seven (padding is tested above at every size)
+    step.cpp_wrapper = False  # the C++ wrapper compiles cold in minutes more; the tiny `step` above runs it
     ids = real_model.chat_ids("Repeat after me: the quick brown fox jumps over the lazy dog.")
     ar = S.generate(real_model, ids, max_new_tokens=24).tokens
     for method in ("autoregressive", "prompt_lookup", "medusa", "eagle"):

@@ -27,6 +27,9 @@ def int4_model():
     return quantize_model(model, "int4", compute="bfloat16")
 
 
+# WRAPPER: these steps wrap inductor's kernels in its Python wrapper, not the C++ one of a CPU's default: what
+# is tested is the kernels' rounding, which the wrapper (the code that calls them) does not touch, and the C++
+# wrapper's cold compile costs minutes more in CI (test_compile.py covers it).
 BRANCHING = [-1, 0, 0, 1, 2, 3, 4, 2]  # a second branch's nodes have ancestors at slots (0, 2, 7), not adjacent
 
 
@@ -34,6 +37,7 @@ BRANCHING = [-1, 0, 0, 1, 2, 3, 4, 2]  # a second branch's nodes have ancestors 
 def step(request):
     step = compiled_step(int4_model())
     step.exact_rows, step.attention = True, request.param
+    step.cpp_wrapper = False  # WRAPPER: the same kernels, a faster cold compile
     step.buckets = (1, 4, 16)  # fewer graphs to compile; every bucket size is padded alike (test_compile.py)
     return step
 
@@ -122,7 +126,7 @@ def test_real_int4_compiled_verifies_like_one_row_decoding():
     bmm attention and the tuned head plan); prompt lookup (chains) and lookahead (trees) = autoregressive."""
     lm = S.load_model("smollm2-135m", weights="int4", compile=True)
     step = lm.step
-    step.buckets = (1, 8)
+    step.buckets, step.cpp_wrapper = (1, 8), False  # WRAPPER
     for tree in (False, True):  # a pinned curve (conftest's `real_model`): the sizes do not matter here
         set_cost_curve(lm.model, CostCurve(sizes=[1, 2, 4, 8], seconds=[0.03, 0.031, 0.04, 0.045], tree=tree), step)
     ids = torch.tensor(lm.chat_ids("Name three rivers in Europe and one fact about each."))
@@ -145,7 +149,7 @@ def test_real_int4_compiled_verifies_like_one_row_decoding():
             one_cache.keep([0])
             assert torch.equal(out.logits[node], row), node
     plain = compiled_step(lm.model)  # the broken variant: torch's bmm attention, one query row as it comes
-    plain.exact_rows, plain.buckets = False, (1, 8)
+    plain.exact_rows, plain.buckets, plain.cpp_wrapper = False, (1, 8), False
     out = verify_tree(lm.model, fresh(), tree, step=plain)
     assert not torch.equal(out.logits[0], verify_tree(lm.model, fresh(), Tree.root(root), step=plain).logits[0])
     ar = S.generate(lm, ids, max_new_tokens=48, compile=step).tokens

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-__all__ = ["summarize", "method_stats", "format_table", "speedup_interval", "by_build"]
+__all__ = ["summarize", "method_stats", "format_table", "speedup_interval", "by_build", "by_sampling"]
 
 BOOTSTRAP = 2000  # resamples: enough that the 2.5% quantile hardly moves between seeds (data/bench/README.md)
 
@@ -132,6 +132,16 @@ def format_table(results: dict) -> str:
             cells = [summary[label]] + [summary[label]["by_category"].get(c, {}) for c in cats]
             vals = [fmt.format(c[key]) if c.get(key) is not None else "-" for c in cells]
             lines.append(label.ljust(lw) + "".join(v.rjust(width) for v in vals))
+    sampled = by_sampling(results)
+    if sampled:
+        lines += ["", "sampled methods against autoregressive sampled alike (speed-up [95%], worst category, "
+                  "kept of the greedy speed-up)"]  # fmt: skip
+        for r in sampled:
+            ci = "[{0[0]:.2f}, {0[1]:.2f}]".format(r["speedup_95"]) if r["speedup_95"] else ""
+            kept = f"{r['kept']:.0%} of {r['greedy_speedup']:.2f}x" if r["kept"] is not None else "-"
+            worst = f"{r['worst_category']} {r['worst_speedup']:.2f}x" if r["worst_speedup"] is not None else "-"
+            lines.append(f"{r['method'].ljust(lw)}{r['speedup']:.2f}x {ci}  worst {worst}  kept {kept}"
+                         if r["speedup"] is not None else f"{r['method'].ljust(lw)}-")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -166,5 +176,75 @@ def by_build(results: dict, baseline: str = "autoregressive") -> list[dict]:
             "speedup_own_95": stats["speedup_95"],
             "mean_accepted": summary["mean_accepted"],
             "identical": summary["identical_to_autoregressive"],
+        })  # fmt: skip
+    return records
+
+
+SAMPLING_KEYS = ("temperature", "top_k", "top_p")  # what draws a token; `accept` picks the rule that checks it
+
+
+def _sampling(label: str) -> tuple[str, dict, dict, str]:
+    """'medusa:accept=typical:temperature=0.7@int4' -> ('medusa', {accept: typical}, {temperature: 0.7}, 'int4')."""
+    from ..proposers.registry import parse_method_spec  # (the grammar only; report stays importable alone)
+
+    text, _, build = label.partition("@")
+    spec = parse_method_spec(text)
+    draw = {k: v for k, v in spec.params.items() if k in SAMPLING_KEYS}
+    rest = {k: v for k, v in spec.params.items() if k not in SAMPLING_KEYS}
+    if not float(draw.get("temperature") or 0.0) > 0.0:
+        draw = {}  # temperature 0 is greedy whatever top-k / top-p say
+    return spec.name, rest, draw, build
+
+
+def by_sampling(results: dict, baseline: str = "autoregressive") -> list[dict]:
+    """One record per sampled label of a run (temperature > 0): its speed-up over `baseline` sampled with the
+    same temperature / top-k / top-p (and on the same build), overall with its interval and per category, and
+    what it keeps of its greedy speed-up (`kept` = sampled speed-up / greedy speed-up of the label with the same
+    name and parameters, `accept` aside, at temperature 0) where the run has that label too.
+
+    This is the comparison that matters at T > 0: a sampled method against sampled plain decoding, whose step
+    also pays for the draw, not against greedy plain decoding. Labels without a sampled baseline are left out.
+    """
+    labels, rows = results.get("methods") or list(results["summary"]), results["rows"]
+    parsed = {label: _sampling(label) for label in labels}
+    records = []
+    for label, (name, rest, draw, build) in parsed.items():
+        if not draw or name == baseline:
+            continue
+        ref = next((x for x, (n, r, d, b) in parsed.items() if n == baseline and d == draw and b == build), None)
+        if ref is None:
+            continue
+        greedy = next(
+            (x for x, (n, r, d, b) in parsed.items() if n == name and not d and b == build
+             and {k: v for k, v in r.items() if k != "accept"} == {k: v for k, v in rest.items() if k != "accept"}),
+            None,
+        )  # fmt: skip
+        greedy_ref = next((x for x, (n, r, d, b) in parsed.items() if n == baseline and not d and b == build), None)
+        mine, base = [r for r in rows if r["method"] == label], [r for r in rows if r["method"] == ref]
+        stats = method_stats(mine, base)
+        per_cat = {
+            cat: method_stats([r for r in mine if r["category"] == cat], [r for r in base if r["category"] == cat])
+            for cat in categories(mine)
+        }
+        g = None
+        if greedy is not None and greedy_ref is not None:
+            g = method_stats([r for r in rows if r["method"] == greedy], [r for r in rows if r["method"] == greedy_ref])
+        worst = min(per_cat, key=lambda c: per_cat[c]["speedup"] or float("inf")) if per_cat else None
+        records.append({
+            "method": label,
+            "baseline": ref,
+            "rule": rest.get("accept", "default"),  # the default at T > 0 is the exact rule for the proposer
+            "tokens_per_s": stats["tokens_per_s"],
+            "mean_accepted": stats["mean_accepted"],
+            "speedup": stats["speedup"],
+            "speedup_95": stats["speedup_95"],
+            "by_category": {c: st["speedup"] for c, st in per_cat.items()},
+            "worst_category": worst,
+            "worst_speedup": per_cat[worst]["speedup"] if worst else None,
+            "worst_speedup_95": per_cat[worst]["speedup_95"] if worst else None,
+            "greedy": greedy,
+            "greedy_speedup": g["speedup"] if g else None,
+            "greedy_mean_accepted": g["mean_accepted"] if g else None,
+            "kept": stats["speedup"] / g["speedup"] if g and g["speedup"] and stats["speedup"] else None,
         })  # fmt: skip
     return records

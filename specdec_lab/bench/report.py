@@ -220,12 +220,8 @@ def by_sampling(results: dict, baseline: str = "autoregressive") -> list[dict]:
             None,
         )  # fmt: skip
         greedy_ref = next((x for x, (n, r, d, b) in parsed.items() if n == baseline and not d and b == build), None)
-        mine, base = [r for r in rows if r["method"] == label], [r for r in rows if r["method"] == ref]
-        stats = method_stats(mine, base)
-        per_cat = {
-            cat: method_stats([r for r in mine if r["category"] == cat], [r for r in base if r["category"] == cat])
-            for cat in categories(mine)
-        }
+        stats = summarize(rows, [ref, label], baseline=ref)[label]  # overall and per category against `ref`
+        per_cat = stats["by_category"]
         g = None
         if greedy is not None and greedy_ref is not None:
             g = method_stats([r for r in rows if r["method"] == greedy], [r for r in rows if r["method"] == greedy_ref])

@@ -23,7 +23,7 @@ from specdec_lab.bench import (
     summarize,
 )
 from specdec_lab.bench.__main__ import main
-from specdec_lab.bench.report import by_sampling
+from specdec_lab.bench.report import against_best_single, by_sampling
 from specdec_lab.io import Prompt
 from specdec_lab.proposers.registry import MethodSpecError, parse_method_spec
 
@@ -138,6 +138,31 @@ def test_sampled_methods_are_compared_with_autoregressive_sampled_alike():
     res.update(prompts_done=4, prompts_total=4, config={"model": "m", "device": "cpu", "dtype": "float32",
                "max_new_tokens": 10}, machine={"device_name": "cpu", "torch_threads": 1})  # fmt: skip
     assert "kept 69% of 2.00x" in format_table(res)
+
+
+def test_the_hybrid_is_held_to_the_best_single_method_of_each_category():
+    rows = []
+    for q, cat in ((1, "a"), (2, "a"), (3, "a"), (4, "b"), (5, "b"), (6, "b")):
+        rows += [
+            row(q, cat, "autoregressive", 10, 1.0),
+            row(q, cat, "hf_generate", 10, 0.1),  # an anchor: not a single
+            row(q, cat, "prompt_lookup", 10, 0.5 if cat == "a" else 0.9),
+            row(q, cat, "medusa", 10, 0.8 if cat == "a" else 0.6 + 0.01 * q),
+            row(q, cat, "hybrid", 10, 0.5 if cat == "a" else 0.8),
+            row(q, cat, "medusa:temperature=0.7", 10, 0.2, identical=None),  # sampled: not a single
+        ]
+    labels = ["autoregressive", "hf_generate", "prompt_lookup", "medusa", "hybrid", "medusa:temperature=0.7"]
+    res = {"methods": labels, "rows": rows, "summary": summarize(rows, labels)}
+    best = against_best_single(res)
+    assert best["singles"] == ["prompt_lookup", "medusa"]
+    a, b = best["categories"]["a"], best["categories"]["b"]
+    assert a["best"] == "prompt_lookup" and a["speedup"] == pytest.approx(2.0) and a["meets"]
+    assert b["best"] == "medusa" and b["speedup"] == pytest.approx(1.25) and not b["meets"]  # below medusa's floor
+    assert b["best_95"][0] > 1.25 and not best["meets_all"]
+    assert against_best_single(res, label="eagle") is None  # not in the run
+    res.update(prompts_done=6, prompts_total=6, config={"model": "m", "device": "cpu", "dtype": "float32",
+               "max_new_tokens": 10}, machine={"device_name": "cpu", "torch_threads": 1})  # fmt: skip
+    assert "best medusa" in format_table(res) and "below" in format_table(res)
 
 
 # ---- method specs and input errors ------------------------------------------------------------------

@@ -17,7 +17,8 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-__all__ = ["summarize", "method_stats", "format_table", "speedup_interval", "by_build", "by_sampling"]
+__all__ = ["summarize", "method_stats", "format_table", "speedup_interval", "by_build", "by_sampling",
+           "against_best_single"]  # fmt: skip
 
 BOOTSTRAP = 2000  # resamples: enough that the 2.5% quantile hardly moves between seeds (data/bench/README.md)
 
@@ -142,6 +143,14 @@ def format_table(results: dict) -> str:
             worst = f"{r['worst_category']} {r['worst_speedup']:.2f}x" if r["worst_speedup"] is not None else "-"
             lines.append(f"{r['method'].ljust(lw)}{r['speedup']:.2f}x {ci}  worst {worst}  kept {kept}"
                          if r["speedup"] is not None else f"{r['method'].ljust(lw)}-")  # fmt: skip
+    best = against_best_single(results)
+    if best and best["categories"]:
+        lines += ["", f"{best['method']} against the best single method of each category (its speed-up, the best's "
+                  "[95%]; meets: not below the best's lower bound)"]  # fmt: skip
+        for cat, c in best["categories"].items():
+            ci = "[{0[0]:.2f}, {0[1]:.2f}]".format(c["best_95"]) if c["best_95"] else ""
+            lines.append(f"{cat.ljust(lw)}{c['speedup']:.2f}x  best {c['best']} {c['best_speedup']:.2f}x {ci}  "
+                         f"{'meets' if c['meets'] else 'below'}")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -186,8 +195,10 @@ SAMPLING_KEYS = ("temperature", "top_k", "top_p")  # what draws a token; `accept
 def _sampling(label: str) -> tuple[str, dict, dict, str]:
     """'medusa:accept=typical:temperature=0.7@int4' -> ('medusa', {accept: typical}, {temperature: 0.7}, 'int4')."""
     from ..proposers.registry import parse_method_spec  # (the grammar only; report stays importable alone)
+    from .builds import split_label
 
-    text, _, build = label.partition("@")
+    text, build = split_label(label)
+    build = build.name if build is not None else ""
     spec = parse_method_spec(text)
     draw = {k: v for k, v in spec.params.items() if k in SAMPLING_KEYS}
     rest = {k: v for k, v in spec.params.items() if k not in SAMPLING_KEYS}
@@ -244,3 +255,37 @@ def by_sampling(results: dict, baseline: str = "autoregressive") -> list[dict]:
             "kept": stats["speedup"] / g["speedup"] if g and g["speedup"] and stats["speedup"] else None,
         })  # fmt: skip
     return records
+
+
+def against_best_single(results: dict, label: str = "hybrid", singles: Sequence[str] | None = None) -> dict | None:
+    """`label` (a combining proposer) against the best single method of each category, the test of a hybrid:
+    is it at least the best single proposer of the category minus that one's 95% interval, i.e. not
+    measurably slower than what a user who knew the category would have picked?
+
+    singles: the methods it is compared with; default every other label of our loop's methods in the run,
+    greedy and on the same build, the baseline aside. -> {"method", "categories": {category: {"best",
+    "best_speedup", "best_95", "speedup", "meets"}}, "meets_all"}, or None when the run lacks `label` or singles.
+    """
+    from ..proposers import METHODS  # our loop's methods; other labels are anchors
+
+    summary, baseline = results["summary"], "autoregressive"
+    if label not in summary:
+        return None
+    if singles is None:
+        build = label.partition("@")[2]
+        singles = [x for x in summary if x not in (label, baseline) and x.partition("@")[2] == build
+                   and x.split(":", 1)[0].split("@", 1)[0] in METHODS and not _sampling(x)[2]]  # fmt: skip
+    if not singles:
+        return None
+    cats = {}
+    for cat, mine in summary[label]["by_category"].items():
+        stats = {s: summary[s]["by_category"].get(cat, {}) for s in singles}
+        best = max((s for s in singles if stats[s].get("speedup") is not None),
+                   key=lambda s: stats[s]["speedup"], default=None)  # fmt: skip
+        if best is None or mine.get("speedup") is None:
+            continue
+        floor = (stats[best].get("speedup_95") or [stats[best]["speedup"]])[0]  # the best one's lower bound
+        cats[cat] = {"best": best, "best_speedup": stats[best]["speedup"], "best_95": stats[best].get("speedup_95"),
+                     "speedup": mine["speedup"], "meets": mine["speedup"] >= floor}  # fmt: skip
+    return {"method": label, "singles": list(singles), "categories": cats,
+            "meets_all": bool(cats) and all(c["meets"] for c in cats.values())}  # fmt: skip

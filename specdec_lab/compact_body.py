@@ -1,0 +1,242 @@
+"""The compact forward that `compiled.py` compiles: a Llama-family decoder body over the HF model's own
+weights as plain ops, with the K/V cache written by slot and the tree mask built from the committed length.
+
+`CompactBody` is the whole body (prologue → layers → epilogue); `decoder_layer` / `decoder_block` are what a
+compiled block runs, so the whole body and the blocks of `CompiledStep.block` layers share one definition.
+
+Linear kernels. Inside the graph every linear runs the kernel FastLinear's measured plan names for the
+bucket's row count (`fast_linear`): W @ x^T as an aten mm, or oneDNN's packed product through an opaque
+custom op (`onednn_linear`; inductor's own oneDNN lowering accepts only frozen weights).
+
+Numerics: the compiled graph sums in other orders than eager (fused RMSNorm, its own RoPE and attention), so
+its logits match eager's to fp32 rounding, not bit for bit; greedy outputs matched eager's in the tests.
+Exactness holds within a mode, and with `exact_rows` (on by default for quantized weights, whose bf16
+activations amplify last-bit differences) bit for bit: attention runs in a form whose per-row sums do not
+depend on the bucket nor on where a node's ancestors lie in the cache, and every fp32 linear on a
+row-invariant kernel (`row_invariance.py`), so every verified node's logits equal those of one-row decoding
+along its path exactly, in chains and branching trees alike.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .fast_linear import FastLinear, small_linear
+from .quant import COMPUTE, QuantLinear, quant_mm
+from .row_invariance import FORMS
+
+__all__ = ["FAMILY", "CompactBody", "CompileUnavailable", "check_family", "decoder_block", "decoder_layer"]
+
+FAMILY = ("llama", "mistral", "qwen2")  # config.model_type values whose layers `CompactBody` reproduces
+
+
+class CompileUnavailable(RuntimeError):
+    """torch.compile cannot serve this model here; the message says why (callers fall back to eager)."""
+
+
+def check_family(model) -> None:
+    """Raise `CompileUnavailable` naming why `CompactBody` cannot reproduce `model`'s layers."""
+    config = model.config.get_text_config(decoder=True)
+    kind = getattr(config, "model_type", "?")
+    if kind not in FAMILY:
+        raise CompileUnavailable(f"compiled step: {type(model).__name__} ({kind}) is not in the Llama family "
+                                 f"{FAMILY} that the compact forward reproduces")  # fmt: skip
+    if getattr(config, "use_sliding_window", kind == "mistral") and getattr(config, "sliding_window", None):
+        raise CompileUnavailable(f"compiled step: {type(model).__name__} uses a sliding window")
+    rope = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
+    if rope in ("dynamic", "longrope"):
+        raise CompileUnavailable(f"compiled step: rope_type {rope!r} changes with the sequence length")
+    if getattr(config, "hidden_act", "silu") != "silu":
+        raise CompileUnavailable(f"compiled step: hidden_act {config.hidden_act!r} (the compact forward has silu)")
+
+
+class CompactBody(nn.Module):
+    """The decoder body of a Llama-family HF model over the same Parameter objects (no copy), as plain ops.
+
+    forward(tokens (B,), positions (B,), start (), tree_mask (B, B) bool, ks, vs) -> (hidden (B, H), the
+    L + 1 hidden states [(B, H)]); writes the B new K/V into ks[l], vs[l] (1, H_kv, C, D) at slots start + i.
+    """
+
+    def __init__(self, model, fast_kernels: bool = True, attention: str = "bmm"):
+        super().__init__()
+        if attention not in FORMS:
+            raise ValueError(f"attention must be one of {FORMS}; got {attention!r}")
+        self.attention = attention  # how q·Kᵀ and p·V are computed (row_invariance.py)
+        check_family(model)
+        config = model.config.get_text_config(decoder=True)
+        body = model.get_decoder()
+        self.embed = body.embed_tokens.weight  # (V, H)
+        self.norm_w, self.eps = body.norm.weight, body.norm.variance_epsilon
+        layers = body.layers
+        self.ln1 = nn.ParameterList([layer.input_layernorm.weight for layer in layers])
+        self.ln2 = nn.ParameterList([layer.post_attention_layernorm.weight for layer in layers])
+        # per layer: q, k, v, o, gate, up, down, each run with the kernel its FastLinear plan names for the
+        # bucket's row count (the plan measured on this machine), or F.linear for a stock nn.Linear
+        self.linears = [[getattr(layer.self_attn, f"{p}_proj") for p in "qkvo"]
+                        + [getattr(layer.mlp, f"{p}_proj") for p in ("gate", "up", "down")]
+                        for layer in layers]  # fmt: skip
+        self.fast_kernels = fast_kernels
+        # oneDNN-packed copies made now (FastLinear caches them), outside the traced code; a QuantLinear's
+        # "packed" slot carries its scales (and zeros), its weight slot its codes
+        self.packed = [[_scales(lin) if isinstance(lin, QuantLinear)
+                        else lin._packed() if fast_kernels and isinstance(lin, FastLinear) else None for lin in row]
+                       for row in self.linears]  # fmt: skip
+        rotary = body.rotary_emb
+        self.register_buffer("inv_freq", rotary.inv_freq.detach().clone(), persistent=False)  # (D/2,)
+        self.rope_scale = float(getattr(rotary, "attention_scaling", 1.0))
+        self.n_heads, self.n_kv = config.num_attention_heads, config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        self.scaling = self.head_dim**-0.5
+
+    def layer_args(self, i: int, rows: int) -> tuple:
+        """Layer i's tensors and the kernels its linears run for `rows` rows, as `decoder_layer` takes them."""
+        lins = self.linears[i]
+        kernels = tuple(f"{lin.fmt}:{lin.compute}" if isinstance(lin, QuantLinear)  # the same kernel at every row count
+                        else lin.kernel_for(rows) if self.fast_kernels and isinstance(lin, FastLinear) else "stock"
+                        for lin in lins)  # fmt: skip
+        packed = self.packed[i]
+        kernels = tuple("stock" if k == "onednn" and p is None else k for k, p in zip(kernels, packed, strict=True))
+        weights = [lin.qweight if isinstance(lin, QuantLinear) else lin.weight for lin in lins]
+        return (weights, [lin.bias for lin in lins], self.packed[i], self.ln1[i], self.ln2[i], kernels)
+
+    def prologue(self, tokens, positions, start, tree_mask, capacity: int):
+        """-> x (B, H) embeddings, cos/sin (B, D) rotations, bias (B, C) additive mask, slots (B,)."""
+        b = tokens.shape[0]
+        x = F.embedding(tokens, self.embed)  # (B, H)
+        freqs = positions[:, None].float() * self.inv_freq[None]  # (B, D/2)
+        emb = torch.cat([freqs, freqs], -1)
+        cos, sin = (emb.cos() * self.rope_scale).to(x.dtype), (emb.sin() * self.rope_scale).to(x.dtype)  # (B, D)
+        # visibility of cache slot j to node i: the committed prefix, or an ancestor among the new nodes
+        slot = torch.arange(capacity, device=tokens.device)  # (C,)
+        rel = slot - start  # (C,) index of slot j among the new nodes
+        in_new = (rel >= 0) & (rel < b)
+        anc = tree_mask[:, rel.clamp(0, b - 1)] & in_new[None]  # (B, C)
+        allowed = (slot < start)[None] | anc
+        bias = torch.zeros(b, capacity, dtype=x.dtype, device=x.device).masked_fill(~allowed, torch.finfo(x.dtype).min)
+        slots = start + torch.arange(b, device=tokens.device)  # (B,)
+        return x, cos, sin, bias, slots
+
+    def epilogue(self, x, hs: list):
+        """-> hidden (B, H) after the final norm, and every layer's states [embeddings, layer 1, ..., hidden]
+        (HF's `hidden_states` convention, verify.py): feature layers are picked outside the graph, so one
+        graph per bucket serves every drafter."""
+        hidden = rms_norm(x, self.norm_w, self.eps)  # (B, H)
+        return hidden, hs[:-1] + [hidden]
+
+    @property
+    def dims(self) -> tuple:
+        return (self.n_heads, self.n_kv, self.head_dim, self.scaling, self.eps, self.attention)
+
+    def forward(self, tokens, positions, start, tree_mask, ks: list[torch.Tensor], vs: list[torch.Tensor]):
+        x, cos, sin, bias, slots = self.prologue(tokens, positions, start, tree_mask, ks[0].shape[2])
+        hs = [x]
+        for i in range(len(self.linears)):
+            x = decoder_layer(x, cos, sin, bias, slots, ks[i], vs[i], *self.layer_args(i, x.shape[0]), self.dims)
+            hs.append(x)
+        return self.epilogue(x, hs)
+
+
+def decoder_block(x, cos, sin, bias, slots, kcs, vcs, args: list, dims: tuple):
+    """`decoder_layer` over consecutive layers; -> (x, [each layer's output])."""
+    hs = []
+    for kc, vc, a in zip(kcs, vcs, args, strict=True):
+        x = decoder_layer(x, cos, sin, bias, slots, kc, vc, *a, dims)
+        hs.append(x)
+    return x, hs
+
+
+def rms_norm(x, w, eps: float):
+    """As LlamaRMSNorm: in fp32, then back to the model dtype."""
+    xf = x.float()
+    return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def _scales(lin: QuantLinear) -> torch.Tensor:
+    return lin.scales if lin.fmt == "int8" else lin.scales_and_zeros
+
+
+def _linear(x, weight, bias, packed, kernel: str):
+    if kernel.startswith("int"):  # a QuantLinear's product (quant.QuantLinear.forward): codes, scales in `compute`
+        fmt, compute = kernel.split(":")
+        out = quant_mm(x.to(COMPUTE[compute]), fmt, weight, packed).to(x.dtype)
+        return out if bias is None else out + bias.to(x.dtype)
+    if kernel == "onednn":  # an opaque call: inductor's own oneDNN lowering wants frozen (constant) weights
+        return onednn_linear(x, packed, weight.shape[0], bias)
+    return small_linear(x, weight, bias, kernel=kernel)
+
+
+def decoder_layer(x, cos, sin, bias, slots, kc, vc, ws, bs, packed, ln1, ln2, kernels: tuple, dims: tuple):
+    """One Llama decoder layer on B rows x (B, H); writes its K/V into kc, vc (1, H_kv, C, D) at `slots`.
+
+    ws, bs, packed: the 7 linears' (q, k, v, o, gate, up, down) weights, biases, packed copies; kernels:
+    the `fast_linear` kernel of each for B rows; dims: (heads, K/V heads, head dim, scaling, eps, attention
+    form: "bmm" | "ordered" | "products", row_invariance.py).
+    """
+    n_heads, n_kv, d, scaling, eps, form = dims
+    b, cap, g = x.shape[0], kc.shape[2], n_heads // n_kv
+    lin = [lambda y, j=j: _linear(y, ws[j], bs[j], packed[j], kernels[j]) for j in range(7)]
+    h = rms_norm(x, ln1, eps)
+    q = lin[0](h).view(b, n_heads, d).transpose(0, 1)  # (Hq, B, D)
+    k = lin[1](h).view(b, n_kv, d).transpose(0, 1)  # (Hkv, B, D)
+    v = lin[2](h).view(b, n_kv, d).transpose(0, 1)
+    q = q * cos + _rotate_half(q) * sin
+    k = k * cos + _rotate_half(k) * sin
+    kc[0].index_copy_(1, slots, k)  # the cache buffers are updated in place
+    vc[0].index_copy_(1, slots, v)
+    # grouped-query attention without copying K/V: the g query heads of a K/V head share its keys
+    qg = q.reshape(n_kv, g * b, d)  # (Hkv, g·B, D); head h = kv·g + r
+    scores = _attend(qg, kc[0].transpose(1, 2), form, g) * scaling  # (Hkv, g·B, C)
+    scores = scores.view(n_kv, g, b, cap) + bias
+    if form in ("ordered", "products"):  # softmax and p·V summed in slot order (row_invariance.py)
+        o = _slot_ordered_pv(scores.view(n_kv, g * b, cap), vc[0])
+    else:
+        probs = torch.softmax(scores.float(), dim=-1).to(x.dtype).view(n_kv, g * b, cap)
+        o = _attend(probs, vc[0], form, g)
+    o = o.view(n_heads, b, d).transpose(0, 1).reshape(b, n_heads * d)
+    x = x + lin[3](o)
+    h = rms_norm(x, ln2, eps)
+    return x + lin[6](F.silu(lin[4](h)) * lin[5](h))
+
+
+def _attend(a, m, form: str, g: int):
+    """a (Hkv, g·B, K) @ m (Hkv, K, N) -> (Hkv, g·B, N), summed so that a row's result does not depend on B
+    where `form` asks for it (row_invariance.py): "ordered" runs one token's g rows as 2g (the kernel class
+    of every tree), "products" sums elementwise products in inductor's own fixed-order loop."""
+    if form == "products":
+        return (a[:, :, :, None] * m[:, None, :, :]).sum(-2)  # (Hkv, g·B, K, 1) * (Hkv, 1, K, N), summed over K
+    if form == "ordered" and a.shape[1] == g:
+        return (torch.cat([a, a], 1) @ m)[:, :g].contiguous()
+    return a @ m
+
+
+def _slot_ordered_pv(scores, v):
+    """softmax(scores) @ v with both sums over the C cache slots in slot order: scores (Hkv, R, C) with −inf
+    at masked slots, v (Hkv, C, D) -> (Hkv, R, D).
+
+    o = Σ_j e_j v_j / Σ_j e_j with e_j = exp(s_j − max s). Appending a ones column to v makes the
+    normaliser the (D+1)-th output of the same reduction, which inductor runs as one sequential loop over j
+    for each output (vectorised across outputs, not across slots). A masked slot adds an exact zero, so a
+    tree node whose ancestors sit at slots (0, 2, 7) sums the same terms in the same order as one-row
+    decoding with them at (0, 1, 2): the result does not depend on where the other branches' keys lie."""
+    e = torch.exp(scores - scores.amax(-1, keepdim=True))  # (Hkv, R, C); the max is exact in any order
+    v1 = torch.cat([v, torch.ones_like(v[..., :1])], -1)  # (Hkv, C, D + 1)
+    nd = (e[:, :, :, None] * v1[:, None, :, :]).sum(-2)  # (Hkv, R, D + 1): numerators, then the normaliser
+    return nd[..., :-1] / nd[..., -1:]
+
+
+@torch.library.custom_op("specdec_lab::onednn_linear", mutates_args=())
+def onednn_linear(x: torch.Tensor, packed: torch.Tensor, out_features: int, bias: torch.Tensor | None) -> torch.Tensor:
+    """x (M, K) @ W^T with W's oneDNN-packed copy (`fast_linear.pack_weight`) -> (M, N)."""
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [None], "")
+
+
+@onednn_linear.register_fake
+def _(x, packed, out_features, bias):
+    return x.new_empty(x.shape[0], out_features)
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)

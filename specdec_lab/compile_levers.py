@@ -11,7 +11,8 @@ each does and why the shipped choice is the shipped one):
     eager          no compiling: `_body_forward` with FastLinear's measured plan
     block=6        shipped: the compact forward compiled in blocks of 6 layers, FastLinear's kernels inside,
                    inductor's C++ wrapper around its kernels (the default on a CPU)
-    block=0        the whole compact forward as one graph (slowest to compile)
+    block=0        the whole compact forward as one graph (slowest to compile), C++ wrapper
+    block=0+python_wrapper   the whole graph with the Python wrapper
     freezing       inductor's freezing: weights as constants, prepacked by oneDNN
     inductor_mm    the linears as plain products inductor lowers itself, not the measured plan's kernels
     python_wrapper block=6 with inductor's Python wrapper around its kernels (shipped before the C++ one)
@@ -38,6 +39,7 @@ LEVERS: dict[str, dict | None] = {
     "eager": None,
     "block=6": {"block": 6},
     "block=0": {"block": 0},
+    "block=0+python_wrapper": {"block": 0, "cpp_wrapper": False},
     "freezing": {"block": 6, "freezing": True},
     "inductor_mm": {"block": 6, "fast_kernels": False},
     "python_wrapper": {"block": 6, "cpp_wrapper": False},
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     write_json(a.out, {"format": FORMAT, "model": a.model, "machine": machine_info("cpu"), "memory_wall": wall,
                        "repeats": a.repeats, "levers": levers})  # fmt: skip
     for name, v in levers.items():
-        print(f"{name:12s} t(1) {v['points']['1'] * 1e3:6.1f} ms  t(8) {v['points']['8'] * 1e3:6.1f} ms  "
+        print(f"{name:22s} t(1) {v['points']['1'] * 1e3:6.1f} ms  t(8) {v['points']['8'] * 1e3:6.1f} ms  "
               f"{v['t1_over_wall']:.2f}x wall  compile {v['compile_seconds']} s")  # fmt: skip
     print(f"wall {wall['wall_ms_per_token']} ms ({wall['weights_mb']} MB at {wall['read_gb_s']} GB/s); wrote {a.out}")
     return 0

@@ -50,6 +50,7 @@ traced_file: str = "../data/bench/avx512-after.json"  # the latest full traced r
 full_file: str = "../data/bench/avx2-medusa-lookahead.json"  # all 56 prompts: AR, draft, layer_skip, medusa, lookahead
 anchors_file: str = "../data/bench/avx2-tuned.json"  # all 56 prompts: AR, prompt lookup and transformers' anchors
 curves_file: str = "../data/bench/avx2-results-traces-curves.json"  # verify curves measured beside the traced run
+learned_file: str = "../data/bench/avx2-nine-56-r2.json"  # all 56 prompts, --repeats 2: the single methods, eagle, hybrid, anchors
 rerun_methods: str = "autoregressive,prompt_lookup,draft,layer_skip,medusa,lookahead,jacobi,hf_generate,hf_assisted,hf_prompt_lookup"  # fmt: skip
 rerun_per_category: int = 1  # prompts per category (data/prompts.jsonl has 7 categories)
 rerun_limit: int = 0  # at most this many prompts (0: no limit)
@@ -75,6 +76,7 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import Markdown, display
 
+from specdec_lab.bench.report import against_best_single
 from specdec_lab.cost import CostCurve
 from specdec_lab.curve_file import curve_label, load_curve_file
 from specdec_lab.decompose import decompose_bench
@@ -250,6 +252,49 @@ for col, label in (("autoregressive / hf_generate", "our plain loop"), ("prompt_
         lines.append(f"{label} runs at {r:.2f}× the tokens/s of transformers' {col.split(' / ')[1]}"
                      + (" (traced run)" if src is vs_anchor else ""))  # fmt: skip
 display(Markdown("; ".join(lines) + "."))
+
+# %% [markdown]
+# ### The learned drafters and the hybrid, all 56 prompts in one run
+#
+# A later run puts EAGLE-3 (`eagle`: one decoder layer drafting from the target's features, notebook 10) and the
+# `hybrid` proposer (each step one tree from prompt lookup's chains and Medusa's candidates, priced by the cost
+# model) beside the single methods and transformers' anchors, every prompt twice (`--repeats 2`, methods rotated,
+# each method's faster run kept, so a noisy moment of the shared host costs time rather than ratio):
+#
+# ```
+# python -m specdec_lab.bench --max-new-tokens 128 --repeats 2 --out data/bench/avx2-nine-56-r2.json \
+#     --methods autoregressive,prompt_lookup,draft,medusa,lookahead,eagle,hybrid,hf_generate,hf_assisted
+# ```
+
+# %% tags=["nbval-ignore-output"]
+learned = load(learned_file)
+checks(learned_file.rsplit("/", 1)[-1], learned)
+learned_speedup = speedup_frame(learned)
+display(learned_speedup.style.format("{:.2f}x").set_caption(
+    f"speedup over autoregressive — {learned['prompts_done']} prompts, {learned['machine']['cpu']} "
+    f"({learned['machine']['isa']}), --repeats {learned['config'].get('repeats', 1)}"))  # fmt: skip
+
+# %% [markdown]
+# A proposer that combines others earns its complexity only where it is not slower than the single method a
+# user would have picked for the text at hand. `bench.report.against_best_single` asks it category by category:
+# the hybrid's speedup against the best single method of the category, which "meets" when it reaches at least
+# the lower end of that method's confidence interval (a paired bootstrap over the category's prompts).
+
+# %% tags=["nbval-ignore-output"]
+vs_best = against_best_single(learned, "hybrid")
+if vs_best:
+    best_table = pd.DataFrame({
+        cat: {"hybrid": c["speedup"], "best single": c["best"], "its speedup": c["best_speedup"],
+              "its 95% low": (c["best_95"] or [None])[0], "meets": c["meets"]}
+        for cat, c in vs_best["categories"].items()
+    }).T  # fmt: skip
+    display(best_table)
+    missed = [cat for cat, c in vs_best["categories"].items() if not c["meets"]]
+    display(Markdown(
+        f"Against {', '.join(vs_best['singles'])}: the hybrid "
+        + ("reaches the best single method's lower bound in every category."
+           if not missed else f"falls below the best single method's lower bound in {', '.join(missed)}.")
+    ))  # fmt: skip
 
 # %% [markdown]
 # ## 3. The theory's prediction beside the measurement

@@ -36,8 +36,8 @@
 # %% tags=["parameters"]
 quick: bool = False  # CI: fewer sizes and repeats
 model_name: str = "smollm2-135m"  # or a local HF dir / .gguf
-sizes: list[int] = [1, 2, 4, 6, 8, 12, 16, 24, 32, 64]  # tokens per verify forward
-repeats: int = 4  # interleaved repeats per setup (the median is kept)
+sizes: list[int] = [1, 2, 4, 8, 16, 32, 64]  # tokens per verify forward (the compiled step's buckets)
+repeats: int = 3  # interleaved repeats per setup (the median is kept)
 contexts: list[int] = [256, 1024]  # cached tokens for the attention comparison (its copy grows with them)
 threads: int = 0  # torch CPU threads (0: the torch default, one per core)
 variants_file: str = "../data/curves/step_variants.json"  # python -m specdec_lab.step_variants (section 4)

@@ -267,7 +267,7 @@ sampled[["rule", "speedup", "speedup_95", "worst_category", "worst_speedup", "gr
 exact = sampled[sampled["rule"] != "typical"]
 lowest = exact["kept"].idxmin()
 worst = exact["worst_speedup"].idxmin()
-temperatures = ", ".join(sorted({label.split("temperature=")[1].split(":")[0] for label in sampled.index}))
+temperatures = ", ".join(sorted({str(draw["temperature"]) for draw in sampled["draw"]}))
 per_category = run["prompts_done"] / len({r["category"] for r in run["rows"]})
 display(Markdown(
     f"In this run every exact method kept between {exact['kept'].min():.0%} ({lowest}) and "

@@ -241,6 +241,7 @@ def by_sampling(results: dict, baseline: str = "autoregressive") -> list[dict]:
             "method": label,
             "baseline": ref,
             "rule": rest.get("accept", "default"),  # the default at T > 0 is the exact rule for the proposer
+            "draw": draw,  # temperature, top_k, top_p as the label sets them
             "tokens_per_s": stats["tokens_per_s"],
             "mean_accepted": stats["mean_accepted"],
             "speedup": stats["speedup"],
@@ -272,9 +273,10 @@ def against_best_single(results: dict, label: str = "hybrid", singles: Sequence[
     if label not in summary:
         return None
     if singles is None:
-        build = label.partition("@")[2]
-        singles = [x for x in summary if x not in (label, baseline) and x.partition("@")[2] == build
-                   and x.split(":", 1)[0].split("@", 1)[0] in METHODS and not _sampling(x)[2]]  # fmt: skip
+        parsed = {x: _sampling(x) for x in summary}  # (name, params, draw, build) in the labels' own grammar
+        build = parsed[label][3]
+        singles = [x for x, (name, _, draw, b) in parsed.items()
+                   if x != label and name != baseline and name in METHODS and b == build and not draw]  # fmt: skip
     if not singles:
         return None
     cats = {}

@@ -24,6 +24,7 @@ from specdec_lab.bench import (
 )
 from specdec_lab.bench.__main__ import main
 from specdec_lab.bench.report import against_best_single, by_sampling
+from specdec_lab.bench.report import main as report_main
 from specdec_lab.io import Prompt
 from specdec_lab.proposers.registry import MethodSpecError, parse_method_spec
 
@@ -138,6 +139,43 @@ def test_sampled_methods_are_compared_with_autoregressive_sampled_alike():
     res.update(prompts_done=4, prompts_total=4, config={"model": "m", "device": "cpu", "dtype": "float32",
                "max_new_tokens": 10}, machine={"device_name": "cpu", "torch_threads": 1})  # fmt: skip
     assert "kept 69% of 2.00x" in format_table(res)
+
+
+def test_a_sampled_run_reads_its_greedy_speedups_from_another_run_on_the_same_prompts(tmp_path, capsys):
+    t = ":temperature=0.7:top_p=0.9"
+    sampled_rows, greedy_rows = [], []
+    for q, cat in ((1, "a"), (2, "b")):
+        sampled_rows += [row(q, cat, "autoregressive" + t, 10, 1.0, identical=None),
+                         row(q, cat, "medusa" + t, 10, 0.8, forwards=6, identical=None)]  # fmt: skip
+    for q, cat in ((1, "a"), (2, "b"), (3, "c")):  # prompt 3 was not sampled: it must not count
+        greedy_rows += [row(q, cat, "autoregressive", 10, 1.0), row(q, cat, "medusa", 10, 0.5 if q < 3 else 0.1)]
+    labels, glabels = ["autoregressive" + t, "medusa" + t], ["autoregressive", "medusa"]
+    machine = {"device_name": "cpu", "torch_threads": 1, "isa": "AVX2"}
+    cfg = {"model": "m", "device": "cpu", "dtype": "float32", "max_new_tokens": 10}
+
+    def run(labels, rows, out):
+        n = len({r["question_id"] for r in rows})
+        return {"methods": labels, "rows": rows, "summary": summarize(rows, labels), "prompts_done": n,
+                "prompts_total": n, "config": {**cfg, "out": out}, "machine": machine}  # fmt: skip
+
+    sampled, greedy = run(labels, sampled_rows, "s.json"), run(glabels, greedy_rows, "g.json")
+    (rec,) = by_sampling(sampled)
+    assert rec["greedy"] is None and rec["kept"] is None  # no greedy twin in this run, none given
+    (rec,) = by_sampling(sampled, greedy_runs=[greedy])
+    assert rec["greedy"] == "medusa" and rec["greedy_run"] == "g.json"
+    assert rec["greedy_speedup"] == pytest.approx(2.0)  # prompts 1 and 2 only
+    assert rec["kept"] == pytest.approx(1.25 / 2.0)
+    paths = []
+    for name, run in (("s.json", sampled), ("g.json", greedy)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(run))
+    assert report_main([str(paths[0]), "--greedy-from", str(paths[1])]) == 0
+    assert "kept 62% of 2.00x" in capsys.readouterr().out
+    other = {**greedy, "machine": {**machine, "isa": "AVX512"}}
+    paths[1].write_text(json.dumps(other))
+    with pytest.raises(SystemExit):
+        report_main([str(paths[0]), "--greedy-from", str(paths[1])])
+    assert "machine kinds do not compare" in capsys.readouterr().err
 
 
 def test_the_hybrid_is_held_to_the_best_single_method_of_each_category():

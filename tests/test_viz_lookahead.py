@@ -11,9 +11,8 @@ from specdec_lab.cost import CostCurve, flat_curve
 from specdec_lab.lab.lookahead import RecordingLookahead
 from specdec_lab.proposers import LookaheadConfig
 from specdec_lab.proposers.lookahead import WINDOW, LookaheadProposer, Window
+from specdec_lab.viz.jacobi import jacobi_figure, jacobi_frame
 from specdec_lab.viz.lookahead import (
-    jacobi_figure,
-    jacobi_frame,
     lookahead_mask_figure,
     lookahead_step_callback,
     lookahead_step_figure,

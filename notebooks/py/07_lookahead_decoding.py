@@ -94,9 +94,8 @@ from specdec_lab.proposers.lookahead_budget import LookaheadBudget
 from specdec_lab.text import path_pieces, token_pieces, visible
 from specdec_lab.viz.decoding import show_steps
 from specdec_lab.viz.figures import save_figure
+from specdec_lab.viz.jacobi import jacobi_figure, jacobi_frame
 from specdec_lab.viz.lookahead import (
-    jacobi_figure,
-    jacobi_frame,
     lookahead_mask_figure,
     lookahead_step_callback,
     lookahead_tree_figure,

@@ -48,7 +48,7 @@ import torch
 from ..attention import attention_kind
 from ..device import sync
 from ..fast_linear import linear_kind, linear_plan
-from ..io import Prompt, as_prompts, eos_ids, write_json
+from ..io import Prompt, as_prompts, eos_ids
 from ..machine import machine_info
 from ..membw import machine_bandwidth, memory_wall
 from ..memory import Memory
@@ -57,8 +57,8 @@ from ..proposers.registry import BASELINE
 from ..quant import weights_kind, weights_record
 from .builds import BuildSet
 from .methods import BenchInputError, build_runner, parse_methods
-from .report import summarize
-from .runner import TRACE_FIELDS, Runner, RunOutput, compact_steps
+from .results_file import Results, ResumeError, resume_rows
+from .runner import Runner, RunOutput, compact_steps
 
 __all__ = [
     "BenchConfig",
@@ -68,18 +68,14 @@ __all__ = [
 ]
 
 
-class ResumeError(ValueError):
-    """--out holds results of a different configuration (or machine); resuming would mix them."""
-
-
 # ---- configuration ----------------------------------------------------------------------------------
 @dataclass
 class BenchConfig:
     """Everything that defines a run (= the CLI arguments). Recorded in results.json under "config".
 
-    Fields in RESUME_IGNORES may change between a run and its resumption; any other difference (or a
-    different machine) makes `run_benchmark` refuse to resume, since rows measured under two configurations
-    would be aggregated as one.
+    Fields in `results_file.RESUME_IGNORES` may change between a run and its resumption; any other difference
+    (or a different machine) makes `run_benchmark` refuse to resume, since rows measured under two
+    configurations would be aggregated as one.
     """
 
     methods: str | Sequence = "autoregressive,prompt_lookup,hf_generate,hf_prompt_lookup"
@@ -106,18 +102,6 @@ class BenchConfig:
 
 
 MEMORY_POLICIES = ("fresh", "method")
-
-# traces only adds a field to rows: a run resumed with or without them aggregates the same speeds
-RESUME_IGNORES = (
-    "limit",
-    "per_category",
-    "out",
-    "fresh",
-    "traces",
-    "compile_seconds",
-    "compile_seconds_by_build",
-    "compile_capacity",
-)
 
 
 # ---- prompts ----------------------------------------------------------------------------------------
@@ -189,71 +173,7 @@ def _trace(r: RunOutput) -> dict | None:
     return {"prefill_seconds": round(r.prefill_seconds or 0.0, 6), "steps": compact_steps(r.steps)}
 
 
-# ---- resume -----------------------------------------------------------------------------------------
-def _resume_rows(out: Path, config: dict, machine: dict, labels: list[str]) -> list[dict]:
-    """Rows of prompts finished for every method in an earlier run of the same configuration."""
-    try:
-        old = json.loads(out.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise ResumeError(f"cannot resume from {out}: {err}. Use --fresh to start over.") from None
-    changed = []
-    for section, new in (("config", config), ("machine", machine)):
-        prev = old.get(section, {})
-        for key in sorted(set(prev) | set(new)):
-            if key in RESUME_IGNORES and section == "config":
-                continue
-            if prev.get(key) != new.get(key):
-                changed.append(f"  {section}.{key}: {prev.get(key)!r} in the file, {new.get(key)!r} now")
-    if changed:
-        raise ResumeError(
-            f"{out} holds results of a different configuration; refusing to resume (the rows would be "
-            "aggregated together):\n" + "\n".join(changed) + "\nUse --fresh to overwrite it or another --out."
-        )
-    rows = old.get("rows", [])
-    by_prompt: dict = {}
-    for r in rows:
-        by_prompt.setdefault(r["question_id"], set()).add(r["method"])
-    done = {q for q, ms in by_prompt.items() if ms >= set(labels)}
-    return [r for r in rows if r["question_id"] in done]
-
-
 # ---- the benchmark ----------------------------------------------------------------------------------
-@dataclass
-class _Results:
-    """The results file: rewritten whole (atomically) after every prompt, so an interruption loses at
-    most the prompt in progress."""
-
-    config: dict
-    machine: dict
-    labels: list[str]
-    prompts_total: int
-    rows: list[dict]
-    out: Path | None
-    memory_wall: dict | None = None  # `membw.memory_wall`: measured per run, so never compared on resume
-
-    def as_dict(self) -> dict:
-        from .hf import NOTES
-
-        return {
-            "config": self.config,
-            "machine": self.machine,
-            "memory_wall": self.memory_wall,
-            "methods": self.labels,
-            "trace_fields": list(TRACE_FIELDS),
-            "prompts_done": len({r["question_id"] for r in self.rows}),
-            "prompts_total": self.prompts_total,
-            "summary": summarize(self.rows, self.labels, baseline=BASELINE),
-            "notes": NOTES,
-            "rows": self.rows,
-        }
-
-    def save(self) -> dict:
-        d = self.as_dict()
-        if self.out is not None:
-            write_json(self.out, d)
-        return d
-
-
 def run_benchmark(
     lm,
     prompts: Sequence,
@@ -314,8 +234,8 @@ def run_benchmark(
     record.update(compile_seconds=None, builds=builds.record())
     machine = machine_info(device)
     out = Path(config.out) if config.out else None
-    rows = _resume_rows(out, record, machine, labels) if out and out.exists() and not config.fresh else []
-    results = _Results(record, machine, labels, len(all_prompts), rows, out)
+    rows = resume_rows(out, record, machine, labels) if out and out.exists() and not config.fresh else []
+    results = Results(record, machine, labels, len(all_prompts), rows, out)
     if device.type == "cpu":  # the floor of a step that reads every fp32 weight once (specdec_lab.membw)
         results.memory_wall = memory_wall(model, bandwidth=machine_bandwidth())
     done = {r["question_id"] for r in rows}
@@ -360,7 +280,7 @@ def _compiled_step(model):
 
 
 def _run_prompts(
-    results: _Results,
+    results: Results,
     runners: dict[str, Runner],
     todo: list,
     ids: dict,

@@ -113,8 +113,10 @@ _METRICS = (
 )
 
 
-def format_table(results: dict) -> str:
-    """One block per metric: rows = methods, columns = overall + each category."""
+def format_table(results: dict, greedy_runs: Sequence[dict] = ()) -> str:
+    """One block per metric: rows = methods, columns = overall + each category; then the sampled labels against
+    sampled autoregressive (greedy speed-ups from `greedy_runs` where this run has none) and the hybrid
+    against the best single method of each category."""
     summary = results["summary"]
     labels = list(summary)
     cats = categories(results["rows"])
@@ -133,7 +135,7 @@ def format_table(results: dict) -> str:
             cells = [summary[label]] + [summary[label]["by_category"].get(c, {}) for c in cats]
             vals = [fmt.format(c[key]) if c.get(key) is not None else "-" for c in cells]
             lines.append(label.ljust(lw) + "".join(v.rjust(width) for v in vals))
-    sampled = by_sampling(results)
+    sampled = by_sampling(results, greedy_runs=greedy_runs)
     if sampled:
         lines += ["", "sampled methods against autoregressive sampled alike (speed-up [95%], worst category, "
                   "kept of the greedy speed-up)"]  # fmt: skip
@@ -207,17 +209,30 @@ def _sampling(label: str) -> tuple[str, dict, dict, str]:
     return spec.name, rest, draw, build
 
 
-def by_sampling(results: dict, baseline: str = "autoregressive") -> list[dict]:
+def _greedy_twin(parsed: dict, name: str, rest: dict, build: str, baseline: str) -> tuple[str, str] | None:
+    """(greedy label, its greedy baseline) of a run for a sampled label's (name, params, build), `accept` aside."""
+    same = {k: v for k, v in rest.items() if k != "accept"}
+    greedy = next((x for x, (n, r, d, b) in parsed.items() if n == name and not d and b == build
+                   and {k: v for k, v in r.items() if k != "accept"} == same), None)  # fmt: skip
+    ref = next((x for x, (n, r, d, b) in parsed.items() if n == baseline and not d and b == build), None)
+    return (greedy, ref) if greedy is not None and ref is not None else None
+
+
+def by_sampling(results: dict, baseline: str = "autoregressive", greedy_runs: Sequence[dict] = ()) -> list[dict]:
     """One record per sampled label of a run (temperature > 0): its speed-up over `baseline` sampled with the
     same temperature / top-k / top-p (and on the same build), overall with its interval and per category, and
     what it keeps of its greedy speed-up (`kept` = sampled speed-up / greedy speed-up of the label with the same
-    name and parameters, `accept` aside, at temperature 0) where the run has that label too.
+    name and parameters, `accept` aside, at temperature 0) where the run has that label too, else where the
+    first of `greedy_runs` that has it does (`greedy_run`: that run's --out). A greedy speed-up from another
+    run counts only the prompts this run decoded, so the two ratios rest on the same prompts; both are ratios
+    within their own run, which is what makes runs of one machine kind comparable at all.
 
     This is the comparison that matters at T > 0: a sampled method against sampled plain decoding, whose step
     also pays for the draw, not against greedy plain decoding. Labels without a sampled baseline are left out.
     """
     labels, rows = results.get("methods") or list(results["summary"]), results["rows"]
     parsed = {label: _sampling(label) for label in labels}
+    others = [(run, {x: _sampling(x) for x in run.get("methods") or list(run["summary"])}) for run in greedy_runs]
     records = []
     for label, (name, rest, draw, build) in parsed.items():
         if not draw or name == baseline:
@@ -225,17 +240,21 @@ def by_sampling(results: dict, baseline: str = "autoregressive") -> list[dict]:
         ref = next((x for x, (n, r, d, b) in parsed.items() if n == baseline and d == draw and b == build), None)
         if ref is None:
             continue
-        greedy = next(
-            (x for x, (n, r, d, b) in parsed.items() if n == name and not d and b == build
-             and {k: v for k, v in r.items() if k != "accept"} == {k: v for k, v in rest.items() if k != "accept"}),
-            None,
-        )  # fmt: skip
-        greedy_ref = next((x for x, (n, r, d, b) in parsed.items() if n == baseline and not d and b == build), None)
         stats = summarize(rows, [ref, label], baseline=ref)[label]  # overall and per category against `ref`
         per_cat = stats["by_category"]
-        g = None
-        if greedy is not None and greedy_ref is not None:
-            g = method_stats([r for r in rows if r["method"] == greedy], [r for r in rows if r["method"] == greedy_ref])
+        greedy, g, source = None, None, None
+        for run, run_parsed in [(results, parsed), *others]:
+            twin = _greedy_twin(run_parsed, name, rest, build, baseline)
+            if twin is None:
+                continue
+            mine = {r["question_id"] for r in rows if r["method"] == label}  # the prompts this run sampled
+            pick = [r for r in run["rows"] if r["question_id"] in mine]
+            g = method_stats([r for r in pick if r["method"] == twin[0]], [r for r in pick if r["method"] == twin[1]])
+            if not g["prompts"]:
+                g = None
+                continue
+            greedy, source = twin[0], (None if run is results else run.get("config", {}).get("out"))
+            break
         worst = min(per_cat, key=lambda c: per_cat[c]["speedup"] or float("inf")) if per_cat else None
         records.append({
             "method": label,
@@ -251,6 +270,7 @@ def by_sampling(results: dict, baseline: str = "autoregressive") -> list[dict]:
             "worst_speedup": per_cat[worst]["speedup"] if worst else None,
             "worst_speedup_95": per_cat[worst]["speedup_95"] if worst else None,
             "greedy": greedy,
+            "greedy_run": source,  # None: this run; else the other run's --out
             "greedy_speedup": g["speedup"] if g else None,
             "greedy_mean_accepted": g["mean_accepted"] if g else None,
             "kept": stats["speedup"] / g["speedup"] if g and g["speedup"] and stats["speedup"] else None,
@@ -291,3 +311,35 @@ def against_best_single(results: dict, label: str = "hybrid", singles: Sequence[
                      "speedup": mine["speedup"], "meets": mine["speedup"] >= floor}  # fmt: skip
     return {"method": label, "singles": list(singles), "categories": cats,
             "meets_all": bool(cats) and all(c["meets"] for c in cats.values())}  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m specdec_lab.bench.report RUN.json [--greedy-from OTHER.json ...]`: the CLI's table of a saved run,
+    with the greedy speed-ups of its sampled labels taken from other runs where it has none."""
+    import argparse
+    import json
+
+    p = argparse.ArgumentParser(prog="python -m specdec_lab.bench.report", description=main.__doc__)
+    p.add_argument("run", help="a bench results JSON (--out of python -m specdec_lab.bench)")
+    p.add_argument("--greedy-from", nargs="*", default=[], metavar="RUN",
+                   help="runs of the same machine kind to read greedy speed-ups from (first match wins)")  # fmt: skip
+    args = p.parse_args(argv)
+    runs = []
+    for path in [args.run, *args.greedy_from]:
+        try:
+            with open(path) as f:
+                runs.append(json.load(f))
+        except (OSError, ValueError) as e:
+            p.error(f"cannot read bench results {path!r}: {e}")
+    mine, others = runs[0], runs[1:]
+    isa = mine.get("machine", {}).get("isa")
+    for path, run in zip(args.greedy_from, others, strict=True):
+        if run.get("machine", {}).get("isa") != isa:
+            p.error(f"{path} ran on {run.get('machine', {}).get('isa')}, {args.run} on {isa}: "
+                    "ratios of different machine kinds do not compare")  # fmt: skip
+    print(format_table(mine, greedy_runs=others))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

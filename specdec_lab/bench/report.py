@@ -243,11 +243,11 @@ def by_sampling(results: dict, baseline: str = "autoregressive", greedy_runs: Se
         stats = summarize(rows, [ref, label], baseline=ref)[label]  # overall and per category against `ref`
         per_cat = stats["by_category"]
         greedy, g, source = None, None, None
+        mine = {r["question_id"] for r in rows if r["method"] == label}  # the prompts this run sampled
         for run, run_parsed in [(results, parsed), *others]:
             twin = _greedy_twin(run_parsed, name, rest, build, baseline)
             if twin is None:
                 continue
-            mine = {r["question_id"] for r in rows if r["method"] == label}  # the prompts this run sampled
             pick = [r for r in run["rows"] if r["question_id"] in mine]
             g = method_stats([r for r in pick if r["method"] == twin[0]], [r for r in pick if r["method"] == twin[1]])
             if not g["prompts"]:

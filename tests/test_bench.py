@@ -23,7 +23,7 @@ from specdec_lab.bench import (
     summarize,
 )
 from specdec_lab.bench.__main__ import main
-from specdec_lab.bench.report import against_best_single, by_sampling
+from specdec_lab.bench.report import against_best_single, by_sampling, decode_rows
 from specdec_lab.bench.report import main as report_main
 from specdec_lab.io import Prompt
 from specdec_lab.proposers.registry import MethodSpecError, parse_method_spec
@@ -176,6 +176,31 @@ def test_a_sampled_run_reads_its_greedy_speedups_from_another_run_on_the_same_pr
     with pytest.raises(SystemExit):
         report_main([str(paths[0]), "--greedy-from", str(paths[1])])
     assert "machine kinds do not compare" in capsys.readouterr().err
+
+
+def test_a_sampled_short_answer_does_not_charge_its_prefill_to_the_method():
+    """Same decode rate, different lengths: a 10-token answer and a 100-token one behind a 1 s prefill. Σ tokens /
+    Σ seconds calls the short one 5.5x slower; the decode alone calls them equal (`decode_rows`)."""
+    t = ":temperature=0.7"
+    rows = []
+    for q in (1, 2):
+        for label, tokens in (("autoregressive" + t, 100), ("x" + t, 10)):
+            r = row(q, "rag", label, tokens, 1.0 + tokens * 0.05, identical=None)
+            rows.append(r | {"trace": {"prefill_seconds": 1.0, "steps": {}}})
+    for q in (1, 2):  # its greedy twin: the same lengths, 2x faster on the decode
+        rows += [row(q, "rag", "autoregressive", 100, 1.0 + 5.0) | {"trace": {"prefill_seconds": 1.0}},
+                 row(q, "rag", "x", 100, 1.0 + 2.5) | {"trace": {"prefill_seconds": 1.0}}]  # fmt: skip
+    labels = ["autoregressive" + t, "x" + t, "autoregressive", "x"]
+    res = {"methods": labels, "rows": rows, "summary": summarize(rows, labels)}
+    (rec,) = by_sampling(res)
+    assert rec["speedup"] == pytest.approx((10 / 1.5) / (100 / 6.0))  # the prefill over 10 tokens: 0.4x
+    assert rec["decode_speedup"] == pytest.approx(1.0) and rec["decode_speedup_95"] == pytest.approx([1.0, 1.0])
+    assert rec["decode_worst_category"] == "rag" and rec["decode_worst_speedup"] == pytest.approx(1.0)
+    assert rec["greedy_decode_speedup"] == pytest.approx(2.0) and rec["decode_kept"] == pytest.approx(0.5)
+    untraced = [{k: v for k, v in r.items() if k != "trace"} for r in rows]
+    assert decode_rows(untraced) is None
+    (rec,) = by_sampling(res | {"rows": untraced})
+    assert rec["decode_speedup"] is None and rec["decode_kept"] is None
 
 
 def test_the_hybrid_is_held_to_the_best_single_method_of_each_category():

@@ -3,6 +3,7 @@ the exact rule sits at the noise floor (the real-model run is `python -m specdec
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import torch
@@ -14,7 +15,16 @@ from specdec_lab.cost import CostCurve, set_cost_curve
 from specdec_lab.typical_sweep import FirstTokenTV, typical_sweep
 
 
-def test_sweep_rows_file_and_noise_floor(tmp_path):
+def test_sweep_rows_file_and_noise_floor(tmp_path, monkeypatch):
+    generate_module = importlib.import_module("specdec_lab.generate")  # the module (the package exports the function)
+    calls = []  # (accept, max_new_tokens) of every decode, in order
+    real_generate = generate_module.generate
+
+    def counting(*args, **kw):
+        calls.append((kw.get("accept"), kw["max_new_tokens"]))
+        return real_generate(*args, **kw)
+
+    monkeypatch.setattr(generate_module, "generate", counting)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -23,14 +33,19 @@ def test_sweep_rows_file_and_noise_floor(tmp_path):
         heads = medusa_drafter(model)
         out = tmp_path / "sweep.json"
         result = typical_sweep(
-            model, [[1, 2, 3, 4, 1, 2]], [0.01, 0.3], temperature=1.0, max_new_tokens=8, draws=300, out=out,
+            model, [[1, 2, 3, 4, 1, 2]], [0.01, 0.3], temperature=1.0, max_new_tokens=8, draws=300, warmup_tokens=3,
+            out=out,
             medusa=dict(heads=heads, tree="cartesian:3,2", vocab="full", accuracy="independent"), progress=False,
         )  # fmt: skip
     finally:
         torch.set_num_threads(threads)
     rows = {row["rule"]: row for row in result["rows"]}
+    # every timed config (autoregressive, exact, two typical) ran once, short and untimed, before any clock
+    assert [n for _, n in calls[:4]] == [3] * 4 and calls[1][0] == "exact" and calls[4][1] == 8
+    assert result["config"]["warmup_tokens"] == 3
     assert list(rows) == ["autoregressive", "exact", "typical eps=0.01", "typical eps=0.3"]
     assert all(row["tokens_per_s"] > 0 and row["mean_accepted"] >= 1.0 for row in rows.values())
+    assert all(row["decode_tokens_per_s"] >= row["tokens_per_s"] for row in rows.values())  # prefill out
     assert rows["typical eps=0.3"]["delta"] == 0.3**0.5
     sampled = [row for row in rows.values() if "tv" in row]
     assert all(0 <= row["tv"] <= 1 and row["contexts"] > 0 for row in sampled)

@@ -1,4 +1,5 @@
-"""specdec_lab.viz.tree_figures and lab.trees: the tree notebooks' figures and widget callbacks, without a browser.
+"""specdec_lab.viz.tree_figures, viz.tree_sizing and lab.trees: the tree notebooks' figures and widget callbacks,
+without a browser.
 
 Synthetic trees and accuracy matrices only (no model).
 """
@@ -12,14 +13,16 @@ from specdec_lab import Tree
 from specdec_lab.lab.trees import EXPLORER_PLACEHOLDER, Explorer, node_explorer
 from specdec_lab.trees import BudgetChoice, HeadAccuracies, choose_budget, greedy_steps, greedy_tree
 from specdec_lab.viz.tree_figures import (
+    greedy_step_figure,
+    node_view,
+    rank_tree_figure,
+    rank_tree_graph,
+)
+from specdec_lab.viz.tree_sizing import (
     accuracy_figure,
     budget_rate_figure,
     expected_length_figure,
-    greedy_step_figure,
-    node_view,
     predicted_vs_measured_figure,
-    rank_tree_figure,
-    rank_tree_graph,
 )
 
 

@@ -38,7 +38,7 @@
 #
 # Library: `specdec_lab.trees` (accuracies, E[L], greedy / DP trees, `choose_budget`),
 # `specdec_lab.cost` (`measure_cost_curve(tree=True)`), `specdec_lab.proposers.medusa` (decoding),
-# `specdec_lab.viz.tree_figures`.
+# `specdec_lab.viz.tree_figures` (the trees) and `specdec_lab.viz.tree_sizing` (accuracies, E[L], budgets).
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: fewer prompts, shorter generations, smaller DP sweep and cost curve
@@ -86,13 +86,12 @@ from specdec_lab.trees import (
 )
 from specdec_lab.viz.cost import cost_curve_figure
 from specdec_lab.viz.figures import save_figure
-from specdec_lab.viz.tree_figures import (
+from specdec_lab.viz.tree_figures import greedy_step_figure, rank_tree_figure
+from specdec_lab.viz.tree_sizing import (
     accuracy_figure,
     budget_rate_figure,
     expected_length_figure,
-    greedy_step_figure,
     predicted_vs_measured_figure,
-    rank_tree_figure,
 )
 
 FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI

@@ -18,7 +18,7 @@ import random
 from collections.abc import Sequence
 
 __all__ = ["summarize", "method_stats", "format_table", "speedup_interval", "by_build", "by_sampling",
-           "against_best_single"]  # fmt: skip
+           "against_best_single", "decode_rows"]  # fmt: skip
 
 BOOTSTRAP = 2000  # resamples: enough that the 2.5% quantile hardly moves between seeds (data/bench/README.md)
 
@@ -145,6 +145,16 @@ def format_table(results: dict, greedy_runs: Sequence[dict] = ()) -> str:
             worst = f"{r['worst_category']} {r['worst_speedup']:.2f}x" if r["worst_speedup"] is not None else "-"
             lines.append(f"{r['method'].ljust(lw)}{r['speedup']:.2f}x {ci}  worst {worst}  kept {kept}"
                          if r["speedup"] is not None else f"{r['method'].ljust(lw)}-")  # fmt: skip
+        decoded = [r for r in sampled if r["decode_speedup"] is not None]
+        if decoded:
+            lines += ["", "the same, decode alone (each prompt's traced prefill taken out: sampled texts differ in "
+                      "length)"]  # fmt: skip
+            for r in decoded:
+                ci = "[{0[0]:.2f}, {0[1]:.2f}]".format(r["decode_speedup_95"]) if r["decode_speedup_95"] else ""
+                kept = (f"{r['decode_kept']:.0%} of {r['greedy_decode_speedup']:.2f}x"
+                        if r["decode_kept"] is not None else "-")  # fmt: skip
+                worst = "{} {:.2f}x".format(r["decode_worst_category"], r["decode_worst_speedup"])
+                lines.append(f"{r['method'].ljust(lw)}{r['decode_speedup']:.2f}x {ci}  worst {worst}  kept {kept}")
     best = against_best_single(results)
     if best and best["categories"]:
         lines += ["", f"{best['method']} against the best single method of each category (its speed-up, the best's "
@@ -218,6 +228,32 @@ def _greedy_twin(parsed: dict, name: str, rest: dict, build: str, baseline: str)
     return (greedy, ref) if greedy is not None and ref is not None else None
 
 
+def decode_rows(rows: Sequence[dict]) -> list[dict] | None:
+    """The rows with `seconds` less the prefill their trace recorded: the decode alone (None when a row has no
+    traced prefill, e.g. a run without --traces).
+
+    Why a sampled comparison needs it: sampled methods emit texts of different lengths from one prompt (each
+    consumes the random stream its own way, and EOS comes when it comes), while the prompt's prefill is the same
+    work for every method. In Σ tokens / Σ seconds that prefill is spread over different token counts: a method
+    whose draw stopped after 7 tokens pays a whole prefill for them, one that ran to 128 hardly notices it. On
+    a category of long prompts and short answers (rag) that alone moves a ratio by several percent. Greedy
+    methods emit the same tokens, so there the prefill weighs alike.
+    """
+    out = []
+    for r in rows:
+        prefill = (r.get("trace") or {}).get("prefill_seconds")
+        if prefill is None or r["seconds"] is None:
+            return None
+        out.append(r | {"seconds": max(r["seconds"] - prefill, 1e-9)})
+    return out
+
+
+def _worst(per_cat: dict) -> tuple[str | None, float | None, list | None]:
+    """(category, speed-up, its interval) of the lowest category speed-up."""
+    worst = min(per_cat, key=lambda c: per_cat[c]["speedup"] or float("inf")) if per_cat else None
+    return (worst, per_cat[worst]["speedup"], per_cat[worst]["speedup_95"]) if worst else (None, None, None)
+
+
 def by_sampling(results: dict, baseline: str = "autoregressive", greedy_runs: Sequence[dict] = ()) -> list[dict]:
     """One record per sampled label of a run (temperature > 0): its speed-up over `baseline` sampled with the
     same temperature / top-k / top-p (and on the same build), overall with its interval and per category, and
@@ -229,6 +265,10 @@ def by_sampling(results: dict, baseline: str = "autoregressive", greedy_runs: Se
 
     This is the comparison that matters at T > 0: a sampled method against sampled plain decoding, whose step
     also pays for the draw, not against greedy plain decoding. Labels without a sampled baseline are left out.
+
+    The `decode_*` fields repeat speed-up, worst category and kept on the decode alone (`decode_rows`: seconds
+    less each prompt's traced prefill, in the greedy run too), None without traces: the sampled texts differ in
+    length, and the prefill spread over them is not the method's cost.
     """
     labels, rows = results.get("methods") or list(results["summary"]), results["rows"]
     parsed = {label: _sampling(label) for label in labels}
@@ -242,20 +282,26 @@ def by_sampling(results: dict, baseline: str = "autoregressive", greedy_runs: Se
             continue
         stats = summarize(rows, [ref, label], baseline=ref)[label]  # overall and per category against `ref`
         per_cat = stats["by_category"]
-        greedy, g, source = None, None, None
+        dec = decode_rows([r for r in rows if r["method"] in (ref, label)])
+        d = summarize(dec, [ref, label], baseline=ref)[label] if dec else None  # the same, decode alone
+        greedy, g, g_dec, source = None, None, None, None
         mine = {r["question_id"] for r in rows if r["method"] == label}  # the prompts this run sampled
         for run, run_parsed in [(results, parsed), *others]:
             twin = _greedy_twin(run_parsed, name, rest, build, baseline)
             if twin is None:
                 continue
             pick = [r for r in run["rows"] if r["question_id"] in mine]
-            g = method_stats([r for r in pick if r["method"] == twin[0]], [r for r in pick if r["method"] == twin[1]])
+            g_rows, g_base = [r for r in pick if r["method"] == twin[0]], [r for r in pick if r["method"] == twin[1]]
+            g = method_stats(g_rows, g_base)
             if not g["prompts"]:
                 g = None
                 continue
+            g_dec_rows, g_dec_base = decode_rows(g_rows), decode_rows(g_base)
+            g_dec = method_stats(g_dec_rows, g_dec_base) if g_dec_rows and g_dec_base else None
             greedy, source = twin[0], (None if run is results else run.get("config", {}).get("out"))
             break
-        worst = min(per_cat, key=lambda c: per_cat[c]["speedup"] or float("inf")) if per_cat else None
+        worst, worst_speedup, worst_95 = _worst(per_cat)
+        d_worst, d_worst_speedup, d_worst_95 = _worst(d["by_category"]) if d else (None, None, None)
         records.append({
             "method": label,
             "baseline": ref,
@@ -267,13 +313,21 @@ def by_sampling(results: dict, baseline: str = "autoregressive", greedy_runs: Se
             "speedup_95": stats["speedup_95"],
             "by_category": {c: st["speedup"] for c, st in per_cat.items()},
             "worst_category": worst,
-            "worst_speedup": per_cat[worst]["speedup"] if worst else None,
-            "worst_speedup_95": per_cat[worst]["speedup_95"] if worst else None,
+            "worst_speedup": worst_speedup,
+            "worst_speedup_95": worst_95,
             "greedy": greedy,
             "greedy_run": source,  # None: this run; else the other run's --out
             "greedy_speedup": g["speedup"] if g else None,
             "greedy_mean_accepted": g["mean_accepted"] if g else None,
             "kept": stats["speedup"] / g["speedup"] if g and g["speedup"] and stats["speedup"] else None,
+            "decode_speedup": d["speedup"] if d else None,
+            "decode_speedup_95": d["speedup_95"] if d else None,
+            "decode_worst_category": d_worst,
+            "decode_worst_speedup": d_worst_speedup,
+            "decode_worst_speedup_95": d_worst_95,
+            "greedy_decode_speedup": g_dec["speedup"] if g_dec else None,
+            "decode_kept": d["speedup"] / g_dec["speedup"] if d and g_dec and g_dec["speedup"] and d["speedup"]
+                           else None,
         })  # fmt: skip
     return records
 

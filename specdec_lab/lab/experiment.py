@@ -9,11 +9,8 @@
        identical-to-baseline (the losslessness check; meaningful at temperature 0), and the size of the
        verify forward: tokens verified per forward (root included), of which candidates and non-candidates
 
-Provenance of an emitted token, from its step's trace:
-    "accepted draft"  proposed by the method and confirmed by the target (on the accepted path)
-    "bonus"           the target's own token after the accepted path, in a step that proposed something
-    "plain step"      the only token of a step whose tree had no candidate beyond the root: an ordinary
-                      decoding step (autoregressive always; prompt lookup when nothing matched)
+What each step's trace says (provenance of every token, the forward's size, the instructive step) is
+`lab.trace_reading`; this module re-exports it.
 
 Method specs are the registry's grammar ("name:key=value:...", `proposers.registry`), so a method added with
 `register_method` runs here, in the dashboard and in sweeps without editing any of them. Notebook 08 runs
@@ -33,6 +30,7 @@ from ..generate import GenerationResult, StepTrace, generate
 from ..machine import machine
 from ..models import prompt_ids, unwrap
 from ..proposers.registry import BASELINE, METHODS, MethodSpec, check_method_spec, parse_method_spec
+from .trace_reading import PROVENANCE, forward_sizes, instructive_step, json_number, provenance
 
 __all__ = [
     "LabResult",
@@ -47,53 +45,7 @@ __all__ = [
     "NOISY_SPREAD",
 ]
 
-PROVENANCE = ("accepted draft", "bonus", "plain step")
 NOISY_SPREAD = 1.5  # baseline step times p90/median above this: the timings are flagged unreliable
-
-
-# ---- provenance ----------------------------------------------------------------------------------------
-def provenance(steps: Sequence[StepTrace]) -> list[str]:
-    """One label of PROVENANCE per emitted token, in order (see the module docstring)."""
-    out: list[str] = []
-    for s in steps:
-        if s.proposed == 0:
-            out += ["plain step"] * len(s.emitted)
-            continue
-        n_acc = min(s.accepted, len(s.emitted))  # EOS may cut the path short
-        out += ["accepted draft"] * n_acc + ["bonus"] * (len(s.emitted) - n_acc)
-    return out
-
-
-def instructive_step(steps: Sequence[StepTrace]) -> int:
-    """The step whose tree teaches most (0 without steps): one where the target accepted some of the proposal
-    and rejected the rest, so both outcomes show; among those the most draft tokens accepted, then the largest
-    tree, then the earliest. Without such a step: the most accepted, then the largest tree."""
-    if not steps:
-        return 0
-
-    def score(i: int) -> tuple:
-        s = steps[i]
-        accepted = min(s.accepted, len(s.emitted))
-        return (0 < accepted < s.proposed, accepted, len(s.tree_tokens), -i)
-
-    return max(range(len(steps)), key=score)
-
-
-def forward_sizes(steps: Sequence[StepTrace]) -> dict[str, float | None]:
-    """What one verify forward held, on average over `steps` (None without steps):
-
-    verified_per_forward  tokens in the forward, root included (autoregressive = 1): the n of the cost t(n)
-    proposed_per_forward  candidate nodes besides the root (the tokens offered for acceptance)
-    extra_per_forward     non-candidate nodes (verified for their logits, never accepted: Lookahead's window)
-    """
-    n = len(steps)
-    if n == 0:
-        return {"verified_per_forward": None, "proposed_per_forward": None, "extra_per_forward": None}
-    return {
-        "verified_per_forward": _num(sum(len(s.tree_tokens) for s in steps) / n),
-        "proposed_per_forward": _num(sum(s.proposed for s in steps) / n),
-        "extra_per_forward": _num(sum(s.extra for s in steps) / n),
-    }
 
 
 # ---- one experiment ------------------------------------------------------------------------------------
@@ -191,21 +143,21 @@ class LabResult:
             "seed": self.seed,
             "max_new_tokens": self.max_new_tokens,
             **self.extra,
-            "speedup": _num(self.speedup),
-            "mean_accepted": _num(self.mean_accepted),
-            "tokens_per_s": _num(self.tokens_per_s),
-            "baseline_tokens_per_s": _num(self.baseline_tokens_per_s),
+            "speedup": json_number(self.speedup),
+            "mean_accepted": json_number(self.mean_accepted),
+            "tokens_per_s": json_number(self.tokens_per_s),
+            "baseline_tokens_per_s": json_number(self.baseline_tokens_per_s),
             "identical": self.identical,
             "stopped": self.stopped,
-            "baseline_step_ms": _num(self.baseline_step_ms),
-            "timing_spread": _num(self.timing_spread),
+            "baseline_step_ms": json_number(self.baseline_step_ms),
+            "timing_spread": json_number(self.timing_spread),
             "noisy": self.noisy,
             "new_tokens": len(self.result.tokens),
             "baseline_new_tokens": None if base is None else len(base.tokens),
             "forwards": self.result.forwards,
             **forward_sizes(self.result.steps),
-            "seconds": _num(self.result.seconds),
-            "baseline_seconds": None if base is None else _num(base.seconds),
+            "seconds": json_number(self.result.seconds),
+            "baseline_seconds": None if base is None else json_number(base.seconds),
             "stop_reason": self.result.stop_reason,
             "provenance_counts": self.provenance_counts,
             "accepted_lengths": self.accepted_lengths,
@@ -225,10 +177,6 @@ class LabResult:
 
 def _step_seconds(result: GenerationResult) -> list[float]:
     return [s.t_propose + s.t_verify + s.t_accept for s in result.steps]
-
-
-def _num(x: float) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 6)
 
 
 def _jsonable(obj):
@@ -408,13 +356,15 @@ def experiment_record(results: Sequence[LabResult], steps: bool = False) -> dict
         "seed": first.seed,
         "max_new_tokens": first.max_new_tokens,
         "prompts": len(results),
-        "speedup": _num(tps / base_tps) if done else None,
-        "mean_accepted": _num(tokens / max(forwards, 1)),
-        "tokens_per_s": _num(tps),
-        "baseline_tokens_per_s": _num(base_tps),
+        "speedup": json_number(tps / base_tps) if done else None,
+        "mean_accepted": json_number(tokens / max(forwards, 1)),
+        "tokens_per_s": json_number(tps),
+        "baseline_tokens_per_s": json_number(base_tps),
         "identical": all(r.identical for r in results) if len(done) == len(results) else None,
         "stopped": any(r.stopped for r in results),
-        "timing_spread": _num(max((x for r in results if not math.isnan(x := r.timing_spread)), default=math.nan)),
+        "timing_spread": json_number(
+            max((x for r in results if not math.isnan(x := r.timing_spread)), default=math.nan)
+        ),
         "noisy": any(r.noisy for r in results),
         "new_tokens": tokens,
         "forwards": forwards,

@@ -73,22 +73,25 @@ def accepted_temperature_figure(rows: Sequence[dict], key: Sequence[str], value:
 
 def typical_tradeoff_figure(sweep: dict) -> go.Figure:
     """Speed against autoregressive sampling vs TV of the first emitted token from p: typical at every ε, the
-    exact rule (whose TV is the sampling noise floor, drawn as a dashed line)."""
+    exact rule (whose TV is the sampling noise floor, drawn as a dashed line). Speed is the decode rate (prefill
+    taken out) where the sweep recorded it, since sampled texts differ in length; else tokens/s."""
     rows = sweep["rows"]
-    ar = next(r for r in rows if r["rule"] == "autoregressive")["tokens_per_s"]
+    key = "decode_tokens_per_s" if all("decode_tokens_per_s" in r for r in rows) else "tokens_per_s"
+    ar = next(r for r in rows if r["rule"] == "autoregressive")[key]
     exact = next(r for r in rows if r["rule"] == "exact")
     typical = [r for r in rows if r.get("epsilon") is not None]
     fig = go.Figure()
-    speed = [r["tokens_per_s"] / ar for r in typical]
+    speed = [r[key] / ar for r in typical]
     fig.add_scatter(x=[r["tv"] for r in typical], y=speed, mode="lines+markers+text",
                     text=[f"ε={r['epsilon']:g}" for r in typical], textposition="top center", name="typical",
                     error_x=dict(array=[1.96 * r["tv_sem"] for r in typical]),
                     line=dict(color=qualitative.Plotly[1]))  # fmt: skip
-    fig.add_scatter(x=[exact["tv"]], y=[exact["tokens_per_s"] / ar], mode="markers", name="exact (one-hot)",
+    fig.add_scatter(x=[exact["tv"]], y=[exact[key] / ar], mode="markers", name="exact (one-hot)",
                     marker=dict(size=12, symbol="diamond", color=qualitative.Plotly[0]),
                     error_x=dict(array=[1.96 * exact["tv_sem"]]))  # fmt: skip
     fig.add_vline(x=exact["tv"], line_dash="dash", line_color=qualitative.Plotly[0])
     fig.add_hline(y=1.0, line_dash="dot", line_color="#888888")
     fig.update_layout(width=WIDTH, height=440, xaxis_title="TV(first emitted token, p)  (exact rule: noise floor)",
-                      yaxis_title="speed / autoregressive sampling", legend=dict(x=0.01, y=0.99))  # fmt: skip
+                      yaxis_title=("decode " if key != "tokens_per_s" else "") + "speed / autoregressive sampling",
+                      legend=dict(x=0.01, y=0.99))  # fmt: skip
     return fig

@@ -4,11 +4,8 @@
     rank_tree_graph(paths)          rank paths -> networkx DiGraph (text = rank, depth, path)
     rank_tree_figure(paths, acc)    a Medusa tree drawn compactly, nodes coloured by their value Π a
     greedy_step_figure(steps, i)    the greedy construction after step i, the node it added highlighted
-    accuracy_figure(acc)            a[k, i] heatmaps: independent and conditional
-    expected_length_figure(...)     E[L] against the node budget: lines (greedy, DP) and points (Cartesian)
-    budget_rate_figure(choices)     predicted speed-up against the budget per cost curve, the pick starred
-    predicted_vs_measured_figure    measured mean accepted next to E[L] under each accuracy model
 
+What a tree's size buys (head accuracies, E[L] and the predicted speed-up by budget) is `viz.tree_sizing`.
 Everything returns plain `go.Figure`s (or a tuple of them): pytest drives the callbacks without a browser.
 The ipywidgets control that redraws them (`Explorer`, `node_explorer`) is `specdec_lab.lab.trees`.
 """
@@ -18,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
-from plotly.colors import qualitative
-from plotly.subplots import make_subplots
 
 from .trees import MAX_WIDTH, node_labels, tidy_layout, tree_figure, tree_mask_figure
 
@@ -28,10 +23,6 @@ __all__ = [
     "rank_tree_graph",
     "rank_tree_figure",
     "greedy_step_figure",
-    "accuracy_figure",
-    "expected_length_figure",
-    "budget_rate_figure",
-    "predicted_vs_measured_figure",
 ]
 
 HIGHLIGHT = "#ff7f0e"
@@ -248,158 +239,3 @@ def greedy_step_figure(steps: Sequence[Mapping], step: int, acc=None) -> go.Figu
             f"greedy step {step}: added {list(st['path'])} (gain {st['gain']:.4f}), E[L] = {st['expected_length']:.3f}"
         ),
     )
-
-
-def accuracy_figure(acc, max_rank: int | None = None, title: str | None = None) -> go.Figure:
-    """Heatmaps of a[k, i] (head k+1, rank i): the independent (marginal) model, and the conditional one
-    when `acc` has it. `acc`: a HeadAccuracies (attributes top, conditional) or a (K, S) matrix."""
-    import torch
-
-    top = getattr(acc, "top", acc)
-    cond = getattr(acc, "conditional", None)
-    panels = {"independent: P(rank i right)": torch.as_tensor(top, dtype=torch.float64)}
-    if cond is not None:
-        panels["conditional: given heads 1..k right"] = torch.as_tensor(cond, dtype=torch.float64)
-    k, s = panels[next(iter(panels))].shape
-    s = min(s, max_rank or s)
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), horizontal_spacing=0.1)
-    zmax = max(float(m[:, :s].max()) for m in panels.values())
-    heads = [f"head {h} (x_t+{h + 1})" for h in range(1, k + 1)]
-    ranks = [f"rank {i}" for i in range(s)]
-    for col, (name, m) in enumerate(panels.items(), start=1):
-        fig.add_trace(
-            go.Heatmap(
-                z=m[:, :s].tolist(),
-                x=ranks,
-                y=heads,
-                zmin=0,
-                zmax=zmax,
-                colorscale="Blues",
-                showscale=col == len(panels),
-                texttemplate="%{z:.2f}",
-                textfont={"size": 10},
-                name=name,
-                hovertemplate="%{y}, %{x}: %{z:.3f}<extra>" + name.split(":")[0] + "</extra>",
-            ),
-            row=1,
-            col=col,
-        )
-        fig.update_yaxes(autorange="reversed", row=1, col=col)
-    fig.update_layout(
-        title=title or "head accuracies a[k, i] from calibration",
-        template="plotly_white",
-        width=min(MAX_WIDTH - 10, 430 * len(panels) + 80),
-        height=330,
-    )
-    return fig
-
-
-def expected_length_figure(
-    lines: Mapping[str, tuple[Sequence[float], Sequence[float]]],
-    points: Mapping[str, tuple[float, float]] | None = None,
-    title: str | None = None,
-) -> go.Figure:
-    """E[L] against the node budget: `lines` name -> (budgets, E[L]) (greedy, DP, ...), `points` name ->
-    (nodes, E[L]) (e.g. each Cartesian tree at its size)."""
-    fig = go.Figure()
-    dashes = ["solid", "dot", "dash", "dashdot"]
-    for i, (name, (xs, ys)) in enumerate(lines.items()):
-        fig.add_trace(
-            go.Scatter(
-                x=list(xs),
-                y=list(ys),
-                mode="lines+markers" if len(xs) <= 40 else "lines",
-                name=name,
-                line={"dash": dashes[i % len(dashes)], "width": 2 + (i == 0)},
-                marker={"size": 5},
-                hovertemplate="%{x} nodes: E[L] = %{y:.3f}<extra>" + name + "</extra>",
-            )
-        )
-    if points:
-        fig.add_trace(
-            go.Scatter(
-                x=[n for n, _ in points.values()],
-                y=[e for _, e in points.values()],
-                mode="markers+text",
-                text=list(points),
-                textposition="bottom right",
-                textfont={"size": 10},
-                name="Cartesian trees",
-                marker={"size": 10, "symbol": "x", "color": "#d62728"},
-                hovertemplate="%{text}: %{x} nodes, E[L] = %{y:.3f}<extra></extra>",
-            )
-        )
-    fig.update_layout(
-        title=title or "expected tokens per step E[L] (bonus included) vs. node budget",
-        template="plotly_white",
-        xaxis_title="nodes below the root (budget n)",
-        yaxis_title="E[L]",
-        width=760,
-        height=420,
-    )
-    return fig
-
-
-def budget_rate_figure(choices: Mapping[str, object], title: str | None = None) -> go.Figure:
-    """Predicted speed-up rate(n) / rate(0) against the budget n for each `BudgetChoice` (one per cost
-    curve), the chosen budget starred."""
-    fig = go.Figure()
-    palette = qualitative.Plotly  # the star takes its curve's colour
-    for i, (name, choice) in enumerate(choices.items()):
-        color = palette[i % len(palette)]
-        table = choice.table
-        trace = go.Scatter(
-            x=[r["budget"] for r in table],
-            y=[r["speedup"] for r in table],
-            mode="lines",
-            name=name,
-            line={"color": color},
-            customdata=[[r["expected_length"], r["depth"]] for r in table],
-            hovertemplate="n = %{x}: speed-up %{y:.2f}, E[L] %{customdata[0]:.2f}, depth %{customdata[1]}"
-            "<extra>" + name + "</extra>",
-        )
-        fig.add_trace(trace)
-        pick = next(r for r in table if r["budget"] == choice.budget)
-        fig.add_trace(
-            go.Scatter(
-                x=[pick["budget"]],
-                y=[pick["speedup"]],
-                mode="markers+text",
-                text=[f"n = {pick['budget']}"],
-                textposition="top center",
-                marker={"size": 14, "symbol": "star", "color": color},
-                textfont={"color": color},
-                name=f"{name}: chosen",
-                hovertemplate="chosen n = %{x}: speed-up %{y:.2f}<extra></extra>",
-            )
-        )
-    fig.add_hline(y=1.0, line={"dash": "dash", "color": "gray"})
-    fig.update_layout(
-        title=title or "predicted speed-up E[L](n) / (t(n+1) + heads) ÷ plain decoding",
-        template="plotly_white",
-        xaxis_title="node budget n",
-        yaxis_title="speed-up over plain decoding (predicted)",
-        width=760,
-        height=420,
-    )
-    return fig
-
-
-def predicted_vs_measured_figure(rows: Sequence[Mapping], title: str | None = None) -> go.Figure:
-    """Grouped bars per tree: rows of {"tree", "measured", "independent", "conditional"} (mean tokens per
-    forward, bonus included)."""
-    trees = [r["tree"] for r in rows]
-    fig = go.Figure()
-    for key, color in (("measured", "#333333"), ("independent", "#1f77b4"), ("conditional", "#ff7f0e")):
-        if all(key in r for r in rows):
-            name = "measured (tokens / forwards)" if key == "measured" else f"E[L], {key} model"
-            fig.add_trace(go.Bar(x=trees, y=[r[key] for r in rows], name=name, marker_color=color))
-    fig.update_layout(
-        title=title or "mean accepted per step: predicted vs. measured",
-        template="plotly_white",
-        barmode="group",
-        yaxis_title="tokens per target forward",
-        width=700,
-        height=400,
-    )
-    return fig

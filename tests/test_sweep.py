@@ -564,3 +564,37 @@ def test_a_kernel_that_dies_at_start_is_started_again(tmp_path, monkeypatch):
     assert calls == papermill_child.START_ATTEMPTS and report["error"]["ename"] == "RuntimeError"
     report, calls = run([ValueError("a failing cell")])
     assert calls == 1 and report["error"] == {"ename": "ValueError", "evalue": "a failing cell"}
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="the kernel is found through /proc (Linux)")
+def test_a_second_interrupt_inside_the_first_kill_still_kills_the_kernel(tmp_path):
+    """The race behind a kernel left alive: Ctrl-C twice, the second landing inside the first one's kill, after
+    the point's child died (and was reaped) but before the kernel's group was killed. The family read when
+    that kill began is kept, so `kill_all` still kills the kernel (a grandchild in a session of its own)."""
+    from specdec_lab.sweep import process
+
+    pid_file = tmp_path / "kernel.pid"
+    code = (
+        "import subprocess, sys, time\n"
+        "k = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(k.pid))\n"
+        "time.sleep(60)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while not (pid_file.is_file() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    kernel = int(pid_file.read_text())
+    process._LIVE[child.pid] = child
+    try:
+        assert process._record_family(child)[1:] == [kernel]  # the first kill began: family read ...
+        os.killpg(child.pid, signal.SIGKILL)  # ... the child killed and reaped, the kernel not yet
+        child.wait(timeout=10)
+        assert alive(kernel)
+        process.kill_all()  # the second Ctrl-C
+        assert not alive(kernel)
+    finally:
+        process._LIVE.pop(child.pid, None)
+        process._FAMILY.pop(child.pid, None)
+        if alive(kernel):
+            os.kill(kernel, signal.SIGKILL)

@@ -41,6 +41,7 @@ CHILD = Path(__file__).with_name("papermill_child.py")
 POLL = 0.2  # seconds between looks at the child (and at should_stop)
 GONE_WAIT = 10.0  # seconds to wait for killed processes to disappear
 _LIVE: dict[int, subprocess.Popen] = {}  # running children, for kill_all (the CLI's second Ctrl-C)
+_FAMILY: dict[int, list[int]] = {}  # child pid -> [child, its descendants], read when a kill of it began
 
 
 class PointCancelled(Exception):
@@ -102,6 +103,7 @@ def run_papermill(
             raise
         finally:
             _LIVE.pop(proc.pid, None)
+            _FAMILY.pop(proc.pid, None)
         report = tmp / "report.json"
         if code != 0 or not report.is_file():
             tail = (tmp / "log.txt").read_text(encoding="utf-8", errors="replace")[-3000:]
@@ -118,12 +120,24 @@ def kill_all() -> None:
         _kill(proc, wait=1.0)
 
 
+def _record_family(proc: subprocess.Popen) -> list[int] | None:
+    """[child, its descendants] from /proc, read once per child and kept for a later kill (None: the child had
+    already exited, nothing recorded). Kept because a second Ctrl-C can land inside the first one's `_kill`,
+    after the child died but before the kernel's group was killed: the child's exit cuts the link to the
+    kernel, and `kill_all` must still find it."""
+    if proc.pid not in _FAMILY:
+        if proc.poll() is not None:  # exited and reaped: its pid may belong to someone else now
+            return None
+        _FAMILY[proc.pid] = [proc.pid, *_descendants(proc.pid)]
+    return _FAMILY[proc.pid]
+
+
 def _kill(proc: subprocess.Popen, wait: float = GONE_WAIT) -> None:
     """SIGKILL the child's process group and its descendants' groups (the kernel and whatever it started);
     return once they are gone (or after `wait` seconds)."""
-    if proc.poll() is not None:  # exited and reaped: its pid may belong to someone else now
+    family = _record_family(proc)  # before the kill: once the child is gone, so is the link
+    if family is None:
         return
-    family = [proc.pid, *_descendants(proc.pid)]  # before the kill: once the child is gone, so is the link
     own = os.getpgrp()
     for pid in family:
         try:

@@ -92,6 +92,7 @@ from specdec_lab.viz.sampling_trees import (
     accepted_temperature_figure,
     joint_figure,
     residual_figure,
+    sweep_rate,
     typical_tradeoff_figure,
 )
 
@@ -238,7 +239,7 @@ typical_tradeoff_figure(sweep)
 ar = next(r for r in sweep["rows"] if r["rule"] == "autoregressive")
 ex = next(r for r in sweep["rows"] if r["rule"] == "exact")
 typ_rows = [r for r in sweep["rows"] if r.get("epsilon") is not None]
-rate = "decode_tokens_per_s" if "decode_tokens_per_s" in ar else "tokens_per_s"  # decode alone where recorded
+rate = sweep_rate(sweep)  # the decode alone where the sweep recorded it
 fastest = max(typ_rows, key=lambda r: r[rate])
 display(Markdown(
     f"In this sweep the exact rule ran at {ex[rate] / ar[rate]:.2f}× autoregressive sampling "

@@ -139,22 +139,12 @@ def format_table(results: dict, greedy_runs: Sequence[dict] = ()) -> str:
     if sampled:
         lines += ["", "sampled methods against autoregressive sampled alike (speed-up [95%], worst category, "
                   "kept of the greedy speed-up)"]  # fmt: skip
-        for r in sampled:
-            ci = "[{0[0]:.2f}, {0[1]:.2f}]".format(r["speedup_95"]) if r["speedup_95"] else ""
-            kept = f"{r['kept']:.0%} of {r['greedy_speedup']:.2f}x" if r["kept"] is not None else "-"
-            worst = f"{r['worst_category']} {r['worst_speedup']:.2f}x" if r["worst_speedup"] is not None else "-"
-            lines.append(f"{r['method'].ljust(lw)}{r['speedup']:.2f}x {ci}  worst {worst}  kept {kept}"
-                         if r["speedup"] is not None else f"{r['method'].ljust(lw)}-")  # fmt: skip
+        lines += [_sampled_line(r, lw) for r in sampled]
         decoded = [r for r in sampled if r["decode_speedup"] is not None]
         if decoded:
             lines += ["", "the same, decode alone (each prompt's traced prefill taken out: sampled texts differ in "
                       "length)"]  # fmt: skip
-            for r in decoded:
-                ci = "[{0[0]:.2f}, {0[1]:.2f}]".format(r["decode_speedup_95"]) if r["decode_speedup_95"] else ""
-                kept = (f"{r['decode_kept']:.0%} of {r['greedy_decode_speedup']:.2f}x"
-                        if r["decode_kept"] is not None else "-")  # fmt: skip
-                worst = "{} {:.2f}x".format(r["decode_worst_category"], r["decode_worst_speedup"])
-                lines.append(f"{r['method'].ljust(lw)}{r['decode_speedup']:.2f}x {ci}  worst {worst}  kept {kept}")
+            lines += [_sampled_line(r, lw, decode=True) for r in decoded]
     best = against_best_single(results)
     if best and best["categories"]:
         lines += ["", f"{best['method']} against the best single method of each category (its speed-up, the best's "
@@ -164,6 +154,20 @@ def format_table(results: dict, greedy_runs: Sequence[dict] = ()) -> str:
             lines.append(f"{cat.ljust(lw)}{c['speedup']:.2f}x  best {c['best']} {c['best_speedup']:.2f}x {ci}  "
                          f"{'meets' if c['meets'] else 'below'}")  # fmt: skip
     return "\n".join(lines)
+
+
+def _sampled_line(r: dict, lw: int, decode: bool = False) -> str:
+    """One `by_sampling` record as a table line: speed-up [95%], worst category, kept of the greedy speed-up;
+    decode: the same from its `decode_*` fields."""
+    p = "decode_" if decode else ""
+    speedup, ci95 = r[p + "speedup"], r[p + "speedup_95"]
+    greedy = r["greedy_decode_speedup" if decode else "greedy_speedup"]
+    if speedup is None:
+        return f"{r['method'].ljust(lw)}-"
+    ci = f"[{ci95[0]:.2f}, {ci95[1]:.2f}]" if ci95 else ""
+    kept = f"{r[p + 'kept']:.0%} of {greedy:.2f}x" if r[p + "kept"] is not None else "-"
+    worst = f"{r[p + 'worst_category']} {r[p + 'worst_speedup']:.2f}x" if r[p + "worst_speedup"] is not None else "-"
+    return f"{r['method'].ljust(lw)}{speedup:.2f}x {ci}  worst {worst}  kept {kept}"
 
 
 def by_build(results: dict, baseline: str = "autoregressive") -> list[dict]:

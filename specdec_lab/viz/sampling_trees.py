@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-__all__ = ["residual_figure", "joint_figure", "accepted_temperature_figure", "typical_tradeoff_figure"]
+__all__ = ["residual_figure", "joint_figure", "accepted_temperature_figure", "typical_tradeoff_figure", "sweep_rate"]
 
 WIDTH = 900
 
@@ -71,12 +71,18 @@ def accepted_temperature_figure(rows: Sequence[dict], key: Sequence[str], value:
     return fig
 
 
+def sweep_rate(sweep: dict) -> str:
+    """The rate a typical sweep's rules compare by: the decode rate (prefill taken out) where the sweep recorded
+    it, since sampled texts differ in length; else tokens/s (sweeps recorded before it was)."""
+    rows = sweep["rows"]
+    return "decode_tokens_per_s" if all("decode_tokens_per_s" in r for r in rows) else "tokens_per_s"
+
+
 def typical_tradeoff_figure(sweep: dict) -> go.Figure:
     """Speed against autoregressive sampling vs TV of the first emitted token from p: typical at every ε, the
-    exact rule (whose TV is the sampling noise floor, drawn as a dashed line). Speed is the decode rate (prefill
-    taken out) where the sweep recorded it, since sampled texts differ in length; else tokens/s."""
+    exact rule (whose TV is the sampling noise floor, drawn as a dashed line). Speed by `sweep_rate`."""
     rows = sweep["rows"]
-    key = "decode_tokens_per_s" if all("decode_tokens_per_s" in r for r in rows) else "tokens_per_s"
+    key = sweep_rate(sweep)
     ar = next(r for r in rows if r["rule"] == "autoregressive")[key]
     exact = next(r for r in rows if r["rule"] == "exact")
     typical = [r for r in rows if r.get("epsilon") is not None]

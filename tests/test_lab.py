@@ -4,10 +4,12 @@ import json
 from dataclasses import dataclass
 
 import pytest
+import torch
 
 from specdec_lab import tiny_model
 from specdec_lab.io import load_prompts
 from specdec_lab.lab.experiment import PROVENANCE, experiment_record, forward_sizes, provenance, run_experiment
+from specdec_lab.lab.lookup_ceiling import ceiling_by_method, lookup_ceiling
 from specdec_lab.lab.speedup import OWN_PROMPT, LabDashboard
 from specdec_lab.proposers import METHODS, register_method
 from specdec_lab.proposers.base import param
@@ -113,6 +115,30 @@ def test_prompt_lookup_greedy_is_identical_to_autoregressive(model):
     assert lab.baseline.method == "autoregressive"
     assert provenance(lab.baseline.steps) == ["plain step"] * 20
     assert lab.speedup == pytest.approx(lab.tokens_per_s / lab.baseline_tokens_per_s)
+
+
+def test_lookup_ceiling_is_what_a_greedy_prompt_lookup_run_accepts(model):
+    """Replaying the answer through the lookup's matcher: at the answer position where each step of a greedy
+    prompt-lookup run began, run(t) capped by the drafts offered is what the step accepted."""
+    from specdec_lab import generate
+
+    ids = (torch.randint(0, 256, (2,), generator=torch.Generator().manual_seed(3)).tolist() * 15)[:30]
+    r = generate(model, ids, method="prompt_lookup", max_new_tokens=40, draft_length=4, max_draft=4)
+    ceiling = lookup_ceiling(ids, r.tokens, cap=4)
+    assert ceiling["positions"] == len(ceiling["runs"]) == len(r.tokens)
+    t = 0
+    for s in r.steps:
+        assert s.accepted == min(ceiling["runs"][t], s.proposed), t
+        t += len(s.emitted)
+    assert sum(s.accepted for s in r.steps) > 0  # this prompt makes the tiny model repeat: not vacuous
+    assert ceiling["right"] == sum(k > 0 for k in ceiling["runs"]) / len(r.tokens)
+    # by method: pooled over answers, weighted by positions; a missing prompt is named
+    rows = [{"question_id": 1, "method": "m", "tokens": r.tokens}, {"question_id": 2, "method": "m", "tokens": [1]}]
+    pooled = ceiling_by_method(rows, {1: ids, 2: [1, 1]}, cap=4)["m"]
+    assert pooled["positions"] == len(r.tokens) + 1 and pooled["answers"] == 2
+    assert pooled["mean_run"] == pytest.approx((sum(ceiling["runs"]) + 1) / (len(r.tokens) + 1))
+    with pytest.raises(KeyError, match="question 3"):
+        ceiling_by_method([{"question_id": 3, "method": "m", "tokens": []}], {})
 
 
 def test_stop_from_the_hook(model):

@@ -15,6 +15,9 @@ dashboard module imports ipywidgets only when a dashboard is built.
     speedup.py        LabDashboard: any registered method against autoregressive, Run/Stop (notebook 08)
     compare.py        compare_methods, CompareDashboard: several methods on one prompt, side by side (08)
     stored.py         drop dead widget views from stored notebooks (`make strip-notebooks`)
+    trace_reading.py  provenance, instructive_step, forward_sizes: reading stored traces and records
+    lookup_ceiling.py lookup_ceiling, ceiling_by_method: how often a text continues its own n-grams (what
+                      prompt lookup could accept on it; greedy against sampled answers, notebook 11)
 
 Layering: `lab` sits above `viz` (figure functions, which never import `lab`) and above the decoding
 core (which never imports either); tests/test_layers.py checks it.

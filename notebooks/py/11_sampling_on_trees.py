@@ -275,16 +275,17 @@ display(Markdown(
 # loses there.
 
 # %% tags=["nbval-ignore-output"]
-greedy_runs = []
+loaded = {}  # path -> run record: every bench file of this section, read once
 for path in filter(None, greedy_files.split(",")):  # the greedy speed-ups, where a run has no greedy labels
     with open(path) as f:
-        greedy_runs.append(json.load(f))
+        loaded[path] = json.load(f)
+greedy_runs = list(loaded.values())
 
 
 def sampled_table(bench_file: str) -> tuple[dict, pd.DataFrame]:
     """One sampled bench run: its record and `by_sampling`'s table, greedy twins from `greedy_runs`."""
     with open(bench_file) as f:
-        run = json.load(f)
+        run = loaded[bench_file] = json.load(f)
     for g in greedy_runs:
         assert g["machine"]["isa"] == run["machine"]["isa"], "a greedy run of another machine kind"
     sampled = pd.DataFrame(by_sampling(run, greedy_runs=greedy_runs)).set_index("method")
@@ -356,10 +357,8 @@ from specdec_lab.lab.lookup_ceiling import ceiling_by_method
 tokenizer_lm = load_model()  # the prompts' token ids, tokenized as the bench did
 prompt_ids = {p.question_id: tokenizer_lm.chat_ids(p.text) for p in load_prompts()}
 ceiling_rows, source_rows, hybrid_emitted = [], [], {}
-for path in [*filter(None, greedy_files.split(",")), *bench_files]:
+for path, run in loaded.items():  # the greedy runs, then the sampled ones, as section 6 read them
     name = path.rsplit("/", 1)[-1]
-    with open(path) as f:
-        run = json.load(f)
     plain = [r for r in run["rows"] if r["method"].split(":")[0] == "autoregressive"]
     assert all(r["prompt_tokens"] == len(prompt_ids[r["question_id"]]) for r in plain), "other prompt ids"
     for label, c in ceiling_by_method(plain, prompt_ids).items():

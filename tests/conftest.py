@@ -100,10 +100,18 @@ def pytest_configure(config):
 
 
 @pytest.fixture(autouse=True)
-def _seed():
+def _seed_and_threads():
+    """Seed 0 for every test, and its worker's torch thread count as `pytest_configure` set it afterwards: a
+    test that sets it (a CLI's main() with --threads, which the training CLIs defaulted to 2) would otherwise
+    leave its worker at two threads for every later test file, and beside the other worker's the 2 cores are
+    oversubscribed (real-model tests then ran several times slower, depending on which file ran before)."""
     import torch
 
     torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -180,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--examples", type=int, default=48, help="held-out examples (question_id %% 10 == 0), spread")
     p.add_argument("--positions", type=int, default=5, help="draft positions K")
     p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--out", default=OUT)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -196,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     from ..proposers.eagle import get_eagle_drafter, weights_folder
 
     args = build_parser().parse_args(argv)
-    torch.set_num_threads(args.threads)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     lm = load_model(args.model)
     folder = weights_folder(args.weights)

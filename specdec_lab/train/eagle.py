@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             p.add_argument(flag, type=type(f.default), default=f.default)
     p.add_argument("--checkpoint", default=None, help="resumable state (default data/cache/eagle-<model>.pt)")
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--out", default="data/eagle/smollm2-135m", help="output folder (replaced when done)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--session-minutes", type=float, default=None,
@@ -269,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     from .. import distill
 
     args = build_parser().parse_args(argv)
-    torch.set_num_threads(args.threads)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     command = "python -m specdec_lab.train eagle " + shlex.join(argv if argv is not None else sys.argv[1:])
     lm, sources = load_target(args, tiny_layers=4)

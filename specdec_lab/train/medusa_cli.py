@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="train on this fraction of the training prompts (data-scaling runs)",
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     p.add_argument("--out", default="data/medusa/smollm2-135m", help="output directory for the heads")
     p.add_argument("--export-published", default="", help="also write FasterDecoding's layout here")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     from ..medusa.train import Medusa1Config, build_rows, head_accuracy, train_medusa1
 
     args = build_parser().parse_args(argv)
-    torch.set_num_threads(args.threads)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     command = "python -m specdec_lab.train medusa " + shlex.join(argv if argv is not None else sys.argv[1:])
     progress = not args.quiet

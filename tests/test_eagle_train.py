@@ -125,3 +125,26 @@ def test_a_run_in_sittings_and_a_continued_run(tmp_path):
         torch.testing.assert_close(a, b, msg=name)
     with pytest.raises(SystemExit, match="eagle3 drafter, not eagle1"):
         init_drafter(S.tiny_model(eos_token_id=3, num_layers=4), EagleTrainConfig(variant="eagle1", init_from=str(out)))
+
+
+def test_prompt_positions_add_the_prompt_after_the_shared_prefix(target):
+    """teacher(prompt_from=i) scores prompt tokens from i on as well; the response-token count is unchanged; the
+    trainer starts prompt positions after the prefix every training prompt shares."""
+    d = random_drafter(target, vocab=VOCAB, seed=4)
+    ex = _examples(4)
+    shared = [9, 9, 9]
+    ex = [DistillExample(e.question_id, e.category, shared + e.prompt_ids, e.response_ids, e.stop) for e in ex]
+    plain, more = teacher(target, d, ex), teacher(target, d, ex, prompt_from=len(shared))
+    assert more.tokens == plain.tokens == plain.positions
+    for b, e in enumerate(ex):
+        assert plain.valid[b].nonzero().flatten().tolist() == list(range(len(e.prompt_ids), len(e.ids)))
+        assert more.valid[b].nonzero().flatten().tolist() == list(range(len(shared), len(e.ids)))
+    assert more.positions == plain.positions + sum(len(e.prompt_ids) - len(shared) for e in ex)
+    torch.testing.assert_close(more.features, plain.features)
+    rows = plain.valid.roll(-1, 1) & plain.valid  # rows read by both: the target's distribution is the same there
+    torch.testing.assert_close(more.p[rows], plain.p[rows])
+    cfg = EagleTrainConfig(ttt_steps=2, eval_examples=0, prompt_positions=True)
+    trainer = Trainer(target, d, ex, [], cfg, progress=False)
+    assert trainer.prompt_from == len(shared)
+    trainer.train_step(ex)
+    assert trainer.positions > trainer.tokens > 0

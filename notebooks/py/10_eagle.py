@@ -61,6 +61,7 @@ accuracy_file: str = (
 curve_file: str = (
     "data/eagle/runs/cpu-20min/curve.json"  # the recorded training run's curve (relative to the repo root)
 )
+bench_file: str = "data/bench/avx512-eagle-pass3-56.json"  # section 6's bench results (relative to the repo root)
 compare_examples: int = 48  # rerun: held-out examples (the held-out rule of the training data)
 alpha: float = 0.6  # vocabulary slider: an acceptance with every token nameable (scaled by coverage)
 train_seconds: float = 35.0  # the live training run's wall-time budget
@@ -76,7 +77,6 @@ if quick:
     train_seconds, train_batch, max_new_tokens, compare_examples = 10.0, 2, 24, 8
     figures_dir = "../results/figures"  # CI runs leave the committed figures alone
 
-import glob
 import json
 import os
 import time
@@ -91,6 +91,7 @@ from specdec_lab import METHODS, generate, load_model
 from specdec_lab.distill import load_distillation_data, split_heldout
 from specdec_lab.eagle import SHIPPED_DIR
 from specdec_lab.eagle.compare import DISTILL_DIRS
+from specdec_lab.eagle.lineage import lineage, stitched_curve
 from specdec_lab.eagle.ttt import loss_rows, teacher, ttt_loss, unroll
 from specdec_lab.eagle.vocab_cost import target_macs, vocab_tradeoff
 from specdec_lab.io import load_prompts
@@ -101,6 +102,7 @@ from specdec_lab.train.eagle import EagleTrainConfig, Trainer, batches, init_dra
 from specdec_lab.viz.decoding import show_steps, step_tree_figure
 from specdec_lab.viz.eagle_figures import (
     SOURCE_LABELS,
+    lineage_figure,
     position_accuracy_figure,
     source_html,
     speed_rows,
@@ -309,6 +311,27 @@ display(Markdown(
 ))  # fmt: skip
 
 # %% [markdown]
+# The drafter `weights` names was not trained in one sitting: each run continued the drafter of the run before
+# (`--init-from`), with the settings this CPU afforded then. `specdec_lab.eagle.lineage` follows the runs'
+# manifests back to a fresh drafter and puts every run's held-out accuracy on one axis, the drafter's total
+# training tokens (`python -m specdec_lab.eagle.lineage` prints the same chain).
+
+# %% tags=["nbval-ignore-output"]
+try:
+    runs = lineage(weights)
+except ValueError as e:
+    runs = []
+    print(f"no training record for {weights}: {e}")
+if runs:
+    display(pd.DataFrame([{"run": i + 1, "folder": r.folder, "tokens before": r.tokens_before,
+                           "tokens": r.curve["points"][-1]["tokens"], "minutes": round(r.manifest["train_seconds"] / 60),
+                           "settings": r.settings, "accuracy at position 1": r.curve["points"][-1]["accuracy"][0]}
+                          for i, r in enumerate(runs)]).set_index("run"))  # fmt: skip
+    fig = lineage_figure(runs, stitched_curve(runs))
+    print(f"saved {save_figure(fig, '10_lineage', FIGURES, png=not quick)}")
+    display(fig)
+
+# %% [markdown]
 # ## 4. A real step's dynamic tree (EAGLE-2)
 #
 # With `tree="dynamic"` the drafter does not draft a chain but grows a tree (EAGLE-2, arXiv 2406.16858): after
@@ -378,24 +401,18 @@ else:
 # ## 6. The speed table
 #
 # The benchmark (`python -m specdec_lab.bench`, notebook 09) times every method on the same prompts, order
-# rotated per prompt. The newest committed results file that ran `eagle`:
+# rotated per prompt. The results file named by `bench_file`:
 
 # %% tags=["nbval-ignore-output"]
-bench_files = []
-for path in glob.glob(str(REPO / "data/bench/*.json")):
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        continue
-    if isinstance(data, dict) and "eagle" in data.get("summary", {}):
-        bench_files.append((Path(path).stat().st_mtime, Path(path).name, data))
-if bench_files:
-    _, name, bench = max(bench_files, key=lambda f: (f[0], f[1]))
-    print(f"data/bench/{name}: {bench['prompts_done']} prompts, {bench['config']['max_new_tokens']} new tokens, "
-          f"{bench['machine'].get('cpu')}")  # fmt: skip
+try:
+    bench = json.loads((REPO / bench_file).read_text())
+except (OSError, ValueError) as e:
+    bench = None
+    print(f"{bench_file}: cannot read it ({e}); run `python -m specdec_lab.bench --methods autoregressive,eagle`")
+if bench is not None:
+    print(f"{bench_file}: {bench['prompts_done']} prompts, {bench['config']['max_new_tokens']} new tokens, "
+          f"{bench['machine'].get('cpu')}, ISA {bench['machine'].get('isa')}")  # fmt: skip
     display(pd.DataFrame(speed_rows(bench)).set_index("method").round(3))
-else:
-    print("The bench has not been run with EAGLE yet: no results file under data/bench/ has method 'eagle'.")
 
 # %% tags=["nbval-ignore-output"]
 print(f"notebook run time: {time.perf_counter() - T_START:.0f} s")

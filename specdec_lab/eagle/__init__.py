@@ -5,6 +5,7 @@
     ttt.py     EAGLE-3's training-time test: the drafter unrolled on its own outputs, batched, and its loss
                (used by `python -m specdec_lab.train eagle`; decoding never imports it)
     export.py  the layout vLLM and SGLang load, checked against their loaders; `python -m specdec_lab.eagle.export`
+    lineage.py the chain of training runs behind a drafter folder (`continues` in each manifest), one curve
 
 Decoding with a drafter is `method="eagle"` (`specdec_lab/proposers/eagle.py`). Shipped weights live under
 `data/eagle/<target>/`; `python -m specdec_lab.train eagle` trains them (never imported by decoding).

@@ -19,7 +19,9 @@ single steps at positions t+1..t+i), so the training graph and the decode path a
 checks it). Loss, as the anchor: L = sum_i w^i L_i, w = 0.8, L_i = -sum_{t valid} sum_j p_ij log q_ij / N,
 N the batch's loss positions at step 0 (one denominator for every step, as the anchor's mean over all
 positions), a position valid when x_{t+2+i} is a response token and the target's greedy token there is in
-the drafting vocabulary (the anchor's `position_mask`).
+the drafting vocabulary (the anchor's `position_mask`). Optionally the prompt's tokens count as well
+(`teacher(prompt_from=...)`, teacher-forced text the prefill already paid for); held-out accuracy stays on
+responses.
 
 `teacher` is the target's side: one teacher-forced prefill of a right-padded batch gives the features, the
 restricted distribution and the greedy tokens. `accuracy` is the held-out measure: the top-1 of step k-1
@@ -111,8 +113,8 @@ def unroll(d: EagleDrafter, features: torch.Tensor, ids: torch.Tensor, steps: in
 
 
 def loss_rows(valid: torch.Tensor, in_vocab: torch.Tensor, steps: int) -> list[torch.Tensor]:
-    """Step i's loss indices (B, T) bool: x_{t+2+i} is a response token and the target's greedy token there is in
-    the drafting vocabulary (the anchor's `position_mask`)."""
+    """Step i's loss indices (B, T) bool: x_{t+2+i} is a training token (`Teacher.valid`) and the target's greedy
+    token there is in the drafting vocabulary (the anchor's `position_mask`)."""
     return [shifted(valid, 2 + i, False) & shifted(in_vocab, 1 + i, False) for i in range(steps)]
 
 
@@ -121,7 +123,7 @@ def ttt_loss(run: Unroll, target_p: torch.Tensor, valid: torch.Tensor, in_vocab:
     """(loss, per-step losses) of an `Unroll` (module docstring).
 
     target_p (B, T, M): the target's distribution at position u over the drafting vocabulary (row u predicts
-    x_{u+1}); valid (B, T) bool: x_u is a response token; in_vocab (B, T) bool: the target's greedy token
+    x_{u+1}); valid (B, T) bool: x_u is a training token; in_vocab (B, T) bool: the target's greedy token
     after position u is in the drafting vocabulary. Step i at index t uses row t+1+i and validity of x_{t+2+i}.
     The run's logits are either full (B, T, M) or packed at `loss_rows(valid, in_vocab, K)` (n_i, M).
     """
@@ -145,13 +147,19 @@ class Teacher:
     ids: torch.Tensor  # (B, T) tokens (0 at padding)
     p: torch.Tensor  # (B, T, M) softmax of the target's logits restricted to the drafting vocabulary
     greedy: torch.Tensor  # (B, T) the target's argmax over its whole vocabulary (row u: the token after u)
-    valid: torch.Tensor  # (B, T) bool: x_u is a response token
-    tokens: int  # training tokens (response tokens the drafter predicts at step 0)
+    valid: torch.Tensor  # (B, T) bool: x_u is a training token (response; prompt from `prompt_from`)
+    tokens: int  # response tokens the drafter predicts at step 0 (the training-token count of the curve)
+    positions: int  # every loss position of step 0 (= tokens unless prompt positions are trained as well)
 
 
 @torch.no_grad()
-def teacher(target, d: EagleDrafter, examples) -> Teacher:
-    """One teacher-forced prefill of `target` over `examples` (DistillExample: prompt_ids + response_ids)."""
+def teacher(target, d: EagleDrafter, examples, prompt_from: int | None = None) -> Teacher:
+    """One teacher-forced prefill of `target` over `examples` (DistillExample: prompt_ids + response_ids).
+
+    prompt_from: None scores the response positions only; an index i also scores the prompt's tokens from i on
+    (teacher-forced text: the prefill computes the target's features and distribution there anyway, so those
+    positions cost only the drafter's own work; i skips a prefix every prompt shares, e.g. the system turn).
+    """
     device = d.lm_head.weight.device
     width = max(len(e.ids) for e in examples)
     ids = torch.zeros(len(examples), width, dtype=torch.long)
@@ -160,20 +168,24 @@ def teacher(target, d: EagleDrafter, examples) -> Teacher:
     for i, e in enumerate(examples):
         ids[i, : len(e.ids)] = torch.tensor(e.ids)
         mask[i, : len(e.ids)] = 1
-        valid[i, len(e.prompt_ids) : len(e.ids)] = True
+        valid[i, len(e.prompt_ids) if prompt_from is None else min(prompt_from, len(e.prompt_ids)) : len(e.ids)] = True
     ids, mask, valid = ids.to(device), mask.to(device), valid.to(device)
     out = target.get_decoder()(input_ids=ids, attention_mask=mask, use_cache=False, output_hidden_states=True)
     features = torch.stack([out.hidden_states[i] for i in d.config.feature_layers], dim=2).float()  # (B, T, F, H)
     head = target.get_output_embeddings().weight  # (V, H)
     last = out.last_hidden_state  # (B, T, H) after the final norm
-    # the heads only where they are read: row u predicts x_{u+1}, read when x_{u+1} is a response token
+    # the heads only where they are read: row u predicts x_{u+1}, read when x_{u+1} is a training token
     read = shifted(valid, 1, False)  # (B, T)
     rows = last[read]  # (R, H)
     greedy = torch.zeros_like(ids)
     greedy[read] = torch.cat([(chunk @ head.T).argmax(-1) for chunk in rows.split(512)])  # (R,), bounded memory
     p = torch.zeros(*ids.shape, len(d.target_ids), device=device)  # (B, T, M)
     p[read] = (rows @ head[d.target_ids].T).float().softmax(-1)  # restricted to the drafting vocabulary, renormalised
-    return Teacher(features, ids, p, greedy, valid, int(shifted(valid, 2, False).sum()))
+    response = torch.zeros_like(valid)
+    for i, e in enumerate(examples):
+        response[i, len(e.prompt_ids) : len(e.ids)] = True
+    return Teacher(features, ids, p, greedy, valid, int(shifted(response, 2, False).sum()),
+                   int(shifted(valid, 2, False).sum()))  # fmt: skip
 
 
 def accuracy(d: EagleDrafter, t: Teacher, steps: int) -> tuple[list[int], list[int]]:

@@ -73,6 +73,7 @@ class EagleTrainConfig:
     checkpoint_every: int = 50
     init_head: bool = True  # lm_head <- the target's LM-head rows of the drafting vocabulary
     init_from: str = ""  # a drafter folder to continue from (a shorter run's --out); "" = a fresh drafter
+    prompt_positions: bool = False  # also train on the prompts' tokens after the prefix all prompts share
     seed: int = 0
 
 
@@ -96,10 +97,13 @@ class Trainer:
         step = max(1, len(held_ex) // max(config.eval_examples, 1))
         spread = held_ex[::step][: config.eval_examples]  # evenly over the held-out set
         self.held = [teacher(target, drafter, spread[j : j + 8]) for j in range(0, len(spread), 8)]
+        # teacher-forced text: prompt tokens count from the end of the prefix every training prompt shares (the
+        # system turn: the same few dozen tokens in each example would weigh as much as all of the rest)
+        self.prompt_from = shared_prefix([e.prompt_ids for e in train_ex]) if config.prompt_positions else None
         self.params = [p for p in drafter.parameters()]
         drafter.train().requires_grad_(True)
         self.opt = torch.optim.AdamW(self.params, lr=config.lr, betas=(0.9, 0.95), weight_decay=config.weight_decay)
-        self.step, self.tokens, self.seconds, self.curve = 0, 0, 0.0, []
+        self.step, self.tokens, self.positions, self.seconds, self.curve = 0, 0, 0, 0.0, []
         tokens_per_epoch = sum(len(e.response_ids) for e in train_ex)
         planned = config.epochs * tokens_per_epoch
         self.planned = min(planned, config.max_tokens) if config.max_tokens else planned
@@ -118,13 +122,15 @@ class Trainer:
         self.d.load_state_dict(state["drafter"])
         self.opt.load_state_dict(state["optimizer"])
         self.step, self.tokens, self.seconds = state["step"], state["tokens"], state["seconds"]
+        self.positions = state.get("positions", self.tokens)  # checkpoints before prompt positions: the same
         self.curve = state["curve"]
 
     def save_checkpoint(self) -> None:
         if self.checkpoint is None:
             return
         state = {"config": asdict(self.cfg), "drafter": self.d.state_dict(), "optimizer": self.opt.state_dict(),
-                 "step": self.step, "tokens": self.tokens, "seconds": self.seconds, "curve": self.curve}  # fmt: skip
+                 "step": self.step, "tokens": self.tokens, "positions": self.positions, "seconds": self.seconds,
+                 "curve": self.curve}  # fmt: skip
         with atomic_path(self.checkpoint) as tmp:
             torch.save(state, tmp)
 
@@ -142,7 +148,8 @@ class Trainer:
         return [round(a / max(b, 1), 4) for a, b in zip(hits, total, strict=True)]
 
     def _record(self, loss: float | None) -> None:
-        self.curve.append({"step": self.step, "tokens": self.tokens, "train_seconds": round(self.seconds, 1),
+        self.curve.append({"step": self.step, "tokens": self.tokens, "positions": self.positions,
+                           "train_seconds": round(self.seconds, 1),
                            "loss": None if loss is None else round(loss, 4), "accuracy": self.evaluate()})  # fmt: skip
 
     # ---- training ------------------------------------------------------------------------------
@@ -156,7 +163,7 @@ class Trainer:
 
     def train_step(self, examples) -> float:
         t0 = time.perf_counter()
-        t = teacher(self.target, self.d, examples)
+        t = teacher(self.target, self.d, examples, self.prompt_from)
         for g in self.opt.param_groups:
             g["lr"] = self.lr()
         in_vocab = self.d.t2d[t.greedy]  # (B, T)
@@ -169,6 +176,7 @@ class Trainer:
         self.opt.step()
         self.step += 1
         self.tokens += t.tokens
+        self.positions += t.positions
         self.seconds += time.perf_counter() - t0
         return float(loss.detach())
 
@@ -207,6 +215,17 @@ class Trainer:
             self._record(loss)
         self.save_checkpoint()
         self.d.eval().requires_grad_(False)
+
+
+def shared_prefix(seqs: list[list[int]]) -> int:
+    """Length of the longest prefix every sequence shares (0 for none or an empty list)."""
+    if not seqs:
+        return 0
+    n = min(len(s) for s in seqs)
+    first = seqs[0]
+    for s in seqs[1:]:
+        n = next((i for i in range(n) if s[i] != first[i]), n)
+    return n
 
 
 def init_drafter(target, config: EagleTrainConfig) -> EagleDrafter:
@@ -300,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
                     "draft_vocab_size": trainer.d.config.draft_vocab_size},
         "steps": trainer.step,
         "tokens_seen": trainer.tokens,
+        "positions_seen": trainer.positions,  # loss positions of step 0: > tokens_seen with --prompt-positions
+        "prompt_positions_from": trainer.prompt_from,
         "train_seconds": round(trainer.seconds, 1),
         "train_tokens_per_second": round(trainer.tokens / max(trainer.seconds, 1e-9), 1),
         "total_seconds": round(time.perf_counter() - t0, 1),

@@ -17,7 +17,7 @@ from ..eagle.vocab_cost import VocabTradeoff, chain_speedup
 from .trees import MAX_WIDTH
 
 __all__ = ["SOURCE_LABELS", "position_accuracy_figure", "vocab_tradeoff_figure", "vocab_point", "vocab_callback",
-           "training_figure", "speed_rows", "source_html"]  # fmt: skip
+           "training_figure", "lineage_figure", "speed_rows", "source_html"]  # fmt: skip
 
 SOURCE_LABELS = {
     "draft": "2-layer token draft (true tokens)",
@@ -126,6 +126,29 @@ def training_figure(live: Sequence[Mapping], curve: Mapping, positions: Sequence
     fig.update_yaxes(title="accuracy", rangemode="tozero", row=1, col=2)
     fig.update_layout(template="plotly_white", width=MAX_WIDTH, height=420,
                       legend={"orientation": "h", "y": -0.2})  # fmt: skip
+    return fig
+
+
+def lineage_figure(runs: Sequence, points: Sequence[Mapping], positions: Sequence[int] = (1, 2, 3)) -> go.Figure:
+    """Held-out accuracy at draft positions `positions` against the drafter's total training tokens, over every
+    run that made it (`eagle.lineage`: `runs` oldest first, `points` from `stitched_curve`); a dotted line and
+    the run's settings where each run starts."""
+    fig = go.Figure()
+    palette = ["#2ca02c", "#98df8a", "#bcbd22", "#17becf", "#9edae5"]
+    for j, k in enumerate(positions):
+        pts = [p for p in points if len(p["accuracy"]) >= k]
+        color = palette[j % len(palette)]
+        fig.add_trace(go.Scatter(x=[p["tokens"] for p in pts], y=[p["accuracy"][k - 1] for p in pts],
+                                 mode="lines+markers", name=f"position {k}", line={"color": color},
+                                 marker={"color": color}))  # fmt: skip
+    for i, run in enumerate(runs):
+        fig.add_vline(x=run.tokens_before, line={"color": "#bbbbbb", "dash": "dot"})
+        fig.add_annotation(x=run.tokens_before, y=1.0, yref="paper", text=f"run {i + 1}", showarrow=False,
+                           xanchor="left", yanchor="top", hovertext=f"{run.folder}: {run.settings}")  # fmt: skip
+    fig.update_xaxes(title="training tokens seen by the drafter (all runs)")
+    fig.update_yaxes(title="held-out accuracy", rangemode="tozero")
+    fig.update_layout(template="plotly_white", width=MAX_WIDTH, height=380, legend={"orientation": "h", "y": -0.25},
+                      title="the shipped drafter's training, run by run")  # fmt: skip
     return fig
 
 

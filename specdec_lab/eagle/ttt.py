@@ -165,10 +165,13 @@ def teacher(target, d: EagleDrafter, examples, prompt_from: int | None = None) -
     ids = torch.zeros(len(examples), width, dtype=torch.long)
     mask = torch.zeros(len(examples), width, dtype=torch.long)
     valid = torch.zeros(len(examples), width, dtype=torch.bool)
+    response = torch.zeros(len(examples), width, dtype=torch.bool)
     for i, e in enumerate(examples):
         ids[i, : len(e.ids)] = torch.tensor(e.ids)
         mask[i, : len(e.ids)] = 1
-        valid[i, len(e.prompt_ids) if prompt_from is None else min(prompt_from, len(e.prompt_ids)) : len(e.ids)] = True
+        response[i, len(e.prompt_ids) : len(e.ids)] = True
+        start = len(e.prompt_ids) if prompt_from is None else min(prompt_from, len(e.prompt_ids))
+        valid[i, start : len(e.ids)] = True
     ids, mask, valid = ids.to(device), mask.to(device), valid.to(device)
     out = target.get_decoder()(input_ids=ids, attention_mask=mask, use_cache=False, output_hidden_states=True)
     features = torch.stack([out.hidden_states[i] for i in d.config.feature_layers], dim=2).float()  # (B, T, F, H)
@@ -181,9 +184,6 @@ def teacher(target, d: EagleDrafter, examples, prompt_from: int | None = None) -
     greedy[read] = torch.cat([(chunk @ head.T).argmax(-1) for chunk in rows.split(512)])  # (R,), bounded memory
     p = torch.zeros(*ids.shape, len(d.target_ids), device=device)  # (B, T, M)
     p[read] = (rows @ head[d.target_ids].T).float().softmax(-1)  # restricted to the drafting vocabulary, renormalised
-    response = torch.zeros_like(valid)
-    for i, e in enumerate(examples):
-        response[i, len(e.prompt_ids) : len(e.ids)] = True
     return Teacher(features, ids, p, greedy, valid, int(shifted(response, 2, False).sum()),
                    int(shifted(valid, 2, False).sum()))  # fmt: skip
 

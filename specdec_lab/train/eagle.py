@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
 import shlex
 import shutil
@@ -99,7 +100,8 @@ class Trainer:
         self.held = [teacher(target, drafter, spread[j : j + 8]) for j in range(0, len(spread), 8)]
         # teacher-forced text: prompt tokens count from the end of the prefix every training prompt shares (the
         # system turn: the same few dozen tokens in each example would weigh as much as all of the rest)
-        self.prompt_from = shared_prefix([e.prompt_ids for e in train_ex]) if config.prompt_positions else None
+        self.prompt_from = (len(os.path.commonprefix([e.prompt_ids for e in train_ex]))  # element-wise on lists
+                            if config.prompt_positions else None)  # fmt: skip
         self.params = [p for p in drafter.parameters()]
         drafter.train().requires_grad_(True)
         self.opt = torch.optim.AdamW(self.params, lr=config.lr, betas=(0.9, 0.95), weight_decay=config.weight_decay)
@@ -215,17 +217,6 @@ class Trainer:
             self._record(loss)
         self.save_checkpoint()
         self.d.eval().requires_grad_(False)
-
-
-def shared_prefix(seqs: list[list[int]]) -> int:
-    """Length of the longest prefix every sequence shares (0 for none or an empty list)."""
-    if not seqs:
-        return 0
-    n = min(len(s) for s in seqs)
-    first = seqs[0]
-    for s in seqs[1:]:
-        n = next((i for i in range(n) if s[i] != first[i]), n)
-    return n
 
 
 def init_drafter(target, config: EagleTrainConfig) -> EagleDrafter:

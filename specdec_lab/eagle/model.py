@@ -258,6 +258,7 @@ class EagleDrafter(nn.Module):
         self.register_buffer("t2d", torch.zeros(v, dtype=torch.bool))  # (V,) in the drafting vocabulary
         self._targets: torch.Tensor | None = None
         self.step_seconds: float | None = None  # one draft step on this machine, measured by the first proposer
+        self.heldout_accuracy: tuple[float, ...] = ()  # top-1 = target's per draft position, from the manifest
 
     @property
     def layer(self) -> EagleLayer:
@@ -395,4 +396,7 @@ def load_drafter(folder: str | os.PathLike, target) -> EagleDrafter:
     state = load_file(str(folder / WEIGHTS))
     state.pop("embed_tokens.weight", None)  # some checkpoints carry the target's embedding: ours is shared
     drafter.load_state_dict(state, strict=True)
+    manifest = folder / "manifest.json"  # written by the trainer; absent in an engine's checkpoint
+    if manifest.is_file():
+        drafter.heldout_accuracy = tuple(json.loads(manifest.read_text()).get("heldout_accuracy_by_position", ()))
     return drafter.to(device=weight.device, dtype=weight.dtype).eval().requires_grad_(False)

@@ -19,14 +19,22 @@ Sources, cheapest first:
     eagle          (opt-in: it needs trained weights) EAGLE-2's expanded tree from the drafter's features
                    (`EagleProposer`'s dynamic tree); raw estimate the drafter's p, corrected per depth
 
-When a model source cannot pay it is not run. Before running it the proposer prices the trie as it stands
-against the trie plus the source's *expected* chain — per depth d, ā_s,d, the acceptance this run has measured
-for that source's best candidate (`AcceptanceTracker` per (source, depth)), below the node it would extend,
-sharing the mass its siblings leave — with the source's drafting seconds added (Medusa: measured per head;
-EAGLE: the moving average of its measured seconds per step). A long, trusted lookup chain already fills the
-budget and the expected gain is nil: the drafter is skipped. Medusa's heads are decided one at a time, each
-on the candidates the heads before it actually gave. A skipped source is probed now and then
-(`draft_length.Probes`) so that its ā follows the text.
+A model source runs only where it pays. After the lookup, the proposer plans: it prices the trie as it stands
+against the trie plus each alternative's *expected* chains — Medusa alone, EAGLE alone, both — and runs the
+best (or none). A source's expected chain has, per depth d, ā_s,d, the acceptance this run has measured for
+that source's best candidate (`AcceptanceTracker` per (source, depth); before any evidence, the heads'
+calibration and the drafter's held-out accuracy), below the node it would extend, sharing the mass its siblings
+leave; its drafting seconds are added (Medusa: measured per head; EAGLE: the moving average of its measured
+seconds per step). A long, trusted lookup chain already fills the budget: nothing runs. Where the text does not
+repeat the cheaper heads and the better drafter compete on measured rate, so the hybrid follows whichever is
+right on this text. Medusa's heads past the first are decided one at a time, each on the candidates the heads
+before it actually gave; EAGLE after Medusa is re-priced on the heads' actual candidates. A skipped source is
+probed now and then (`draft_length.Probes`) so that its ā follows the text.
+
+The values are calibrated twice: per source and key (ρ, `Calibration`), then the whole tree by κ = accepted
+drafts / predicted mass of the trees verified so far (capped at 1). ρ is measured on all of a source's
+candidates, but where two sources disagree each is less often right than its ρ says; without κ the trees
+were sized on values some 40% above what they delivered (`tree_calibration=False` turns it off).
 
 Exactness. Every sibling set is a function of the accepted text alone (a lookup, top-s of heads, EAGLE-2's
 top-k expansion; a token appears once under a parent), so siblings are "deterministic": greedy acceptance at
@@ -59,6 +67,7 @@ from .prompt_lookup import PromptLookupProposer, ngram_priors
 __all__ = ["HybridConfig", "HybridProposer", "SOURCES"]
 
 SOURCES = ("prompt_lookup", "medusa", "eagle")  # cheapest first: the order they are asked in
+TREE_KEY = ("tree",)  # the calibration's key of κ, the whole tree's correction (`_evaluate`)
 
 
 @dataclass
@@ -77,6 +86,7 @@ class HybridConfig:
     min_ngram: int = param(1, "prompt lookup: shortest")
     model_memory: float = param(0.9, "Medusa / EAGLE: their per-depth calibration forgets this fast, per step")
     lookup_memory: float = param(0.7, "prompt lookup: its per-length α̂ forgets this fast (matches come and go)")
+    tree_calibration: bool = param(True, "scale node values by κ, accepted drafts over predicted (`_evaluate`)")
     adapt_every: int = param(16, "steps between two readings of the cost model's prices")
     probe_every: int = param(16, "a model source skipped this many steps in a row runs anyway (0: never)")
     probe_max: int = param(128, "the wait doubling after each probe that found nothing, up to this")
@@ -124,6 +134,9 @@ class HybridProposer(Proposer):
         self.tree_probes = Probes(cfg.probe_every, cfg.probe_max)  # nothing pays: verify the best node anyway
         self.counts = {s: {"run": 0, "skipped": 0, "probes": 0, "drafted": 0, "accepted": 0} for s in cfg.sources}
         self.by_label: dict[str, int] = {}  # "medusa+prompt_lookup" -> accepted tokens (exclusive)
+        self.plans: dict[str, int] = {}  # "medusa+eagle" -> steps the plan chose those model sources
+        self._kappa = 1.0  # the tree's correction of this step's values (`_evaluate`)
+        self._planned = "none"  # this step's plan ("medusa", "eagle", "medusa+eagle", "none")
         self.totals = {"steps": 0, "nodes": 0, "expected": 0.0, "accepted": 0}
         self.steps = 0
         self.calibration: Calibration | None = None  # `start`: from the call's Memory
@@ -135,24 +148,28 @@ class HybridProposer(Proposer):
     def start(self, state: DecodeState, prompt=None) -> None:
         cfg = self.config
         self.lookup.start(state, prompt)
-        medusa_priors = {}
+        priors = {}  # (source, depth) -> ā before any evidence
         if self.medusa is not None:
             self.medusa.start(state, prompt)
             d = self.medusa.drafter
             self.head_seconds = d.head_seconds.get(1, 0.0)  # one head alone (heads run one at a time)
             # ā before any evidence: the calibration's conditional top-1 accuracy per head (0.3 without one)
             acc = d.accuracies.conditional if d.accuracies is not None else None
-            medusa_priors = {("medusa", j + 1): float(acc[j, 0]) if acc is not None and j < acc.shape[0] else 0.3
+            priors = {("medusa", j + 1): float(acc[j, 0]) if acc is not None and j < acc.shape[0] else 0.3
                              for j in range(d.heads.num_heads)}  # fmt: skip
         if self.eagle is not None:
             self.eagle.start(state, prompt)
+            acc = self.eagle.drafter.heldout_accuracy  # the trainer's held-out top-1 per draft position
+            priors |= {("eagle", j + 1): float(acc[min(j, len(acc) - 1)]) if acc else 0.3
+                              for j in range(cfg.max_depth)}  # fmt: skip
         # What this run learns, in the call's Memory (carried across calls only when the caller passes one)
         slot = state.memory.slot("hybrid")
         self.calibration = slot.setdefault("calibration", Calibration({"prompt_lookup": cfg.lookup_memory,
                                                                       "medusa": cfg.model_memory,
-                                                                      "eagle": cfg.model_memory}))  # fmt: skip
+                                                                      "eagle": cfg.model_memory,
+                                                                      TREE_KEY[0]: cfg.model_memory}))  # fmt: skip
         self.top = slot.setdefault("top", AcceptanceTracker(prior=0.3, decay=cfg.model_memory,
-                                                            priors=medusa_priors))  # fmt: skip
+                                                            priors=priors))  # fmt: skip
         # EAGLE's measured seconds per run (the last few): before any, three drafter steps
         first = [3 * self.eagle.drafter.step_seconds] if self.eagle is not None else []
         self.eagle_seconds = slot.setdefault("eagle_seconds", first)
@@ -160,16 +177,27 @@ class HybridProposer(Proposer):
         state.cost.prepare(cfg.max_budget + 1, tree=False)
         self.cost = state.cost
 
+    def _evaluate(self, trie: Trie) -> None:
+        """Node values, per-key calibrated, times κ: accepted drafts over the predicted mass of the trees verified
+        (`TREE_KEY` in the calibration). Each source's ρ is measured on all its candidates, but two sources that
+        disagree are each less often right than their ρ says; κ takes the tree's residual optimism out, so
+        its size and the plan's choices are priced on honest values (the ranking is unchanged)."""
+        self._kappa = min(self.calibration.factor(TREE_KEY), 1.0) if self.config.tree_calibration else 1.0
+        trie.evaluate(self.calibration, self._kappa)
+
     def _prices(self) -> None:
         n = self.config.max_budget + 1
         self.chain_price = [self.cost.step(k, tree=False) for k in range(1, n + 1)]  # index n: n + 1 tokens
         self.tree_price = [self.cost.step(k, tree=True) for k in range(1, n + 1)]
 
     # ---- propose ----------------------------------------------------------------------------------
-    def _expected_chain(self, trie: Trie, source: str, anchor: int, first: int, depths: int) -> list[float]:
+    def _expected_chain(self, trie: Trie, source: str, anchor: int, first: int, depths: int,
+                        planned: float = 0.0) -> list[float]:  # fmt: skip
         """Values of `source`'s expected chain of `depths` nodes below `anchor` (its first at depth `first`):
-        ā per depth, the first sharing what the anchor's children leave."""
-        taken = sum(trie.nodes[k].value for k in trie.children[anchor]) / max(trie.nodes[anchor].value, 1e-12)
+        ā per depth, the first sharing what the anchor's children leave (and `planned`, the value another
+        source's expected first node would take there)."""
+        taken = sum(trie.nodes[k].value for k in trie.children[anchor]) + planned
+        taken /= max(trie.nodes[anchor].value, 1e-12)
         v = trie.nodes[anchor].value * max(0.0, min(self.top.alpha((source, first)), 1.0 - taken))
         out = [v]
         for d in range(first + 1, first + depths):
@@ -182,6 +210,36 @@ class HybridProposer(Proposer):
         cfg, now = self.config, [trie.nodes[u].value for u in range(1, len(trie.nodes))]
         without = best_rate(now, self.tree_price, drafting, cfg.max_budget)
         return best_rate(now + values, self.tree_price, drafting + extra, cfg.max_budget) > without
+
+    def _plan(self, trie: Trie, state: DecodeState, max_depth: int) -> dict[str, bool]:
+        """Which model sources pay this step: the subset (none, Medusa, EAGLE, both) whose expected chains below
+        the root give the most accepted tokens per second on the trie as it stands (the lookup's chains), each
+        source at its measured drafting seconds. Medusa's chain is priced at its best number of heads; with
+        both, EAGLE's first node shares what Medusa's leaves (their top guesses mostly agree)."""
+        cfg = self.config
+        self._evaluate(trie)
+        now = [trie.nodes[u].value for u in range(1, len(trie.nodes))]
+
+        def rate(values: list[float], seconds: float) -> float:
+            return best_rate(now + values, self.tree_price, seconds, cfg.max_budget)
+
+        options = {(): rate([], 0.0)}
+        heads = min(self.medusa.drafter.heads.num_heads, max_depth) if self.medusa is not None else 0
+        medusa = [self._expected_chain(trie, "medusa", 0, 1, m) for m in range(1, heads + 1)]
+        if medusa:
+            options["medusa",] = max(rate(v, m * self.head_seconds) for m, v in enumerate(medusa, start=1))
+        if self.eagle is not None and state.cache_length > self.eagle.seen:
+            seconds = sum(self.eagle_seconds) / len(self.eagle_seconds)
+            depths = min(cfg.max_depth, state.max_depth)
+            options["eagle",] = rate(self._expected_chain(trie, "eagle", 0, 1, depths), seconds)
+            for m, v in enumerate(medusa, start=1):
+                both = v + self._expected_chain(trie, "eagle", 0, 1, depths, planned=v[0])
+                options["medusa", "eagle"] = max(options.get(("medusa", "eagle"), 0.0),
+                                                 rate(both, m * self.head_seconds + seconds))  # fmt: skip
+        best = max(options, key=options.get)  # ties: the first, i.e. the fewest sources
+        self._planned = label = "+".join(best) or "none"
+        self.plans[label] = self.plans.get(label, 0) + 1
+        return {s: s in best for s in ("medusa", "eagle")}
 
     def _decide(self, source: str, pays: bool) -> bool:
         """Run `source` when it pays, or as a probe after a skipped stretch (`Probes`)."""
@@ -204,23 +262,23 @@ class HybridProposer(Proposer):
                 seen.add(cont)
                 trie.add_chain(cont, "prompt_lookup", ("prompt_lookup", m), self.priors[m])
 
-    def _add_medusa(self, trie: Trie, state: DecodeState, max_depth: int) -> float:
-        """Heads one at a time while the next one's expected chain pays; -> seconds spent."""
+    def _add_medusa(self, trie: Trie, state: DecodeState, max_depth: int, planned: bool) -> float:
+        """Head 1 when the plan says Medusa pays (or as a probe); the next heads one at a time while the next
+        one's expected chain pays; -> seconds spent."""
         med, cfg, spent = self.medusa, self.config, 0.0
         if med.h is None:
             return 0.0
         heads = min(med.drafter.heads.num_heads, max_depth)
         for j in range(heads):  # head j (0-based) proposes depth j + 1
-            trie.evaluate(self.calibration)
+            self._evaluate(trie)
             anchor = trie.best(j)
             if anchor is None:
                 break
-            pays = any(self._pays(trie, "medusa", self._expected_chain(trie, "medusa", anchor, j + 1, m), spent,
-                                  m * self.head_seconds) for m in range(1, heads - j + 1))  # fmt: skip
             if j == 0:
-                if not self._decide("medusa", pays):
+                if not self._decide("medusa", planned):
                     return 0.0
-            elif not pays:
+            elif not any(self._pays(trie, "medusa", self._expected_chain(trie, "medusa", anchor, j + 1, m), spent,
+                                    m * self.head_seconds) for m in range(1, heads - j + 1)):  # fmt: skip
                 break
             t0 = time.perf_counter()
             probs, tokens = med.drafter.head_top(med.h, j, med.width, med.score, med.row_ids)
@@ -232,12 +290,15 @@ class HybridProposer(Proposer):
                     trie.add(u, int(tok), "medusa", ("medusa", j + 1), c, top=r == 0)
         return spent
 
-    def _add_eagle(self, trie: Trie, state: DecodeState, drafting: float) -> float:
-        trie.evaluate(self.calibration)
+    def _add_eagle(self, trie: Trie, state: DecodeState, drafting: float, planned: bool) -> float:
+        """EAGLE's tree when the plan says it pays — re-priced on the heads' actual candidates when Medusa ran
+        first — or as a probe; -> seconds spent."""
         depths = min(self.config.max_depth, state.max_depth)
-        pays = self._pays(trie, "eagle", self._expected_chain(trie, "eagle", 0, 1, depths), drafting,
-                          sum(self.eagle_seconds) / len(self.eagle_seconds))  # fmt: skip
-        if state.cache_length == self.eagle.seen or not self._decide("eagle", pays):
+        if planned and "medusa" in self._ran:
+            self._evaluate(trie)
+            planned = self._pays(trie, "eagle", self._expected_chain(trie, "eagle", 0, 1, depths), drafting,
+                                 sum(self.eagle_seconds) / len(self.eagle_seconds))  # fmt: skip
+        if state.cache_length == self.eagle.seen or not self._decide("eagle", planned):
             return 0.0
         t0 = time.perf_counter()
         self.eagle.propose(state)  # EAGLE-2's expansion: its cache holds the expanded nodes until `update`
@@ -262,18 +323,20 @@ class HybridProposer(Proposer):
         max_depth = min(cfg.max_depth, state.max_depth)
         trie = Trie(state.root)
         self._ran = run = []
+        self._planned = "none"
         drafting = 0.0
         if max_depth >= 1:
             if "prompt_lookup" in cfg.sources:
                 self._add_lookup(trie, state.tokens, max_depth)
                 run.append("prompt_lookup")
                 self.counts["prompt_lookup"]["run"] += 1
+            plan = self._plan(trie, state, max_depth)  # which model sources pay, priced before running any
             if self.medusa is not None:
-                drafting += self._add_medusa(trie, state, max_depth)
+                drafting += self._add_medusa(trie, state, max_depth, plan["medusa"])
                 state.cost.note(drafting)  # the heads' seconds: priced in the choice, not loop overhead
             if self.eagle is not None:
-                drafting += self._add_eagle(trie, state, drafting)  # (the EAGLE proposer notes its own)
-        trie.evaluate(self.calibration)
+                drafting += self._add_eagle(trie, state, drafting, plan["eagle"])  # (EAGLE notes its own)
+        self._evaluate(trie)
         kept, expected, _ = trie.choose(self.chain_price, self.tree_price, drafting, cfg.max_budget, max_depth)
         if kept:
             self.tree_probes.drafting()
@@ -286,7 +349,7 @@ class HybridProposer(Proposer):
                 kept = sorted(kept + mine[:1])
         self._trie, self._kept = trie, kept
         self._last = {"nodes": len(kept), "candidates": len(trie), "expected_length": round(expected, 3),
-                      "run": run, "probe": self.tree_probes.probing}  # fmt: skip
+                      "run": run, "plan": self._planned, "probe": self.tree_probes.probing}  # fmt: skip
         self.totals["steps"] += 1
         self.totals["nodes"] += len(kept)
         self.totals["expected"] += expected
@@ -316,6 +379,8 @@ class HybridProposer(Proposer):
                 observations.append((key, raw, accepted))
                 if source in node.top and source != "prompt_lookup":
                     self.top.observe((source, node.depth), 1, int(accepted))
+        verified = [trie.nodes[u].value for u in kept[: len(tree) - 1]]
+        observations.append((TREE_KEY, sum(verified) / max(self._kappa, 1e-9), len(path) - 1))  # unscaled mass
         self.calibration.observe(observations)
         labels = [trie.nodes[kept[i - 1]].label for i in path[1:]]
         for i in range(1, len(tree)):
@@ -341,11 +406,12 @@ class HybridProposer(Proposer):
         """Mean nodes and predicted E[L] per step; per source: steps run (probes among them), skipped, draft
         tokens it proposed and those accepted (a token two sources proposed counts for both); `accepted_by`:
         accepted draft tokens per label (each token once: they sum to the accepted drafts); `calibration`: ρ
-        per source and key, `alpha_top`: ā of each model source's best candidate per depth."""
+        per source and key, `alpha_top`: ā of each model source's best candidate per depth; `plans`: steps per
+        set of model sources the plan chose to run (probes aside)."""
         t = self.totals
         steps = max(t["steps"], 1)
         return {"steps": t["steps"], "nodes": round(t["nodes"] / steps, 3),
                 "expected_length": round(t["expected"] / steps, 3), "accepted": t["accepted"],
                 "sources": {s: dict(c) for s, c in self.counts.items()}, "accepted_by": dict(self.by_label),
                 "calibration": self.calibration.summary() if self.calibration is not None else {},
-                "alpha_top": self.top.summary() if self.top is not None else {}}  # fmt: skip
+                "alpha_top": self.top.summary() if self.top is not None else {}, "plans": dict(self.plans)}  # fmt: skip

@@ -124,8 +124,9 @@ class Trie:
             added.append(parent)
         return added
 
-    def evaluate(self, calibration: Calibration) -> None:
-        """Every node's value v (module docstring), parents before children (creation order)."""
+    def evaluate(self, calibration: Calibration, scale: float = 1.0) -> None:
+        """Every node's value v (module docstring), parents before children (creation order), times `scale`
+        (the tree's own correction: what the merged values still miss, e.g. two sources' correlated guesses)."""
         conditional = [1.0] * len(self.nodes)
         for kids in self.children:
             if not kids:
@@ -145,6 +146,9 @@ class Trie:
         for u in range(1, len(self.nodes)):
             node = self.nodes[u]
             node.value = self.nodes[node.parent].value * conditional[u]
+        if scale != 1.0:  # after the products: a parent's value is scaled once, not once per depth
+            for node in self.nodes[1:]:
+                node.value *= scale
 
     def ranked(self) -> list[int]:
         """Candidates by decreasing value (ties: creation order, so a parent precedes its children)."""

@@ -50,7 +50,7 @@ traced_file: str = "../data/bench/avx512-after.json"  # the latest full traced r
 full_file: str = "../data/bench/avx2-medusa-lookahead.json"  # all 56 prompts: AR, draft, layer_skip, medusa, lookahead
 anchors_file: str = "../data/bench/avx2-tuned.json"  # all 56 prompts: AR, prompt lookup and transformers' anchors
 curves_file: str = "../data/bench/avx2-results-traces-curves.json"  # verify curves measured beside the traced run
-learned_file: str = "../data/bench/avx2-nine-56-r2.json"  # all 56 prompts, --repeats 2: the single methods, eagle, hybrid, anchors
+learned_file: str = "../data/bench/avx512-nine-56-r2.json"  # all 56 prompts, --repeats 2: the single methods, eagle, hybrid, anchors
 rerun_methods: str = "autoregressive,prompt_lookup,draft,layer_skip,medusa,lookahead,jacobi,hf_generate,hf_assisted,hf_prompt_lookup"  # fmt: skip
 rerun_per_category: int = 1  # prompts per category (data/prompts.jsonl has 7 categories)
 rerun_limit: int = 0  # at most this many prompts (0: no limit)
@@ -258,13 +258,18 @@ display(Markdown("; ".join(lines) + "."))
 #
 # A later run puts EAGLE-3 (`eagle`: one decoder layer drafting from the target's features, notebook 10) and the
 # `hybrid` proposer (each step one tree from prompt lookup's chains and Medusa's candidates, priced by the cost
-# model) beside the single methods and transformers' anchors, every prompt twice (`--repeats 2`, methods rotated,
-# each method's faster run kept, so a noisy moment of the shared host costs time rather than ratio):
+# model; `hybrid:sources=prompt_lookup+medusa+eagle` adds the EAGLE drafter as a third source) beside the single
+# methods and transformers' anchors, every prompt twice (`--repeats 2`, methods rotated, each method's faster run
+# kept, so a noisy moment of the shared host costs time rather than ratio):
 #
 # ```
-# python -m specdec_lab.bench --max-new-tokens 128 --repeats 2 --out data/bench/avx2-nine-56-r2.json \
-#     --methods autoregressive,prompt_lookup,draft,medusa,lookahead,eagle,hybrid,hf_generate,hf_assisted
+# python -m specdec_lab.bench --max-new-tokens 128 --repeats 2 --out data/bench/avx512-nine-56-r2.json \
+#     --methods autoregressive,prompt_lookup,draft,medusa,lookahead,eagle,hybrid,hf_generate,hf_assisted,\
+#               hybrid:sources=prompt_lookup+medusa+eagle
 # ```
+#
+# The same nine methods on the other kind of machine here (AVX2, where a forward costs twice as much) are in
+# `data/bench/avx2-nine-56-r2.json`: set `learned_file` to it.
 
 # %% tags=["nbval-ignore-output"]
 learned = load(learned_file)

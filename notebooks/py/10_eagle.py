@@ -61,7 +61,7 @@ accuracy_file: str = (
 curve_file: str = (
     "data/eagle/runs/cpu-20min/curve.json"  # the recorded training run's curve (relative to the repo root)
 )
-bench_file: str = "data/bench/avx512-eagle-pass3-56.json"  # section 6's bench results (relative to the repo root)
+bench_file: str = "data/bench/avx512-nine-56-r2.json"  # section 6's bench results (relative to the repo root)
 compare_examples: int = 48  # rerun: held-out examples (the held-out rule of the training data)
 alpha: float = 0.6  # vocabulary slider: an acceptance with every token nameable (scaled by coverage)
 train_seconds: float = 35.0  # the live training run's wall-time budget
@@ -382,9 +382,11 @@ if have_drafter:
 # `method="hybrid"` (`proposers/hybrid.py`) asks prompt lookup, the Medusa heads and the EAGLE drafter for
 # candidates each step, merges them into one token trie, values every node by the acceptance each source has
 # shown so far in the run, and verifies the best tree the cost model prices — n-gram drafts where the text
-# repeats, model drafts where it does not. Below, the same prompt: each accepted draft token on the colour of
-# the source that proposed it (two sources: the trie merged the same token), the target's own token of each
-# step plain.
+# repeats, model drafts where it does not. The model sources cost drafting time, so after the lookup each step
+# plans which of them to run (none, the heads, the drafter, or both), pricing each alternative by the chain it
+# is expected to add at its measured seconds; `plans` counts the steps per choice. Below, the same prompt: each
+# accepted draft token on the colour of the source that proposed it (two sources: the trie merged the same
+# token), the target's own token of each step plain.
 
 # %% tags=["nbval-ignore-output"]
 if have_drafter and "hybrid" in METHODS:
@@ -392,7 +394,7 @@ if have_drafter and "hybrid" in METHODS:
                    max_new_tokens=max_new_tokens)  # fmt: skip
     print(f"greedy hybrid equals autoregressive decoding token for token: {hyb.tokens == ar.tokens}; "
           f"mean accepted {hyb.mean_accepted:.2f} (bonus included); accepted drafts by source "
-          f"{hyb.proposer.get('accepted_by')}")  # fmt: skip
+          f"{hyb.proposer.get('accepted_by')}; model sources planned per step {hyb.proposer.get('plans')}")  # fmt: skip
     display(HTML(source_html(hyb, tok)))
 else:
     print("This section needs method 'hybrid' and a trained EAGLE drafter.")

@@ -342,7 +342,8 @@ def against_best_single(results: dict, label: str = "hybrid", singles: Sequence[
     measurably slower than what a user who knew the category would have picked?
 
     singles: the methods it is compared with; default every other label of our loop's methods in the run,
-    greedy and on the same build, the baseline aside. -> {"method", "categories": {category: {"best",
+    greedy and on the same build, the baseline and `label`'s own method (another configuration of it, e.g.
+    hybrid:sources=…, is not a single proposer) aside. -> {"method", "categories": {category: {"best",
     "best_speedup", "best_95", "speedup", "meets"}}, "meets_all"}, or None when the run lacks `label` or singles.
     """
     from ..proposers import METHODS  # our loop's methods; other labels are anchors
@@ -352,9 +353,9 @@ def against_best_single(results: dict, label: str = "hybrid", singles: Sequence[
         return None
     if singles is None:
         parsed = {x: _sampling(x) for x in summary}  # (name, params, draw, build) in the labels' own grammar
-        build = parsed[label][3]
+        own, build = parsed[label][0], parsed[label][3]
         singles = [x for x, (name, _, draw, b) in parsed.items()
-                   if x != label and name != baseline and name in METHODS and b == build and not draw]  # fmt: skip
+                   if name not in (baseline, own) and name in METHODS and b == build and not draw]  # fmt: skip
     if not singles:
         return None
     cats = {}

@@ -215,8 +215,15 @@ def test_the_hybrid_is_held_to_the_best_single_method_of_each_category():
             row(q, cat, "medusa:temperature=0.7", 10, 0.2, identical=None),  # sampled: not a single
             row(q, cat, "hybrid:sources=prompt_lookup", 10, 0.1),  # the hybrid itself, configured: not a single
         ]
-    labels = ["autoregressive", "hf_generate", "prompt_lookup", "medusa", "hybrid", "medusa:temperature=0.7",
-              "hybrid:sources=prompt_lookup"]
+    labels = [
+        "autoregressive",
+        "hf_generate",
+        "prompt_lookup",
+        "medusa",
+        "hybrid",
+        "medusa:temperature=0.7",
+        "hybrid:sources=prompt_lookup",
+    ]
     res = {"methods": labels, "rows": rows, "summary": summarize(rows, labels)}
     best = against_best_single(res)
     assert best["singles"] == ["prompt_lookup", "medusa"]

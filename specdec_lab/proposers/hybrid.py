@@ -185,6 +185,10 @@ class HybridProposer(Proposer):
         self._kappa = min(self.calibration.factor(TREE_KEY), 1.0) if self.config.tree_calibration else 1.0
         trie.evaluate(self.calibration, self._kappa)
 
+    def _eagle_mean(self) -> float:
+        """EAGLE's drafting seconds per run: the mean of the last few measured (`eagle_seconds`)."""
+        return sum(self.eagle_seconds) / len(self.eagle_seconds)
+
     def _prices(self) -> None:
         n = self.config.max_budget + 1
         self.chain_price = [self.cost.step(k, tree=False) for k in range(1, n + 1)]  # index n: n + 1 tokens
@@ -229,13 +233,13 @@ class HybridProposer(Proposer):
         if medusa:
             options["medusa",] = max(rate(v, m * self.head_seconds) for m, v in enumerate(medusa, start=1))
         if self.eagle is not None and state.cache_length > self.eagle.seen:
-            seconds = sum(self.eagle_seconds) / len(self.eagle_seconds)
+            seconds = self._eagle_mean()
             depths = min(cfg.max_depth, state.max_depth)
             options["eagle",] = rate(self._expected_chain(trie, "eagle", 0, 1, depths), seconds)
-            for m, v in enumerate(medusa, start=1):
-                both = v + self._expected_chain(trie, "eagle", 0, 1, depths, planned=v[0])
-                options["medusa", "eagle"] = max(options.get(("medusa", "eagle"), 0.0),
-                                                 rate(both, m * self.head_seconds + seconds))  # fmt: skip
+            if medusa:
+                options["medusa", "eagle"] = max(
+                    rate(v + self._expected_chain(trie, "eagle", 0, 1, depths, planned=v[0]),
+                         m * self.head_seconds + seconds) for m, v in enumerate(medusa, start=1))  # fmt: skip
         best = max(options, key=options.get)  # ties: the first, i.e. the fewest sources
         self._planned = label = "+".join(best) or "none"
         self.plans[label] = self.plans.get(label, 0) + 1
@@ -297,7 +301,7 @@ class HybridProposer(Proposer):
         if planned and "medusa" in self._ran:
             self._evaluate(trie)
             planned = self._pays(trie, "eagle", self._expected_chain(trie, "eagle", 0, 1, depths), drafting,
-                                 sum(self.eagle_seconds) / len(self.eagle_seconds))  # fmt: skip
+                                 self._eagle_mean())  # fmt: skip
         if state.cache_length == self.eagle.seen or not self._decide("eagle", planned):
             return 0.0
         t0 = time.perf_counter()

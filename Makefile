@@ -94,7 +94,7 @@ lab: $(STAMP)
 
 # ---------------------------------------------------------------------------------------------------
 # The checks start many processes (test workers, notebook kernels, sweep points) that each need the model's
-# cost curve: they measure it once and share it through this folder (specdec_lab/curve_store.py). A fresh
+# cost curve: they measure it once and share it through this folder (specdec_lab/cost/curve_store.py). A fresh
 # clone starts empty; `make bench` and `make reproduce` never read it (they measure in their own process).
 CURVE_CACHE := $(CURDIR)/results/cache/curves
 test unit notebooks-check sweep-check: export SPECDEC_LAB_CURVE_CACHE = $(CURVE_CACHE)
@@ -150,15 +150,15 @@ bench: $(STAMP)
 	  --out results/bench.json
 
 # On a borrowed accelerator machine (torch + transformers preinstalled, no network, no venv): the equivalence
-# tests on its device, its cost curve and the bench in one file (specdec_lab/device_check.py). Here first:
+# tests on its device, its cost curve and the bench in one file (specdec_lab/bench/device_check.py). Here first:
 #   make device-parts        -> results/device/parts (the model file in parts under one transfer's limit)
 # then carry the working tree and the parts there and run `make device-check PY=python3`.
 .PHONY: device-parts device-check
 PY ?= $(BIN)/python
 device-parts: $(STAMP)
-	$(BIN)/python -m specdec_lab.device_check split --out results/device/parts
+	$(BIN)/python -m specdec_lab.bench.device_check split --out results/device/parts
 device-check:
-	$(PY) -m specdec_lab.device_check run --parts results/device/parts --out results/device/check.json
+	$(PY) -m specdec_lab.bench.device_check run --parts results/device/parts --out results/device/check.json
 
 # Sweeps (specdec_lab/sweep, README "Sweeps"): a notebook executed once per grid point, resumable.
 #   make sweep SPEC=data/sweeps/draft_length_temperature.yaml [SWEEP_ARGS="--quick --retry-failed"]
@@ -214,7 +214,7 @@ endif
 # ---------------------------------------------------------------------------------------------------
 # Teaching mode (notebooks/README.md, "Teaching").
 # Slides: nbconvert's reveal.js exporter on nbconvert's own copy of the notebook; each Markdown heading
-# starts a slide (specdec_lab/teaching.py). The scripts the slides load (reveal.js, require.js, jQuery,
+# starts a slide (specdec_lab/lab/teaching.py). The scripts the slides load (reveal.js, require.js, jQuery,
 # MathJax) are fetched once from the npm registry into results/slides/, so the slides work offline;
 # without npm they fall back to the CDNs.
 SLIDES_DIR := results/slides
@@ -249,7 +249,7 @@ slides: $(STAMP)
 	@local_js=$$([ -f $(SLIDES_DIR)/.js-$(REVEAL_VERSION)-$(MATHJAX_VERSION) ] && echo "$(SLIDES_JS)" || true); \
 	$(BIN)/jupyter nbconvert --to slides "$(NB)" --output-dir $(SLIDES_DIR) $$local_js \
 	  --SlidesExporter.reveal_scroll=True \
-	  --SlidesExporter.preprocessors="['specdec_lab.teaching.HeadingSlides', 'specdec_lab.teaching.PlotlyForSlides']"
+	  --SlidesExporter.preprocessors="['specdec_lab.lab.teaching.HeadingSlides', 'specdec_lab.lab.teaching.PlotlyForSlides']"
 	@echo "== open $(SLIDES_DIR)/$$(basename "$(NB)" .ipynb).slides.html in a browser (arrows: next; s: speaker view)"
 
 # Classroom reset: put every notebook (and its twin) and figures/ back to the committed state (the stored

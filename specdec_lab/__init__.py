@@ -3,14 +3,16 @@
 Every method is one loop (`generate`) with a pluggable proposer; see `specdec_lab.generate`.
 """
 
-from .accept import Acceptance, accept_greedy, accept_speculative
-from .cost import CostCurve, StepCost, measure_cost_curve
-from .draft_model import Draft, get_draft, load_draft
+from .accept.chain import accept_greedy, accept_speculative
+from .accept.result import Acceptance
+from .cost.curve import CostCurve, measure_cost_curve
+from .cost.step import StepCost
 from .generate import METHODS, GenerationResult, StepTrace, generate, make_proposer, register_method
 from .kv_cache import KVCache
 from .memory import Memory
-from .models import LoadedModel, ModelNotFoundError, find_model_file, load_model, tiny_model
-from .tree import MalformedTreeError, Tree
+from .models.draft_model import Draft, get_draft, load_draft
+from .models.load import LoadedModel, ModelNotFoundError, find_model_file, load_model, tiny_model
+from .trees.tree import MalformedTreeError, Tree
 from .verify import TreeOutput, prefill, verify_tree
 
 __all__ = [

@@ -26,16 +26,16 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .accept import Acceptance
-from .compiled import CompiledStep, CompileUnavailable, capacity_for, compiled_step
-from .device import sync
+from .accept.result import Acceptance
 from .io import eos_ids
 from .kv_cache import KVCache
+from .machine import sync
 from .memory import Memory
-from .models import LoadedModel, prompt_ids, unwrap
+from .models.compiled import CompiledStep, CompileUnavailable, capacity_for, compiled_step
+from .models.load import LoadedModel, prompt_ids, unwrap
 from .proposers import METHODS, DecodeState, Proposer, get_method, make_proposer, register_method
 from .sampling import Sampling
-from .tree import Tree
+from .trees.tree import Tree
 from .verify import check_feature_layers, prefill, verify_tree
 
 # METHODS, register_method and make_proposer live in proposers/registry.py; they are re-exported here
@@ -163,7 +163,7 @@ def generate(
     on_step:   called after every step as on_step(step index, its StepTrace (None without trace), tokens
                emitted so far) — progress bars, Stop buttons; returning False ends generation there with
                stop_reason "stopped" (the tokens so far are kept). Its own time counts in `seconds`.
-    compile:   a `CompiledStep` (`specdec_lab.compiled`) verifies every tree with the target's compiled body
+    compile:   a `CompiledStep` (`specdec_lab.models.compiled`) verifies every tree with the target's compiled body
                (buckets of padded nodes); True uses the `step` a LoadedModel carries, else builds one for this
                call (it compiles as it goes; build it once, `compiled.compiled_step`, to reuse the graphs).
                Seconds spent compiling are reported as `compile_seconds` and left out of `seconds`. A model

@@ -122,7 +122,9 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable) -> Path:
 
 
 # ---- prompts ----------------------------------------------------------------------------------------
-PROMPTS_FILE = Path(__file__).resolve().parents[1] / "data" / "prompts.jsonl"  # the benchmark set
+REPO_DIR = Path(__file__).resolve().parents[1]  # the checkout: data/ and notebooks/ sit beside the package
+DATA_DIR = REPO_DIR / "data"  # shipped weights, prompts, results: data, not package files
+PROMPTS_FILE = DATA_DIR / "prompts.jsonl"  # the benchmark set
 
 
 class PromptError(ValueError):

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["Machine", "machine", "machine_info", "decide_bf16", "use_bf16", "cpu_flags"]
+__all__ = ["Machine", "machine", "machine_info", "decide_bf16", "use_bf16", "cpu_flags", "sync"]
 
 # The extensions worth recording (the full flag list is hundreds of entries).
 _FLAGS_OF_INTEREST = (
@@ -180,3 +180,12 @@ def machine_info(device: str | torch.device = "cpu") -> dict:
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else info["cpu"],
     }
+
+
+def sync(device: torch.device | str | None) -> None:
+    """Wait for queued device work so a clock reading means something (CUDA and MPS run asynchronously)."""
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()

@@ -22,7 +22,7 @@ learning and stay cached per process.
 
 from __future__ import annotations
 
-from .cost import StepCost
+from .cost.step import StepCost
 
 __all__ = ["Memory"]
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import torch
 
 from .kv_cache import KVCache
-from .tree import Tree
+from .trees.tree import Tree
 
 __all__ = [
     "TreeOutput",

@@ -75,7 +75,7 @@ def real_model():
     import specdec_lab
     from specdec_lab.cost import CostCurve, set_cost_curve
 
-    # SPECDEC_LAB_TEST_DEVICE: where the real-model tests run (`python -m specdec_lab.device_check` sets it)
+    # SPECDEC_LAB_TEST_DEVICE: where the real-model tests run (`python -m specdec_lab.bench.device_check` sets it)
     lm = specdec_lab.load_model("smollm2-135m", device=os.environ.get("SPECDEC_LAB_TEST_DEVICE", "cpu"))
     # The sizers' curve is pinned rather than measured in every worker (a chain and a tree curve take ~50 s
     # at one thread, several times that beside another busy worker): these tests check equivalences, which

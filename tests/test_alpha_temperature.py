@@ -1,4 +1,4 @@
-"""α against temperature (`specdec_lab.alpha_temperature`): β is 1 − TV of the proposer's q and the target's
+"""α against temperature (`specdec_lab.lab.alpha_temperature`): β is 1 − TV of the proposer's q and the target's
 p, greedy β counts exactly the accepted drafts, the pooled summary and the file's resume."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import specdec_lab as S
-from specdec_lab import alpha_temperature as A
-from specdec_lab.draft_model import Draft, DraftSpec, build_draft, trainable_parameters
+from specdec_lab.cost.theory import expected_tokens_per_step, tv_distance
+from specdec_lab.lab import alpha_temperature as A
+from specdec_lab.models.draft_model import Draft, DraftSpec, build_draft, trainable_parameters
 from specdec_lab.sampling import Sampling, warp_probs
-from specdec_lab.theory import expected_tokens_per_step, tv_distance
 
 PROMPT = [5, 17, 42, 7, 99, 3]
 

@@ -15,8 +15,8 @@ from specdec_lab.bench import ANCHORS, BenchInputError, RunOutput, parse_methods
 from specdec_lab.bench import llamacpp as L
 from specdec_lab.bench.hf import hf_generate, hf_generate_compiled
 from specdec_lab.bench.methods import AnchorSkipped
+from specdec_lab.cost.memory_wall import memory_wall, read_bandwidth, weight_bytes
 from specdec_lab.io import Prompt, eos_ids
-from specdec_lab.membw import memory_wall, read_bandwidth, weight_bytes
 from specdec_lab.models import find_model_file
 
 
@@ -37,7 +37,7 @@ def test_hf_generate_compiled_equals_hf_generate_and_compiles_once():
     """transformers' static cache + compiled forward (forced on CPU) gives hf_generate's greedy output on
     prompts of several lengths, with the one graph compiled in the factory and none inside a timed run."""
     torch.set_num_threads(1)
-    from specdec_lab.attention import use_gqa_attention
+    from specdec_lab.models.attention import use_gqa_attention
 
     model = use_gqa_attention(S.tiny_model(fast_linear=True))  # the kernels and attention the bench runs
     prompts = [Prompt(question_id=i, category="x", ids=repetitive(i, length=n)) for i, n in enumerate((7, 20, 33))]

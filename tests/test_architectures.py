@@ -19,12 +19,12 @@ import pytest
 import torch
 
 import specdec_lab as S
-from specdec_lab.draft_model import Draft
 from specdec_lab.eagle import random_drafter
 from specdec_lab.kv_cache import KVCache
 from specdec_lab.medusa import MedusaHeads
+from specdec_lab.models.draft_model import Draft
 from specdec_lab.proposers.medusa import Drafter
-from specdec_lab.tree import Tree
+from specdec_lab.trees.tree import Tree
 from specdec_lab.verify import lm_logits, prefill, tree_attention_mask, tree_attention_masks, verify_tree
 
 V = 96
@@ -265,8 +265,8 @@ def test_swapped_kernels_keep_the_logits(models, arch):
     tree forward: the same logits as the stock model. GPT-2's Conv1D layers are not nn.Linear: left alone."""
     import copy
 
-    from specdec_lab.attention import use_gqa_attention
-    from specdec_lab.fast_linear import use_fast_linear
+    from specdec_lab.models.attention import use_gqa_attention
+    from specdec_lab.models.fast_linear import use_fast_linear
 
     model = models(arch)
     fast = use_gqa_attention(use_fast_linear(copy.deepcopy(model)))

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from specdec_lab import KVCache, Tree, generate, prefill, tiny_model, verify_tree
-from specdec_lab.attention import ATTENTION, attention_kind, match_attention, use_gqa_attention
-from specdec_lab.draft_model import layer_skip_draft
+from specdec_lab.models.attention import ATTENTION, attention_kind, match_attention, use_gqa_attention
+from specdec_lab.models.draft_model import layer_skip_draft
 
 
 def _pair(num_kv_heads: int = 2):
@@ -59,8 +59,8 @@ def test_only_sdpa_models_switch_and_drafts_follow_their_target():
 
 
 def test_match_kernels_gives_a_draft_both_kernels_of_its_target():
-    from specdec_lab.fast_linear import linear_kind, use_fast_linear
     from specdec_lab.models import match_kernels
+    from specdec_lab.models.fast_linear import linear_kind, use_fast_linear
 
     _, gqa = _pair()
     target = use_fast_linear(gqa)

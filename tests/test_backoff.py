@@ -15,12 +15,12 @@ import torch
 import specdec_lab as S
 from specdec_lab.accept import Acceptance
 from specdec_lab.cost import CostCurve, StepCost
-from specdec_lab.draft_length import AcceptanceTracker, DraftLength, Probes
-from specdec_lab.draft_model import Draft
+from specdec_lab.cost.theory import expected_tokens_per_step
 from specdec_lab.kv_cache import KVCache
 from specdec_lab.memory import Memory
+from specdec_lab.models.draft_model import Draft
 from specdec_lab.proposers import DecodeState, DraftConfig, DraftProposer, LayerSkipConfig
-from specdec_lab.theory import expected_tokens_per_step
+from specdec_lab.proposers.draft_length import AcceptanceTracker, DraftLength, Probes
 from specdec_lab.verify import prefill
 
 PROMPT = [5, 17, 42, 7, 99, 3]

@@ -10,7 +10,7 @@ from specdec_lab.bench import BenchInputError, parse_methods, run_benchmark
 from specdec_lab.bench.builds import Build, BuildSet, parse_build, split_label
 from specdec_lab.bench.report import by_build
 from specdec_lab.io import Prompt
-from specdec_lab.quant import quantize_model, weights_kind
+from specdec_lab.models.quant import quantize_model, weights_kind
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

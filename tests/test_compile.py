@@ -1,4 +1,4 @@
-"""The compiled verify step (`specdec_lab.compiled`): bucket padding leaves real nodes' logits unchanged, and
+"""The compiled verify step (`specdec_lab.models.compiled`): bucket padding leaves real nodes' logits unchanged, and
 compiled greedy decoding equals eager greedy decoding for every method (tiny models; the real model `real`).
 
 Compiling costs seconds per bucket, so one module-scoped step serves every test of a model (the graphs are
@@ -11,9 +11,16 @@ import pytest
 import torch
 
 import specdec_lab as S
-from specdec_lab.compiled import BUCKETS, CompileUnavailable, bucket_for, capacity_for, compiled_step, default_block
 from specdec_lab.kv_cache import KVCache
-from specdec_lab.tree import Tree
+from specdec_lab.models.compiled import (
+    BUCKETS,
+    CompileUnavailable,
+    bucket_for,
+    capacity_for,
+    compiled_step,
+    default_block,
+)
+from specdec_lab.trees.tree import Tree
 from specdec_lab.verify import prefill, verify_tree
 
 PROMPT = [5, 17, 42, 7, 99, 3, 5, 17, 42, 8, 1]
@@ -213,7 +220,7 @@ def test_a_failing_cpp_wrapper_compiles_again_with_the_python_one(target):
 def test_quantized_compiled_equals_quantized_eager(weights):
     """int8/int4 weights inside the compiled graph run the same kernels as `quant.QuantLinear` (one kernel at
     every row count), so compiled speculative decoding equals the quantized model's own eager decoding."""
-    from specdec_lab.quant import quantize_model
+    from specdec_lab.models.quant import quantize_model
 
     model = quantize_model(S.tiny_model(num_layers=2, hidden_size=64, eos_token_id=None), weights, compute="float32")
     step = compiled_step(model)
@@ -223,7 +230,7 @@ def test_quantized_compiled_equals_quantized_eager(weights):
 
 
 def test_compile_levers_time_every_option_in_one_loop(target):
-    from specdec_lab.compile_levers import measure_levers
+    from specdec_lab.bench.compile_levers import measure_levers
 
     record = measure_levers(target, {"eager": None, "whole": {"block": 0}}, sizes=(1, 2), context=4, repeats=1)
     assert set(record) == {"eager", "whole"} and record["eager"]["compile_seconds"] == 0.0

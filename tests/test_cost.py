@@ -13,11 +13,10 @@ import weakref
 import pytest
 
 import specdec_lab as S
-from specdec_lab import curve_store
-from specdec_lab.cost import CostCurve, StepCost, flat_curve, summarize_times
-from specdec_lab.draft_length import AcceptanceTracker, DraftLength, Probes
+from specdec_lab.cost import CostCurve, StepCost, curve_store, flat_curve, summarize_times
+from specdec_lab.cost.theory import expected_tokens_per_step, optimal_k
 from specdec_lab.memory import Memory
-from specdec_lab.theory import expected_tokens_per_step, optimal_k
+from specdec_lab.proposers.draft_length import AcceptanceTracker, DraftLength, Probes
 
 
 def observe_verify(cost: StepCost, n: int, seconds: float) -> None:
@@ -51,7 +50,7 @@ def test_cost_curve_cache_dies_with_its_model_and_grows_on_demand(monkeypatch):
     """Curves are cached per model object, not per id(): a freed model's entry goes with it, so a new model
     (which CPython may well place at the freed one's address) is measured, never handed the old curve. A
     request for more tokens than the cached curve reaches measures again, up to the new size."""
-    from specdec_lab import cost
+    from specdec_lab.cost import curve as cost
 
     measured = []
 
@@ -77,7 +76,7 @@ def test_processes_share_a_curve_through_the_store_only_when_asked(monkeypatch, 
     """With SPECDEC_LAB_CURVE_CACHE set, a second process (here: a new model object, i.e. an empty
     per-process cache) reads the first one's measurement instead of measuring; a request for more tokens
     than stored measures again and replaces it; unset, every process measures for itself."""
-    from specdec_lab import cost
+    from specdec_lab.cost import curve as cost
 
     measured = []
 
@@ -265,7 +264,7 @@ def test_summary_names_the_realised_rate_and_the_estimate(monkeypatch):
     """The draft's summary: `alpha` = accepted / (accepted + rejected) over the call, `alpha_hat` = the
     tracker's estimate at the end. A draft that is never right: both near 0, and it backs off."""
     target = S.tiny_model(num_layers=2, eos_token_id=None)
-    from specdec_lab.draft_model import Draft
+    from specdec_lab.models.draft_model import Draft
     from specdec_lab.proposers import DraftConfig, DraftProposer
 
     bad = Draft(model=S.tiny_model(num_layers=2, seed=1), vocab=None, name="another random model")
@@ -281,7 +280,7 @@ def test_summary_names_the_realised_rate_and_the_estimate(monkeypatch):
 # ---- memory: learning across calls only when asked --------------------------------------------------------
 def test_memory_carries_the_cost_model_and_what_a_draft_learned():
     target = S.tiny_model(num_layers=2, eos_token_id=None)
-    from specdec_lab.draft_model import Draft
+    from specdec_lab.models.draft_model import Draft
     from specdec_lab.proposers import DraftConfig, DraftProposer
 
     bad = Draft(model=S.tiny_model(num_layers=2, seed=1), vocab=None, name="a random draft")

@@ -1,4 +1,4 @@
-"""The speedup waterfall (`specdec_lab.decompose`): its factors multiply back to the measured speedup."""
+"""The speedup waterfall (`specdec_lab.bench.decompose`): its factors multiply back to the measured speedup."""
 
 import json
 import math
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specdec_lab.decompose import decompose, decompose_bench
+from specdec_lab.bench.decompose import decompose, decompose_bench
 from specdec_lab.viz.results import measured_rows, waterfall_figure, waterfall_frame
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,5 +1,6 @@
-"""The device check (`specdec_lab.device_check`): the model's parts round-trip with their checksums, a damaged part
-is named, and the CPU dry run of the whole check writes one results file with the curve and the bench."""
+"""The device check (`specdec_lab.bench.device_check`): the model's parts round-trip with their checksums, a
+damaged part is named, and the CPU dry run of the whole check writes one results file with the curve and the
+bench."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 import pytest
 
-from specdec_lab.device_check import PartsError, join_parts, main, sha256, split_file
+from specdec_lab.bench.device_check import PartsError, join_parts, main, sha256, split_file
 
 
 def test_split_and_join_round_trip(tmp_path):

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from specdec_lab import generate, tiny_model
-from specdec_lab.distill import (
+from specdec_lab.io import load_prompts
+from specdec_lab.train.distill import (
     DistillExample,
     cache_hidden_states,
     distillation_stats,
@@ -18,7 +19,6 @@ from specdec_lab.distill import (
     load_hidden_cache,
     split_heldout,
 )
-from specdec_lab.io import load_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
 EOS = 3

@@ -10,7 +10,7 @@ import torch
 
 import specdec_lab as S
 from specdec_lab.accept import Acceptance
-from specdec_lab.draft_model import (
+from specdec_lab.models.draft_model import (
     DEFAULT_DRAFT,
     DRAFT_DIR,
     Draft,
@@ -173,7 +173,7 @@ def test_save_load_roundtrip_and_hf_export(tmp_path, target, lora_rank):
 def test_draft_cache_dies_with_its_target():
     """Drafts are cached per target object, not per id(): a freed target's drafts go with it, so a new target
     never gets a draft built on the old one's layers."""
-    from specdec_lab.draft_model import _LOADED, get_draft
+    from specdec_lab.models.draft_model import _LOADED, get_draft
 
     old = S.tiny_model(num_layers=3)
     first = get_draft("layer_skip:1", old)
@@ -231,7 +231,7 @@ def test_draft_object_is_exported():
 def test_layer_skip_drafts_over_the_shipped_vocabulary_only_when_it_fits_the_head():
     """The shipped 8k drafting vocabulary was built for SmolLM2's 49,152-row head: a layer-skip draft of a
     target with that head scores only those rows; any other head (here a tiny model's) scores all of them."""
-    from specdec_lab.vocab import drafting_vocab
+    from specdec_lab.models.vocab import drafting_vocab
 
     assert layer_skip_draft(S.tiny_model(num_layers=3), 1).vocab is None
     shipped = drafting_vocab()
@@ -256,6 +256,6 @@ def test_real_model_layer_skip_uses_the_drafting_vocabulary(real_model):
     ar = S.generate(real_model, ids, max_new_tokens=32)
     r = S.generate(real_model, ids, method="layer_skip", draft_length=3, max_new_tokens=32)
     assert r.tokens == ar.tokens
-    from specdec_lab.draft_model import get_draft
+    from specdec_lab.models.draft_model import get_draft
 
     assert get_draft("layer_skip:4", real_model.model).vocab is not None

@@ -11,7 +11,7 @@ import torch
 import specdec_lab as S
 from specdec_lab.eagle import random_drafter, save_drafter
 from specdec_lab.eagle.export import check_export, engine_tensors, export_drafter, export_folder, read_export
-from specdec_lab.eagle.ttt import unroll
+from specdec_lab.train.eagle_ttt import unroll
 
 VOCAB = torch.arange(3, 256, 3)
 

@@ -1,4 +1,4 @@
-"""`eagle.lineage`: the runs behind a drafter folder, oldest first, and their curves stitched on total tokens."""
+"""`train.lineage`: the runs behind a drafter folder, oldest first, and their curves stitched on total tokens."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specdec_lab.eagle.lineage import lineage, main, stitched_curve
+from specdec_lab.train.lineage import lineage, main, stitched_curve
 from specdec_lab.viz.eagle_figures import lineage_figure
 
 

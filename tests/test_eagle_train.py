@@ -1,4 +1,4 @@
-"""EAGLE-3 training (`specdec_lab.eagle.ttt`, `python -m specdec_lab.train eagle`) on a tiny random target: the
+"""EAGLE-3 training (`specdec_lab.train.eagle_ttt`, `python -m specdec_lab.train eagle`) on a tiny random target: the
 training-time test equals the decode path step for step, a few steps lower the loss, a resumed run equals an
 uninterrupted one, and the command writes the drafter, its manifest and its curve."""
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import specdec_lab as S
-from specdec_lab.distill import DistillExample
 from specdec_lab.eagle import load_drafter, random_drafter
-from specdec_lab.eagle.ttt import teacher, unroll
+from specdec_lab.train.distill import DistillExample
 from specdec_lab.train.eagle import EagleTrainConfig, Trainer, init_drafter, main
+from specdec_lab.train.eagle_ttt import teacher, unroll
 
 VOCAB = torch.arange(3, 256, 3)  # a reduced drafting vocabulary (85 of 256 ids)
 

@@ -7,7 +7,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from specdec_lab.fast_linear import (
+from specdec_lab.generate import generate
+from specdec_lab.machine import machine
+from specdec_lab.models import tiny_model
+from specdec_lab.models.fast_linear import (
     MAX_ROWS,
     ONEDNN,
     PACKED_MAX_ROWS,
@@ -20,9 +23,6 @@ from specdec_lab.fast_linear import (
     use_fast_linear,
     uses_fast_linear,
 )
-from specdec_lab.generate import generate
-from specdec_lab.machine import machine
-from specdec_lab.models import tiny_model
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 8, MAX_ROWS, MAX_ROWS + 1, 40])
@@ -172,7 +172,7 @@ def test_methods_equal_autoregressive_with_fast_linear(seed, method):
 
 # ---- kernel plans: measured per machine, chosen per shape and row count ------------------------------
 def test_choose_plan_takes_the_fastest_kernel_beyond_the_noise_margin():
-    from specdec_lab.fast_linear import TUNE_ROWS, choose_plan, default_plan
+    from specdec_lab.models.fast_linear import TUNE_ROWS, choose_plan, default_plan
 
     n = len(TUNE_ROWS)
     seconds = {"stock": [1.0] * n, "wx": [1.0] * n, "onednn": [1.0] * n}
@@ -190,7 +190,7 @@ def test_choose_plan_takes_the_fastest_kernel_beyond_the_noise_margin():
 
 
 def test_plan_summary_names_runs():
-    from specdec_lab.fast_linear import plan_summary
+    from specdec_lab.models.fast_linear import plan_summary
 
     plan = ("stock", "stock", "wx", *["onednn"] * 62)
     assert plan_summary(plan) == "1:stock 2:wx 3-64:onednn"
@@ -210,7 +210,7 @@ def test_every_kernel_computes_f_linear(kernel, rows):
 def test_tune_linear_measures_once_per_machine_and_shape(tmp_path, monkeypatch):
     import json
 
-    import specdec_lab.fast_linear as fl
+    import specdec_lab.models.fast_linear as fl
 
     monkeypatch.setenv("SPECDEC_LAB_CACHE", str(tmp_path))
     model = tiny_model(fast_linear=True)

@@ -20,7 +20,8 @@ from specdec_lab.io import (
     write_json,
     write_jsonl,
 )
-from specdec_lab.models import SHIPPED, LoadedModel, model_record
+from specdec_lab.models import LoadedModel, model_record
+from specdec_lab.models.load import SHIPPED
 
 
 # ---- atomic writes ----------------------------------------------------------------------------------

@@ -1,11 +1,15 @@
 """The package's layers, checked on its import graph (read with `ast`: nothing is imported or run).
 
-Rules (docs: /work/shared/architecture.md, "arrows point down"):
+Rules ("arrows point down": a package answers one question, and imports only what lies below it):
     (a) no import cycle among specdec_lab's modules;
-    (b) decoding — `generate`, `verify`, `proposers.*` — never reaches training (`train*`, `distill`) or the
-        notebook layers (`viz*`, `lab*`, `widgets`), however indirectly;
-    (c) `viz` (figure functions only) never imports ipywidgets, directly or through specdec_lab modules;
-    (d) `viz` never imports `lab` (the dashboards sit above the figures).
+    (b) every import points down or sideways in `RANKS` (base < trees/accept < models/cost < drafters <
+        proposers < generate < train < bench < viz < lab/sweep), lazy imports included; every top-level
+        module and package has a rank (a new one is placed, not added flat), and the core stays small;
+    (c) decoding — `generate`, `verify`, `proposers.*` — never reaches training (`train*`) or the notebook
+        layers (`viz*`, `lab*`), however indirectly; importing `specdec_lab.generate` loads no trainer,
+        figure, widget, plotly or papermill (checked in a fresh interpreter);
+    (d) `viz` (figure functions only) never imports ipywidgets, directly or through specdec_lab modules;
+    (e) `viz` never imports `lab` (the dashboards sit above the figures).
 
 The graph. An edge m -> t means: running m's import statements runs t. Every import counts, lazy ones
 inside functions too; only `if TYPE_CHECKING:` blocks are skipped (they never run). Importing `a.b.c`
@@ -18,6 +22,8 @@ of modules that breaks the rule.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,14 +34,22 @@ import pytest
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "specdec_lab"
 
 DECODING = ("specdec_lab.generate", "specdec_lab.verify", "specdec_lab.proposers")
-NOT_FROM_DECODING = (
-    "specdec_lab.train",
-    "specdec_lab.distill",
-    "specdec_lab.viz",
-    "specdec_lab.lab",
-    "specdec_lab.widgets",
-)
+NOT_FROM_DECODING = ("specdec_lab.train", "specdec_lab.viz", "specdec_lab.lab")
 VIZ, LAB = "specdec_lab.viz", "specdec_lab.lab"
+
+# The package's floors, bottom up: an import may point to its own rank or below. A top-level module is its
+# own room (the loop and its pieces, base utilities); a package is one room whatever its modules import
+# inside it. `specdec_lab/__init__.py` (the public API) stands with the loop.
+RANKS = {
+    "io": 0, "machine": 0, "text": 0, "kv_cache": 0, "sampling": 0,  # base utilities
+    "trees": 1, "accept": 1, "verify": 1,  # the Tree and which path survives; one forward over a tree
+    "models": 2, "cost": 2, "memory": 2,  # the target as loaded; the price of a step; what a method carries
+    "medusa": 3, "eagle": 3,  # the drafters
+    "proposers": 4,
+    "generate": 5, "": 5,  # the loop, and the package's face
+    "train": 6, "bench": 7, "viz": 8, "lab": 9, "sweep": 9,
+}  # fmt: skip
+CORE_FILES = 10  # top-level modules, __init__ included: the loop, its pieces, base utilities
 
 
 # ---- the graph ------------------------------------------------------------------------------------------
@@ -186,6 +200,22 @@ def _arrows(chain: list[str]) -> str:
     return " -> ".join(chain)
 
 
+def room(module: str) -> str:
+    """The room a module stands in: its top-level module or package under the root ("" = the root's face)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def upward_imports(graph: ImportGraph, ranks: dict[str, int]) -> list[str]:
+    """Every import m -> t whose room ranks above m's (each as 'm (room r) -> t (room r')')."""
+    out = []
+    for m in sorted(graph.edges):
+        for t in sorted(graph.edges[m]):
+            if ranks[room(t)] > ranks[room(m)]:
+                out.append(f"{m} ({room(m)}: {ranks[room(m)]}) -> {t} ({room(t)}: {ranks[room(t)]})")
+    return out
+
+
 # ---- the rules ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def graph() -> ImportGraph:
@@ -199,6 +229,34 @@ def test_no_import_cycles(graph):
         others = sorted(knot - set(cycle))
         lines.append(_arrows(cycle) + (f" (in the same knot: {', '.join(others)})" if others else ""))
     assert not lines, "import cycles:\n" + "\n".join(lines)
+
+
+def test_every_room_has_a_rank_and_the_core_stays_small(graph):
+    rooms = {room(m) for m in graph.modules}
+    assert not rooms - set(RANKS), f"place these in a package of their question, or rank them: {rooms - set(RANKS)}"
+    core = sorted(p.name for p in PACKAGE_DIR.glob("*.py"))
+    assert len(core) <= CORE_FILES, f"{len(core)} modules flat in specdec_lab/ (at most {CORE_FILES}): {core}"
+
+
+def test_no_import_runs_upward(graph):
+    up = upward_imports(graph, RANKS)
+    assert not up, "imports that run up the floors (move the code down, or the import up):\n" + "\n".join(up)
+
+
+def test_importing_the_loop_loads_no_trainer_figure_widget_or_notebook_tool():
+    """In a fresh interpreter (what is imported is what runs): `import specdec_lab.generate` pulls in neither
+    the training code nor the notebook layers nor their libraries."""
+    code = (
+        "import sys, specdec_lab.generate\n"
+        "print('\\n'.join(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('plotly', 'ipywidgets', 'papermill', 'nbformat', 'nbclient', 'kaleido') "
+        "or m.startswith(('specdec_lab.train', 'specdec_lab.viz', 'specdec_lab.lab', 'specdec_lab.bench', "
+        "'specdec_lab.sweep')))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE_DIR.parent
+    )
+    assert out.stdout.strip() == "", f"importing specdec_lab.generate loaded:\n{out.stdout}"
 
 
 def test_decoding_never_reaches_training_or_the_notebook_layers(graph):
@@ -269,3 +327,24 @@ def test_graph_builder_on_a_planted_package(tmp_path):
     assert g.cycles() == [["pkg.a", "pkg.b", "pkg.sub", "pkg.a"]]
     assert g.chain("pkg", lambda t: "ipywidgets" in g.external[t]) == ["pkg", "pkg.a", "pkg.b", "pkg.sub.c"]
     assert g.chain("pkg.sub.d", lambda t: t == "pkg.a") is None
+
+
+def test_a_planted_upward_import_fails_the_rank_rule(tmp_path):
+    """The rank rule on a planted package: a lazy import from a lower room to a higher one is found, an import
+    down or sideways is not."""
+    pkg = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/base.py": "def f():\n    from .top import g  # lazy, and upward\n    return g\n",
+            "pkg/mid/__init__.py": "from ..base import f\n",
+            "pkg/mid/a.py": "from . import b\n",  # sideways, inside its own room
+            "pkg/mid/b.py": "import pkg.base\n",
+            "pkg/top.py": "from .mid import a\ng = 1\n",
+        },
+    )
+    g = build_graph(pkg)
+    ranks = {"base": 0, "mid": 1, "top": 2, "": 3}
+    assert upward_imports(g, ranks) == ["pkg.base (base: 0) -> pkg.top (top: 2)"]
+    (pkg / "base.py").write_text("def f():\n    return 1\n")
+    assert upward_imports(build_graph(pkg), ranks) == []

@@ -5,7 +5,7 @@ import math
 import pandas as pd
 import pytest
 
-from specdec_lab.literature import COLUMNS, METRICS, NUMERIC, PUBLISHED_FILE, published, summary_table
+from specdec_lab.bench.literature import COLUMNS, METRICS, NUMERIC, PUBLISHED_FILE, published, summary_table
 
 PAPERS = (
     "Leviathan et al. 2023",

@@ -69,8 +69,8 @@ def test_trainers_default_to_bf16_only_where_it_is_native(monkeypatch, native):
     """The pinned decision: on a CPU without native bf16, Medusa-1 training and evaluation by default never
     run a bf16 op (emulated bf16 made notebook 03 take 30x longer there); with it, they do."""
     from specdec_lab.medusa import MedusaHeads
-    from specdec_lab.medusa.train import Medusa1Config, MedusaRows, head_accuracy, train_medusa1
     from specdec_lab.models import tiny_model
+    from specdec_lab.train.medusa1 import Medusa1Config, MedusaRows, head_accuracy, train_medusa1
 
     fake = dataclasses.replace(machine(), bf16=native)
     monkeypatch.setattr(machine_mod, "machine", lambda: fake)

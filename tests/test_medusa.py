@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from specdec_lab import tiny_model
-from specdec_lab.distill import cache_hidden_states, generate_distillation_data, split_heldout
 from specdec_lab.medusa import (
     IGNORE_INDEX,
     MedusaConfig,
@@ -24,8 +23,9 @@ from specdec_lab.medusa import (
     save_medusa_layout,
 )
 from specdec_lab.medusa.heads import FrozenHeadCE
-from specdec_lab.medusa.medusa2 import Medusa2Config, backbone_drift, train_medusa2
-from specdec_lab.medusa.train import Medusa1Config, build_rows, head_accuracy, train_medusa1
+from specdec_lab.train.distill import cache_hidden_states, generate_distillation_data, split_heldout
+from specdec_lab.train.medusa1 import Medusa1Config, build_rows, head_accuracy, train_medusa1
+from specdec_lab.train.medusa2 import Medusa2Config, backbone_drift, train_medusa2
 
 EOS = 3
 ROOT = Path(__file__).resolve().parents[1]
@@ -225,7 +225,7 @@ def test_shipped_heads_load_on_the_real_model_and_beat_the_untrained_head(real_m
     heads = load_shipped_heads(model)
     manifest = json.loads((shipped_heads_path() / "manifest.json").read_text())
     assert heads.config.num_heads == manifest["heads"]["num_heads"] and heads.config.shared_lm_head
-    from specdec_lab.distill import load_distillation_data
+    from specdec_lab.train.distill import load_distillation_data
 
     data = load_distillation_data(ROOT / "data" / "distill" / "smollm2-135m")
     _, held = split_heldout(data, every=10)
@@ -240,8 +240,8 @@ def test_figures_and_the_live_plot_callback():
     import plotly.graph_objects as go
 
     from specdec_lab.lab.medusa import MedusaTrainingDashboard
-    from specdec_lab.medusa.medusa2 import Medusa2Log
-    from specdec_lab.medusa.train import HeadAccuracy, TrainLog
+    from specdec_lab.train.medusa1 import HeadAccuracy, TrainLog
+    from specdec_lab.train.medusa2 import Medusa2Log
     from specdec_lab.viz.medusa import (
         ablation_figure,
         architecture_figure,
@@ -313,7 +313,7 @@ def test_soft_targets_gradient_equals_autograd_through_the_mixture():
 
 
 def test_rows_point_at_the_teacher_position_t_plus_k():
-    from specdec_lab.distill import HiddenCache
+    from specdec_lab.train.distill import HiddenCache
 
     h = torch.arange(12, dtype=torch.float16)[:, None].repeat(1, 4)  # row value = global position
     cache = HiddenCache(
@@ -339,7 +339,7 @@ def test_rows_point_at_the_teacher_position_t_plus_k():
 def test_train_subcommand_names():
     from specdec_lab.train import main, subcommands
 
-    assert subcommands() == ["draft", "eagle", "medusa"]  # medusa_cli.py is the `medusa` subcommand
+    assert subcommands() == ["draft", "eagle", "lineage", "medusa", "medusa-calibrate", "medusa-memorisation"]
     with pytest.raises(SystemExit) as done:
         main(["medusa", "--help"])
     assert done.value.code == 0

@@ -11,7 +11,7 @@ import specdec_lab as S
 from specdec_lab import KVCache, Tree, prefill, verify_tree
 from specdec_lab.cost import CostCurve, set_cost_curve
 from specdec_lab.medusa import MedusaHeads
-from specdec_lab.medusa.projection import int8_kernel_works, quantize_rows
+from specdec_lab.models.quant import int8_kernel_works, quantize_rows
 from specdec_lab.proposers.medusa import Drafter, MedusaDecodeConfig, MedusaProposer
 from specdec_lab.trees import HeadAccuracies, cartesian_paths, parse_tree
 

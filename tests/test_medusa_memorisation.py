@@ -1,5 +1,5 @@
 """Per-epoch training vs held-out accuracy of Medusa-1 (train.Medusa1Config.epoch_eval_rows) and the
-memorisation run built on it (medusa/memorisation.py), on the tiny model."""
+memorisation run built on it (train/medusa_memorisation.py), on the tiny model."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from specdec_lab import tiny_model
-from specdec_lab.distill import cache_hidden_states, generate_distillation_data, split_heldout
 from specdec_lab.medusa import MedusaHeads
-from specdec_lab.medusa.memorisation import MemorisationConfig, memorisation_run, spread
-from specdec_lab.medusa.train import Medusa1Config, build_rows, train_medusa1
+from specdec_lab.train.distill import cache_hidden_states, generate_distillation_data, split_heldout
+from specdec_lab.train.medusa1 import Medusa1Config, build_rows, train_medusa1
+from specdec_lab.train.medusa_memorisation import MemorisationConfig, memorisation_run, spread
 
 EOS = 3
 

@@ -1,4 +1,4 @@
-"""Timing noise (`specdec_lab.noise`): the repeat spread, the warning threshold, and the measured curve."""
+"""Timing noise (`specdec_lab.cost.noise`): the repeat spread, the warning threshold, and the measured curve."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import statistics
 import pytest
 
 from specdec_lab import tiny_model
-from specdec_lab.noise import TimingNoise, combine, measure_cost_curve_with_noise, relative_spread
+from specdec_lab.cost.noise import TimingNoise, combine, measure_cost_curve_with_noise, relative_spread
 
 
 def test_relative_spread_is_iqr_over_median():
@@ -56,7 +56,7 @@ def test_spread_between_measured_sizes_is_the_larger_of_its_neighbours():
 
 
 def test_measured_curve_is_the_median_of_the_repeats(monkeypatch):
-    import specdec_lab.noise as noise
+    import specdec_lab.cost.noise as noise
     from specdec_lab.cost import CostCurve
 
     # three passes with known timings: the curve must be their per-size median, the spread their IQR/median

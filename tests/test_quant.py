@@ -9,10 +9,10 @@ import torch
 from torch import nn
 
 import specdec_lab as S
-from specdec_lab.draft_model import DraftSpec, build_draft, layer_skip_draft
-from specdec_lab.gguf_blocks import Q4_1Blocks, unpack_q4_1
 from specdec_lab.medusa import MedusaHeads
-from specdec_lab.quant import (
+from specdec_lab.models.draft_model import DraftSpec, build_draft, layer_skip_draft
+from specdec_lab.models.gguf import Q4_1Blocks, unpack_q4_1
+from specdec_lab.models.quant import (
     QuantLinear,
     check_weights,
     float_state_dict,
@@ -165,8 +165,8 @@ def test_real_int4_holds_the_files_q4_1_blocks(real_model):
     runs the slow fp32 kernel on an identity matrix: every layer would take minutes)."""
     import copy
 
-    from specdec_lab.gguf_blocks import read_q4_1
     from specdec_lab.models import find_model_file
+    from specdec_lab.models.gguf import read_q4_1
 
     fp32 = real_model.model
     blocks = read_q4_1(find_model_file("smollm2-135m"))
@@ -209,7 +209,7 @@ def test_real_quantized_speculative_equals_autoregressive_but_at_near_ties(weigh
 
 
 def test_the_faster_activation_dtype_is_chosen_per_format():
-    from specdec_lab.quant import _choose_compute
+    from specdec_lab.models.quant import _choose_compute
 
     fast, slow = [1e-4] * 7, [9e-4] * 5 + [None, None]  # the slow path is not measured past 16 rows
     one = {"int8:bfloat16": fast, "int8:float32": slow, "int4:bfloat16": slow[:5] + [1, 1], "int4:float32": fast}

@@ -1,4 +1,4 @@
-"""What-if replay (`specdec_lab.replay`) and the bench's per-step traces it reads.
+"""What-if replay (`specdec_lab.bench.replay`) and the bench's per-step traces it reads.
 
 Synthetic runs check the replay's arithmetic exactly; the bench part runs on `tiny_model()` (random
 weights, token-id prompts).
@@ -9,20 +9,18 @@ import json
 import pytest
 
 from specdec_lab.bench import format_table, run_benchmark, summarize
-from specdec_lab.bench.runner import TRACE_FIELDS
-from specdec_lab.io import Prompt
-from specdec_lab.replay import (
-    CurveInputError,
-    curve_from_points,
+from specdec_lab.bench.replay import (
     curve_from_traces,
     curves_by_prompt,
-    flat_curve,
     replay_bench,
     replay_row,
     shaped_curve_from_traces,
     theory_speedup,
     traced_rows,
 )
+from specdec_lab.bench.runner import TRACE_FIELDS
+from specdec_lab.cost import CurveInputError, curve_from_points, flat_curve
+from specdec_lab.io import Prompt
 
 
 # ---- synthetic runs ---------------------------------------------------------------------------------
@@ -249,8 +247,8 @@ def by_method(table):
 
 
 def test_redecided_chain_on_its_own_curve_keeps_the_recorded_k_and_its_time():
-    from specdec_lab.redecide import redecide_bench
-    from specdec_lab.theory import optimal_k
+    from specdec_lab.bench.redecide import redecide_bench
+    from specdec_lab.cost.theory import optimal_k
 
     assert optimal_k(0.6, 0.02 * T1, 8, verify_cost=steep()) == 3  # the run's k is the rule's on this curve
     results = chain_run()
@@ -263,7 +261,7 @@ def test_redecided_chain_on_its_own_curve_keeps_the_recorded_k_and_its_time():
 
 @pytest.mark.parametrize("method", ["draft", "prompt_lookup"])
 def test_on_a_flat_curve_a_chain_drafts_longer_and_gains(method):
-    from specdec_lab.redecide import redecide_bench
+    from specdec_lab.bench.redecide import redecide_bench
 
     results = chain_run(method)
     row = by_method(redecide_bench(results, flat_curve(T1), reference=steep()))[method]
@@ -272,7 +270,7 @@ def test_on_a_flat_curve_a_chain_drafts_longer_and_gains(method):
 
 
 def test_a_chain_that_drafted_nothing_and_fixed_sizes_are_repriced():
-    from specdec_lab.redecide import redecide_row
+    from specdec_lab.bench.redecide import redecide_row
 
     plain = traced("draft", 1, [[1, 0, 1, 0.0001, T1, 0.0, 1]] * 5)
     fixed = traced("draft:draft_length=3", 1, chain_run()["rows"][1]["trace"]["steps"])
@@ -291,7 +289,7 @@ def medusa_run(budget, curve, head=0.05 * T1, emitted=(2, 1, 2, 1)):
 
 
 def test_medusa_redecided_calls_pick_budget_on_the_calibrated_trees():
-    from specdec_lab.redecide import redecide_bench
+    from specdec_lab.bench.redecide import redecide_bench
     from specdec_lab.trees import pick_budget, tree_options
     from specdec_lab.trees.accuracy import HeadAccuracies
 
@@ -309,7 +307,7 @@ def test_medusa_redecided_calls_pick_budget_on_the_calibrated_trees():
 
 
 def test_lookahead_opens_its_window_on_a_flat_curve():
-    from specdec_lab.redecide import redecide_bench
+    from specdec_lab.bench.redecide import redecide_bench
 
     curve = steep()
     steps = [[3, 2, e, 0.0002, curve(3), 0.0, 1] for e in (2, 1, 1, 2) * 4]  # no window: W = 0, 2 n-gram nodes
@@ -327,7 +325,7 @@ def test_lookahead_opens_its_window_on_a_flat_curve():
 def test_redecided_on_this_machines_recorded_run():
     """The committed AVX-512 run: on its own curve the rules choose about what the run used; on a flat one the
     chains draft longer, Medusa's tree and Lookahead's window grow, and none of them loses."""
-    from specdec_lab.redecide import redecide_bench
+    from specdec_lab.bench.redecide import redecide_bench
 
     results = json.loads((REPO / "data" / "bench" / "avx512-after.json").read_text())
     own = curve_from_traces(results)
@@ -344,9 +342,8 @@ def test_redecided_on_this_machines_recorded_run():
 
 # ---- curve files: one command on the device, read by notebook 09 ---------------------------------------------
 def test_a_curve_file_round_trips_and_a_hand_written_one_loads(tmp_path):
-    from specdec_lab.cost import CostCurve
-    from specdec_lab.curve_file import curve_record, load_curve_file
-    from specdec_lab.replay import ShapedCurve
+    from specdec_lab.cost import CostCurve, ShapedCurve
+    from specdec_lab.cost.curve_file import curve_record, load_curve_file
 
     tree = CostCurve([1, 4, 64], [0.006, 0.0061, 0.0064], device="cuda", context=64, tree=True)
     chain = CostCurve([1, 4, 64], [0.006, 0.006, 0.0062], device="cuda", context=64)
@@ -368,9 +365,9 @@ def test_a_curve_file_round_trips_and_a_hand_written_one_loads(tmp_path):
 
 
 def test_the_curve_file_command_measures_and_writes(model, tmp_path, monkeypatch):
-    import specdec_lab.curve_file as cf
+    import specdec_lab.cost.curve_file as cf
+    from specdec_lab.bench.redecide import redecide_bench
     from specdec_lab.cost import measure_cost_curve
-    from specdec_lab.redecide import redecide_bench
 
     def measure(model_name, device, dtype, context, repeats, max_tokens):  # the tiny model, not a download
         sizes = [1, 2, 4, max_tokens]
@@ -390,7 +387,7 @@ def test_the_curve_file_command_measures_and_writes(model, tmp_path, monkeypatch
 
 
 def test_the_results_figures_fit_and_the_whatif_table_names_both_views():
-    from specdec_lab.redecide import redecide_bench
+    from specdec_lab.bench.redecide import redecide_bench
     from specdec_lab.viz.results import ranking_figure, ranking_frame, replay_figure, whatif_frame
 
     results = chain_run()
@@ -410,7 +407,7 @@ def test_the_results_figures_fit_and_the_whatif_table_names_both_views():
 
 
 def test_the_redecide_command_prints_both_views(tmp_path, capsys):
-    from specdec_lab.redecide import main
+    from specdec_lab.bench.redecide import main
 
     results = tmp_path / "r.json"
     results.write_text(json.dumps(chain_run()))

@@ -1,21 +1,30 @@
-"""Row invariance (`specdec_lab.row_invariance`): with `exact_rows`, the compiled step verifies n rows bit for
+"""Row invariance (`specdec_lab.models.row_invariance`): with `exact_rows`, the compiled step verifies n rows bit for
 bit as one-row decoding computes them, so quantized speculative decoding equals quantized autoregressive
 decoding by construction, for chains and branching trees. Central tests: a chain's logits, hidden states and
 kept K/V from one forward = the one-row steps, and each node of a branching tree = one-row decoding along
-its path, exactly (torch.equal, not a tolerance)."""
+its path, exactly (torch.equal, not a tolerance). Negative controls are constructed (a summation order that
+rounds differently for n rows, checked on the values), never left to whichever kernels a CPU has."""
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 import specdec_lab as S
-from specdec_lab.compiled import compiled_step
 from specdec_lab.cost import CostCurve, set_cost_curve
 from specdec_lab.eagle import random_drafter
 from specdec_lab.kv_cache import KVCache
 from specdec_lab.medusa import MedusaHeads
-from specdec_lab.quant import quantize_model
-from specdec_lab.row_invariance import FORMS, attention_form, bmm_rows_agree, invariant_kernels, onednn_rows_agree
-from specdec_lab.tree import Tree
+from specdec_lab.models.compiled import compiled_step
+from specdec_lab.models.quant import quantize_model
+from specdec_lab.models.row_invariance import (
+    FORMS,
+    attention_form,
+    bmm_rows_agree,
+    invariant_kernels,
+    onednn_rows_agree,
+)
+from specdec_lab.trees.tree import Tree
 from specdec_lab.verify import prefill, verify_tree
 
 CONTEXT = torch.arange(20) * 7 % 256
@@ -119,11 +128,36 @@ def test_exact_rows_defaults_on_for_quantized_weights_and_pins_the_head():
     assert fp32.rows_record() == {"exact_rows": False, "attention": "bmm", "kernels_invariant": False}
 
 
+class RowDependentHead(nn.Module):
+    """The broken variant, by construction: the LM head sums one row over K in one pass (a GEMV's order) and
+    n > 1 rows over K in two halves added afterwards (a blocked GEMM's order). In fp32 the two orders round
+    differently for almost every vector; the test checks that they do on the values it compares, so the
+    control holds on every CPU rather than on the kernels one CPU happens to have."""
+
+    def __init__(self, head: nn.Module):
+        super().__init__()
+        self.head = head
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:  # (N, H) -> (N, V)
+        if hidden.reshape(-1, hidden.shape[-1]).shape[0] == 1:
+            return self.head(hidden)
+        return split_k(hidden, self.head.weight)
+
+
+def split_k(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """hidden (N, H) @ weight (V, H)^T summed over H in two halves: another order than one pass."""
+    k = hidden.shape[-1] // 2
+    return F.linear(hidden[..., :k], weight[:, :k]) + F.linear(hidden[..., k:], weight[:, k:])
+
+
 @pytest.mark.real
 def test_real_int4_compiled_verifies_like_one_row_decoding():
     """SmolLM2-135M with the file's Q4_1 weights: every node of a branching tree has the logits of one-row
-    decoding along its path, bit for bit, with exact rows, and not without them (the broken variant: plain
-    bmm attention and the tuned head plan); prompt lookup (chains) and lookahead (trees) = autoregressive."""
+    decoding along its path, bit for bit, with exact rows; prompt lookup (chains) and lookahead (trees) =
+    autoregressive. The negative control is built, not hoped for: the same step with an LM head that sums n
+    rows in another order than one (`RowDependentHead`) must fail the same comparison. (Whether the plain
+    step, bmm attention without exact rows, also differs depends on this CPU's kernels: printed, not asserted;
+    on an Intel AMX CPU it matched one-row decoding at the root, which the old control required it not to.)"""
     lm = S.load_model("smollm2-135m", weights="int4", compile=True)
     step = lm.step
     step.buckets, step.cpp_wrapper = (1, 8), False  # WRAPPER
@@ -141,17 +175,33 @@ def test_real_int4_compiled_verifies_like_one_row_decoding():
         prefill(lm.model, cache, ids[:-1])
         return cache
 
-    out = verify_tree(lm.model, fresh(), tree, step=step)
-    for leaf in tree.leaves():  # one-row decoding of each leaf's path gives every node on it
-        one_cache, path = fresh(), tree.path_to(leaf)
-        for node in path:
-            row = verify_tree(lm.model, one_cache, Tree.root(int(tree.tokens[node])), step=step).logits[0]
-            one_cache.keep([0])
-            assert torch.equal(out.logits[node], row), node
-    plain = compiled_step(lm.model)  # the broken variant: torch's bmm attention, one query row as it comes
+    def mismatches(step) -> list[int]:
+        """The nodes whose logits from one tree forward differ from one-row decoding along their paths."""
+        out = verify_tree(lm.model, fresh(), tree, step=step)
+        bad = set()
+        for leaf in tree.leaves():  # one-row decoding of each leaf's path gives every node on it
+            one_cache, path = fresh(), tree.path_to(leaf)
+            for node in path:
+                row = verify_tree(lm.model, one_cache, Tree.root(int(tree.tokens[node])), step=step).logits[0]
+                one_cache.keep([0])
+                if not torch.equal(out.logits[node], row):
+                    bad.add(node)
+        return sorted(bad)
+
+    assert mismatches(step) == []
+    head = lm.model.get_output_embeddings()
+    with torch.inference_mode():
+        hidden = verify_tree(lm.model, fresh(), tree, step=step).hidden  # (8, H): each node's, exact as one row's
+        one = torch.cat([head(h[None]) for h in hidden])  # (8, V): each row alone, one pass over K
+        assert not torch.equal(split_k(hidden, head.weight), one)  # on these values the two orders round apart
+    lm.model.set_output_embeddings(RowDependentHead(head))
+    try:
+        assert mismatches(step) != []  # the comparison catches a step that sums n rows unlike one
+    finally:
+        lm.model.set_output_embeddings(head)
+    plain = compiled_step(lm.model)  # torch's bmm attention, one query row as it comes: the CPU's business
     plain.exact_rows, plain.buckets, plain.cpp_wrapper = False, (1, 8), False
-    out = verify_tree(lm.model, fresh(), tree, step=plain)
-    assert not torch.equal(out.logits[0], verify_tree(lm.model, fresh(), Tree.root(root), step=plain).logits[0])
+    print(f"plain step (bmm, no exact rows) on this CPU: nodes unlike one-row decoding {mismatches(plain)}")
     ar = S.generate(lm, ids, max_new_tokens=48, compile=step).tokens
     for method in ("prompt_lookup", "lookahead"):
         assert S.generate(lm, ids, method, max_new_tokens=48, compile=step).tokens == ar, method

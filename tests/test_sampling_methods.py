@@ -5,7 +5,7 @@ Design. A tiny random Llama with a vocabulary of V = 8 tokens is the target, so 
 after the prompt have V^N_TOKENS possible values and their exact joint P(t_1..t_n) = Π p(t_i | prompt, t_<i)
 is computed by enumerating the target's conditionals (one forward per prefix, warped as generation warps).
 Each case runs `generate(..., max_new_tokens=N_TOKENS, temperature=T, top_p=..., seed=s)` for RUNS seeds
-and compares the histogram of the emitted (t_1..t_n) with that joint by a G-test (`tree_exactness.g_test`,
+and compares the histogram of the emitted (t_1..t_n) with that joint by a G-test (`accept.exactness.g_test`,
 cells with expected count < 5 pooled). With N_TOKENS = 3 the first step's tree keeps depth 2, so siblings
 below an accepted node are verified too. Every method drafts for sure (fixed draft lengths, a flat cost curve
 on which every tree pays), and each case checks that it drafted, accepted drafts and, for tree methods,
@@ -34,13 +34,13 @@ import pytest
 import torch
 
 import specdec_lab as S
+from specdec_lab.accept.exactness import BROKEN_RULES, g_test
 from specdec_lab.cost import CostCurve, set_cost_curve
-from specdec_lab.draft_model import Draft
 from specdec_lab.eagle import random_drafter
 from specdec_lab.medusa import MedusaHeads
+from specdec_lab.models.draft_model import Draft
 from specdec_lab.proposers.medusa import Drafter
 from specdec_lab.sampling import Sampling, warp_probs
-from specdec_lab.tree_exactness import BROKEN_RULES, g_test
 from specdec_lab.trees import DEFAULT_EDGES, HeadAccuracies, HeadConfidence
 
 V = 8

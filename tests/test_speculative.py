@@ -19,8 +19,7 @@ import torch
 
 import specdec_lab as S
 from specdec_lab.accept import accept_greedy, accept_speculative
-from specdec_lab.draft_model import Draft
-from specdec_lab.losslessness import (
+from specdec_lab.accept.losslessness import (
     LogitsTable,
     accept_resample_from_p,
     accept_without_ratio,
@@ -28,9 +27,10 @@ from specdec_lab.losslessness import (
     exact_joint,
     simulate_emitted,
 )
+from specdec_lab.cost.theory import acceptance_rate
+from specdec_lab.models.draft_model import Draft
 from specdec_lab.sampling import Sampling, warp_probs
-from specdec_lab.theory import acceptance_rate
-from specdec_lab.tree import Tree
+from specdec_lab.trees.tree import Tree
 
 FALSE_ALARM = 1e-3
 V = 12

@@ -1,10 +1,9 @@
-"""Step variants as cost curves (`specdec_lab.step_variants`): parsing, the interleaved measurement, the file,
+"""Step variants as cost curves (`specdec_lab.bench.step_variants`): parsing, the interleaved measurement, the file,
 and the replay of a recorded run under a cheaper step (synthetic runs, exact arithmetic)."""
 
 import pytest
 
-from specdec_lab.cost import CostCurve
-from specdec_lab.step_variants import (
+from specdec_lab.bench.step_variants import (
     FORMAT,
     StepVariant,
     measure_variants,
@@ -12,6 +11,7 @@ from specdec_lab.step_variants import (
     replay_variants,
     variant_curves,
 )
+from specdec_lab.cost import CostCurve
 from tests.test_replay import T1, T4, synthetic
 
 

@@ -13,7 +13,7 @@ from nbconvert import SlidesExporter
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 from traitlets.config import Config
 
-from specdec_lab.teaching import (
+from specdec_lab.lab.teaching import (
     PLOTLY_MIME,
     HeadingSlides,
     PlotlyForSlides,
@@ -111,7 +111,10 @@ def test_slides_export_one_section_per_heading():
     nb = _notebook()
     nb.cells[1].outputs = [new_output("display_data", data={PLOTLY_MIME: {"data": [], "layout": {}}})]
     c = Config()
-    c.SlidesExporter.preprocessors = ["specdec_lab.teaching.HeadingSlides", "specdec_lab.teaching.PlotlyForSlides"]
+    c.SlidesExporter.preprocessors = [
+        "specdec_lab.lab.teaching.HeadingSlides",
+        "specdec_lab.lab.teaching.PlotlyForSlides",
+    ]
     c.SlidesExporter.reveal_url_prefix = "reveal.js"
     c.SlidesExporter.require_js_url = "require.js"
     body, resources = SlidesExporter(config=c).from_notebook_node(nb)
@@ -134,7 +137,10 @@ def test_slides_of_a_shipped_notebook():
     ]
     figures = sum(PLOTLY_MIME in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
     c = Config()
-    c.SlidesExporter.preprocessors = ["specdec_lab.teaching.HeadingSlides", "specdec_lab.teaching.PlotlyForSlides"]
+    c.SlidesExporter.preprocessors = [
+        "specdec_lab.lab.teaching.HeadingSlides",
+        "specdec_lab.lab.teaching.PlotlyForSlides",
+    ]
     body, _ = SlidesExporter(config=c).from_notebook_node(nb)
     assert len(headings) >= 6 and figures >= 1
     assert body.split('<div class="slides">', 1)[1].count("<section>") >= len(headings)

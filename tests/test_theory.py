@@ -1,4 +1,4 @@
-"""specdec_lab.theory: closed-form edge cases and Monte Carlo agreement (the cost model: test_cost.py)."""
+"""specdec_lab.cost.theory: closed-form edge cases and Monte Carlo agreement (the cost model: test_cost.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from specdec_lab.theory import (
+from specdec_lab.cost.theory import (
     acceptance_rate,
     accepted_length_pmf,
     expected_speedup,

@@ -10,11 +10,18 @@ import torch
 from torch import nn
 
 from specdec_lab import tiny_model
-from specdec_lab.attention import ATTENTION, attention_kind, use_gqa_attention
-from specdec_lab.fast_linear import FastLinear, default_plan, linear_kind, use_fast_linear
-from specdec_lab.kernel_setups import agreement, attention_setups, linear_setups, plan_by_size, same_as_default
-from specdec_lab.noise import TimingNoise
-from specdec_lab.timing import Comparison, compare_cost_curves, interleaved, rotated, runs_sentence, spread_sentence
+from specdec_lab.cost.noise import TimingNoise
+from specdec_lab.cost.timing import (
+    Comparison,
+    compare_cost_curves,
+    interleaved,
+    rotated,
+    runs_sentence,
+    spread_sentence,
+)
+from specdec_lab.models.attention import ATTENTION, attention_kind, use_gqa_attention
+from specdec_lab.models.fast_linear import FastLinear, default_plan, linear_kind, use_fast_linear
+from specdec_lab.models.kernel_setups import agreement, attention_setups, linear_setups, plan_by_size, same_as_default
 
 # what the stored outputs must never show (tests/test_notebook_outputs.py)
 WARNING = re.compile(r"\b\w*Warning\b|timings? (?:are )?unreliable", re.I)

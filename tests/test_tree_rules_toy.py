@@ -9,10 +9,7 @@ import pytest
 import torch
 
 import specdec_lab as S
-from specdec_lab.accepted_temperature import accepted_vs_temperature as measure_accepted
-from specdec_lab.cost import CostCurve, set_cost_curve
-from specdec_lab.sampling import Sampling
-from specdec_lab.tree_rules_toy import (
+from specdec_lab.accept.toy import (
     BROKEN,
     RULES,
     accepted_vs_temperature,
@@ -21,6 +18,9 @@ from specdec_lab.tree_rules_toy import (
     residual_steps,
     toy_models,
 )
+from specdec_lab.cost import CostCurve, set_cost_curve
+from specdec_lab.lab.accepted_temperature import accepted_vs_temperature as measure_accepted
+from specdec_lab.sampling import Sampling
 from specdec_lab.viz.sampling_trees import (
     accepted_temperature_figure,
     joint_figure,
@@ -88,7 +88,7 @@ def test_toy_accepted_vs_temperature_and_figures_build():
 
 
 def test_typical_tradeoff_figure_reads_the_committed_sweep():
-    from specdec_lab.typical_sweep import DEFAULT_OUT
+    from specdec_lab.lab.typical_sweep import DEFAULT_OUT
 
     sweep = json.loads(DEFAULT_OUT.read_text())
     fig = typical_tradeoff_figure(sweep)

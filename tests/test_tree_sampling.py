@@ -4,7 +4,7 @@ Design. A table target over a tiny vocabulary (logits a fixed random function of
 draft that is a noisy copy of it; toy trees with sibling sets at depth 1 and 2 and a non-candidate node (as
 Lookahead's window) placed between candidates; siblings drawn deterministically (top-k of q), i.i.d. from q,
 or without replacement. Decoding runs until n tokens are out (each step's tree cut to the depth the budget
-allows, as `generate` does); n = 3 reaches the depth-2 sibling sets. `tree_exactness.rule_joint` walks every
+allows, as `generate` does); n = 3 reaches the depth-2 sibling sets. `accept.exactness.rule_joint` walks every
 branch of the drafts' and the rule's randomness, so P(t_1..t_n) under the rule is computed exactly, not
 sampled: an exact rule's total variation from Π p(t_i | t_<i) is float32 rounding (EXACT_TV), a broken
 rule's is orders of magnitude above (BROKEN_TV). No false alarms, no seeds to tune.
@@ -21,17 +21,7 @@ import pytest
 import torch
 
 from specdec_lab.accept import ACCEPT_RULES, CHAIN_RULES, TREE_RULES, accept_greedy, get_accept_rule
-from specdec_lab.accept_traversal import accept_traversal
-from specdec_lab.accept_tree import (
-    Coins,
-    accept_exact,
-    accept_multi_draft,
-    accept_one_hot,
-    accept_without_replacement,
-)
-from specdec_lab.sampling import Sampling
-from specdec_lab.tree import MalformedTreeError, Tree
-from specdec_lab.tree_exactness import (
+from specdec_lab.accept.exactness import (
     BROKEN_RULES,
     TableLM,
     autoregressive_joint,
@@ -43,6 +33,16 @@ from specdec_lab.tree_exactness import (
     step_accepted,
     total_variation,
 )
+from specdec_lab.accept.traversal import accept_traversal
+from specdec_lab.accept.tree_rules import (
+    Coins,
+    accept_exact,
+    accept_multi_draft,
+    accept_one_hot,
+    accept_without_replacement,
+)
+from specdec_lab.sampling import Sampling
+from specdec_lab.trees.tree import MalformedTreeError, Tree
 
 EXACT_TV = 1e-6  # float32 rounding of p and q; measured exact rules sit near 1e-8
 BROKEN_TV = 1e-2
@@ -308,7 +308,7 @@ def test_one_hot_walk_on_scalars_equals_the_residual_walk(setting):
     """`accept_one_hot`'s fast walk (one read of p(x) per sibling set, residual built only for the bonus) has
     exactly the outcome distribution of the general walk with one-hot residuals, duplicate siblings and a
     non-candidate sibling included."""
-    from specdec_lab.accept_tree import _walk, _walk_one_hot
+    from specdec_lab.accept.tree_rules import _walk, _walk_one_hot
 
     # root -> 2, 2 (duplicate), 3 (non-candidate), 4; first 2 -> 1, 1 (duplicate); 4 -> 5
     tree = Tree(torch.tensor([0, 2, 2, 3, 4, 1, 1, 5]), torch.tensor([-1, 0, 0, 0, 0, 1, 1, 4]),

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from specdec_lab.cost import CostCurve
-from specdec_lab.medusa.calibration import calibrate
-from specdec_lab.tree import Tree
+from specdec_lab.train.medusa_calibration import calibrate
 from specdec_lab.trees import (
     MISSING_RANK,
     HeadAccuracies,
@@ -29,6 +28,7 @@ from specdec_lab.trees import (
     read_choices,
     write_choices,
 )
+from specdec_lab.trees.tree import Tree
 
 
 def _plausible(k: int = 4, s: int = 10) -> torch.Tensor:

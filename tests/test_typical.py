@@ -24,9 +24,9 @@ from specdec_lab.accept import (
     get_accept_rule,
     typical_rule,
 )
-from specdec_lab.losslessness import LogitsTable, chi_square, drift_baseline, typical_drift
+from specdec_lab.accept.losslessness import LogitsTable, chi_square, drift_baseline, typical_drift
 from specdec_lab.sampling import Sampling, warp_probs
-from specdec_lab.tree import Tree
+from specdec_lab.trees.tree import Tree
 
 FALSE_ALARM = 1e-3
 V = 12

@@ -1,5 +1,5 @@
 """The typical-acceptance sweep on a tiny model: its rows, its file, and that typical is measurably lossy where
-the exact rule sits at the noise floor (the real-model run is `python -m specdec_lab.typical_sweep`)."""
+the exact rule sits at the noise floor (the real-model run is `python -m specdec_lab.lab.typical_sweep`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from test_sampling_methods import medusa_drafter  # tests/ is on sys.path (pytes
 import specdec_lab as S
 from specdec_lab.accept import accept_exact
 from specdec_lab.cost import CostCurve, set_cost_curve
-from specdec_lab.typical_sweep import FirstTokenTV, typical_sweep
+from specdec_lab.lab.typical_sweep import FirstTokenTV, typical_sweep
 
 
 def test_sweep_rows_file_and_noise_floor(tmp_path, monkeypatch):

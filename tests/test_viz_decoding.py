@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import specdec_lab as S
+from specdec_lab.accept.losslessness import LogitsTable, drift_baseline, typical_drift
 from specdec_lab.generate import GenerationResult, StepTrace
-from specdec_lab.losslessness import LogitsTable, drift_baseline, typical_drift
 from specdec_lab.medusa import MedusaHeads
 from specdec_lab.sampling import Sampling
 from specdec_lab.trees import BudgetChoice

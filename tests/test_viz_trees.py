@@ -12,12 +12,7 @@ import torch
 from specdec_lab import Tree
 from specdec_lab.lab.trees import EXPLORER_PLACEHOLDER, Explorer, node_explorer
 from specdec_lab.trees import BudgetChoice, HeadAccuracies, choose_budget, greedy_steps, greedy_tree
-from specdec_lab.viz.tree_figures import (
-    greedy_step_figure,
-    node_view,
-    rank_tree_figure,
-    rank_tree_graph,
-)
+from specdec_lab.viz.tree_figures import greedy_step_figure, node_view, rank_tree_figure, rank_tree_graph
 from specdec_lab.viz.tree_sizing import (
     accuracy_figure,
     budget_rate_figure,

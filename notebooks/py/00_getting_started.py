@@ -77,12 +77,12 @@ from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
 from specdec_lab import Tree, generate, load_model, measure_cost_curve
+from specdec_lab.cost.noise import measure_cost_curve_with_noise
+from specdec_lab.cost.theory import expected_tokens_per_step, optimal_k
+from specdec_lab.cost.timing import interleaved, runs_sentence, spread_sentence
 from specdec_lab.io import load_prompts
 from specdec_lab.lab.prompt_lookup import LookupRun, PromptLookupDashboard, run_prompt_lookup
-from specdec_lab.noise import measure_cost_curve_with_noise
 from specdec_lab.text import WHITESPACE_LEGEND
-from specdec_lab.theory import expected_tokens_per_step, optimal_k
-from specdec_lab.timing import interleaved, runs_sentence, spread_sentence
 from specdec_lab.verify import tree_attention_mask
 from specdec_lab.viz.cost import chain_speedup_figure, cost_curve_figure
 from specdec_lab.viz.figures import save_figure
@@ -171,7 +171,7 @@ print(f"identical to transformers' greedy generate: {ar.tokens == hf_tokens}")
 # and values. `measure_cost_curve(model, sizes, context)` times one forward of `n` new tokens after
 # `context` cached ones (the prefill is not timed), so both cases are one call each. Timings that are
 # compared are taken in one loop, the two cases alternating, so that whatever else the machine does hits
-# both alike (`specdec_lab.timing.interleaved`); each keeps the median of its repeats.
+# both alike (`specdec_lab.cost.timing.interleaved`); each keeps the median of its repeats.
 
 # %%
 context = len(ids) + max_new_tokens  # the context length at the end of the generation above
@@ -206,7 +206,7 @@ Markdown(
 #
 # Timings are noisy on a shared machine: if other processes keep the cores busy, torch's worker threads
 # wait on each other and multi-token forwards can become several times slower, at random. The median
-# resists a few such repeats, and `specdec_lab.noise` measures how far the repeats agreed (their
+# resists a few such repeats, and `specdec_lab.cost.noise` measures how far the repeats agreed (their
 # interquartile range over their median, per size); the sentence above the table says it. If they
 # disagree widely, rerun on a quiet machine, or with `threads=1` (fewer threads than free cores).
 

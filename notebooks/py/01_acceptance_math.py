@@ -31,7 +31,7 @@
 # 5. sliders to explore;
 # 6. what the papers report, and the formulas of sections 2 and 3 applied to their α.
 #
-# All formulas live in `specdec_lab.theory`; this notebook derives them, checks them and draws them.
+# All formulas live in `specdec_lab.cost.theory`; this notebook derives them, checks them and draws them.
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: fewer Monte Carlo trials (same code paths)
@@ -52,10 +52,9 @@ import pandas as pd
 import torch
 from IPython.display import Markdown
 
+from specdec_lab.bench.literature import published, summary_table
 from specdec_lab.cost import CostCurve
-from specdec_lab.lab.widgets import Dashboard
-from specdec_lab.literature import published, summary_table
-from specdec_lab.theory import (
+from specdec_lab.cost.theory import (
     acceptance_rate,
     accepted_length_pmf,
     expected_speedup,
@@ -67,6 +66,7 @@ from specdec_lab.theory import (
     speculation_pays,
     tv_distance,
 )
+from specdec_lab.lab.widgets import Dashboard
 from specdec_lab.viz.acceptance import (
     monte_carlo_figure,
     optimal_k_figure,
@@ -303,7 +303,7 @@ explorer
 # ## 6. What the papers report
 #
 # `data/literature/published.csv` holds published results, each row with the URL it was read at and the
-# text quoted there (`specdec_lab.literature`). A few of them — the original speculative sampling paper,
+# text quoted there (`specdec_lab.bench.literature`). A few of them — the original speculative sampling paper,
 # the Spec-Bench leaderboard (one GPU and one target for every method, so those rows compare with each
 # other) and EAGLE-3:
 
@@ -326,7 +326,7 @@ summary_table(few)
 #   draft length γ (their name for k) by section 2's formula.
 # * **τ** (EAGLE, EAGLE-2, EAGLE-3: "average acceptance length") and Spec-Bench's "mean accepted tokens"
 #   count the tokens emitted per draft-verify cycle *including* the target's bonus token, so plain
-#   decoding scores 1 (source: `specdec_lab/literature.py`, each row's `checked` text). That is E[L + 1]
+#   decoding scores 1 (source: `specdec_lab/bench/literature.py`, each row's `checked` text). That is E[L + 1]
 #   of section 2, not α: a τ is compared with (1 − α^{k+1})/(1 − α), never with α.
 # * The speedups are wall-clock ratios against each source's own baseline, on its own hardware; they
 #   compare within one source, not across sources, and not with a 2-core CPU.

@@ -46,7 +46,7 @@ position_prompts: int = 2  # prompts for the per-position statistics
 temperature: float = 0.8  # sampling temperature for sections 2 and 5
 top_p: float = 0.9  # nucleus sampling for sections 2 and 5
 rerun: bool = False  # section 4: measure α against temperature afresh (minutes) instead of reading alpha_file
-alpha_file: str = "../data/bench/draft_alpha_temperature.json"  # python -m specdec_lab.alpha_temperature
+alpha_file: str = "../data/bench/draft_alpha_temperature.json"  # python -m specdec_lab.lab.alpha_temperature
 hist_trials: int = 1000  # speculative episodes for the histogram
 bench_prompts: int = 2  # prompts for the live speed comparison
 bench_tokens: int = 48  # new tokens per prompt in the live speed comparison
@@ -73,23 +73,23 @@ from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
 from specdec_lab import generate, load_model
-from specdec_lab.alpha_temperature import AlphaTemperatureConfig, measure
-from specdec_lab.bench import run_benchmark
-from specdec_lab.cost import cost_curve_for
-from specdec_lab.draft_model import get_draft
-from specdec_lab.io import load_prompts
-from specdec_lab.lab.draft import run_draft_demo
-from specdec_lab.lab.widgets import Dashboard
-from specdec_lab.losslessness import (
+from specdec_lab.accept.losslessness import (
     LogitsTable,
     accept_resample_from_p,
     chi_square,
     exact_joint,
     simulate_emitted,
 )
-from specdec_lab.noise import measure_cost_curve_with_noise
+from specdec_lab.bench import run_benchmark
+from specdec_lab.cost import cost_curve_for
+from specdec_lab.cost.noise import measure_cost_curve_with_noise
+from specdec_lab.cost.theory import accepted_length_pmf, expected_tokens_per_step, measured_speedup
+from specdec_lab.io import load_prompts
+from specdec_lab.lab.alpha_temperature import AlphaTemperatureConfig, measure
+from specdec_lab.lab.draft import run_draft_demo
+from specdec_lab.lab.widgets import Dashboard
+from specdec_lab.models.draft_model import get_draft
 from specdec_lab.sampling import Sampling, warp_probs
-from specdec_lab.theory import accepted_length_pmf, expected_tokens_per_step, measured_speedup
 from specdec_lab.viz.acceptance import (
     acceptance_by_position,
     alpha_temperature_figure,
@@ -122,7 +122,7 @@ print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={qui
 # %% [markdown]
 # ## 1. The draft
 #
-# No smaller SmolLM2 exists offline, so we make one (`specdec_lab.draft_model`): **2 decoder layers**
+# No smaller SmolLM2 exists offline, so we make one (`specdec_lab.models.draft_model`): **2 decoder layers**
 # initialized from the target's first two, the target's (shared, frozen) embeddings and tied head, and a
 # 576×576 **readout** A before the head, logits = E·(A h). A starts as a least-squares "tuned lens" that
 # maps the draft's last hidden state onto the target's; then LoRA deltas, the norms and A are distilled
@@ -281,7 +281,7 @@ Markdown(
 # were not; as T → ∞ p becomes uniform over the target's vocabulary and q over the drafting vocabulary,
 # so α tends to their size ratio. Which way α moves in between is an empirical question for this draft.
 #
-# `python -m specdec_lab.alpha_temperature` measures it on the first prompts of every category of the
+# `python -m specdec_lab.lab.alpha_temperature` measures it on the first prompts of every category of the
 # benchmark set, at a few temperatures from greedy (T = 0) to T = 1 (temperature only, no top-p), two ways:
 #
 # * **α_TV** (teacher-forced): at every position t of an answer sampled from the target at T, the exact

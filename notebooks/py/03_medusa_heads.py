@@ -52,7 +52,7 @@ batch_size: int = 128  # rows (positions) per step
 lr: float = 3e-3  # AdamW learning rate of the live runs
 ablation_steps: int = 20  # steps per loss-weight setting in the ablation
 threads: int = 0  # torch CPU threads (0: the torch default)
-memorisation_file: str = "../data/medusa/memorisation.json"  # per-epoch train vs held-out accuracy (python -m specdec_lab.medusa.memorisation)
+memorisation_file: str = "../data/medusa/memorisation.json"  # per-epoch train vs held-out accuracy (python -m specdec_lab.train medusa-memorisation)
 rerun: bool = False  # section 3: measure the memorisation curve afresh (minutes on a CPU; quick: a tiny run) into rerun_out instead of reading memorisation_file
 rerun_out: str = "../results/medusa/memorisation.json"  # where a rerun writes
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
@@ -73,21 +73,21 @@ from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
 from specdec_lab import load_model, tiny_model
-from specdec_lab.distill import (
+from specdec_lab.io import write_json
+from specdec_lab.lab.medusa import MedusaTrainingDashboard
+from specdec_lab.lab.widgets import Snapshot
+from specdec_lab.medusa import IGNORE_INDEX, MedusaHeads, load_heads, loss_weights, medusa_labels
+from specdec_lab.text import WHITESPACE_LEGEND, token_pieces, visible
+from specdec_lab.train.distill import (
     cache_hidden_states,
     distillation_stats,
     generate_distillation_data,
     load_distillation_data,
     split_heldout,
 )
-from specdec_lab.io import write_json
-from specdec_lab.lab.medusa import MedusaTrainingDashboard
-from specdec_lab.lab.widgets import Snapshot
-from specdec_lab.medusa import IGNORE_INDEX, MedusaHeads, load_heads, loss_weights, medusa_labels
-from specdec_lab.medusa.medusa2 import Medusa2Config, train_medusa2
-from specdec_lab.medusa.memorisation import MemorisationConfig, memorisation_run
-from specdec_lab.medusa.train import Medusa1Config, build_rows, head_accuracy, train_medusa1
-from specdec_lab.text import WHITESPACE_LEGEND, token_pieces, visible
+from specdec_lab.train.medusa1 import Medusa1Config, build_rows, head_accuracy, train_medusa1
+from specdec_lab.train.medusa2 import Medusa2Config, train_medusa2
+from specdec_lab.train.medusa_memorisation import MemorisationConfig, memorisation_run
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.medusa import (
     PAPER_VICUNA_7B_TOP1,
@@ -349,7 +349,7 @@ Markdown(
 # which cost more time) on a few hundred of the training prompts scores its heads, before training and after every epoch, on a fixed sample of its *training*
 # rows and on held-out rows. Accuracy on training rows counts what a head learned plus what it
 # memorised; held-out accuracy counts only what it learned. The run is
-# `python -m specdec_lab.medusa.memorisation` (minutes on this CPU, written to
+# `python -m specdec_lab.train medusa-memorisation` (minutes on this CPU, written to
 # `data/medusa/memorisation.json`); this notebook reads its record (`memorisation_file`), and
 # `rerun=True` measures it afresh here.
 

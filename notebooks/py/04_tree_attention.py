@@ -31,7 +31,7 @@
 #    path on its own, and what it costs against a single-token forward.
 #
 # Notation: p = target, q = draft; a node's tokens are all drafts except the root, the last accepted
-# token. The library pieces: `specdec_lab.tree.Tree`, `specdec_lab.verify` (`verify_tree`,
+# token. The library pieces: `specdec_lab.trees.tree.Tree`, `specdec_lab.verify` (`verify_tree`,
 # `tree_attention_mask`), `specdec_lab.viz.trees` and `specdec_lab.viz.tree_figures`.
 
 # %% tags=["parameters"]

@@ -102,7 +102,7 @@ print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={qui
 # %% [markdown]
 # ## 1. Calibrated head accuracies
 #
-# `python -m specdec_lab.medusa.calibration` ran the target over the **held-out** self-distillation
+# `python -m specdec_lab.train.medusa_calibration` ran the target over the **held-out** self-distillation
 # answers (prompts the heads never trained on; never the benchmark prompts used in section 6), read the
 # heads at every position, and recorded the rank of the true token in each head's top-10. Two models:
 #

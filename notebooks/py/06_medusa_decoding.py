@@ -73,10 +73,10 @@ from transformers.utils import logging as hf_logging
 
 from specdec_lab import generate, load_model, tiny_model
 from specdec_lab.accept import typical_rule
+from specdec_lab.accept.losslessness import LogitsTable, drift_baseline, typical_drift
 from specdec_lab.bench import run_benchmark
 from specdec_lab.io import load_prompts
 from specdec_lab.lab.trees import Explorer
-from specdec_lab.losslessness import LogitsTable, drift_baseline, typical_drift
 from specdec_lab.proposers.medusa import MedusaDecodeConfig, MedusaProposer
 from specdec_lab.sampling import Sampling, warp_probs
 from specdec_lab.viz.decoding import (
@@ -261,7 +261,7 @@ Markdown(
 # multi-step speculative sampling (Miao et al., arXiv 2305.09781) with a one-hot $q$, the way EAGLE
 # (Li et al., arXiv 2401.15077) samples on its top-$k$ draft trees: every candidate is emitted with exactly
 # its probability under $p$, and the tokens outside the tree keep theirs through the bonus (derivation:
-# `specdec_lab/accept_tree.py`; the exact emitted distribution is tested against autoregressive sampling
+# `specdec_lab/accept/tree_rules.py`; the exact emitted distribution is tested against autoregressive sampling
 # for every method in `tests/test_tree_sampling.py` and `tests/test_sampling_methods.py`). SpecTr (Sun et
 # al., arXiv 2310.15141) treats the choice among several drafts as optimal transport.
 #

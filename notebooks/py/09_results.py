@@ -25,17 +25,17 @@
 #    accepted length (tokens per target forward, bonus included);
 # 2. **every method per category against transformers' own `generate`** (`hf_generate`, and its prompt
 #    lookup and assisted generation as anchors for ours);
-# 3. **the theory's predicted speedup beside the measured one** (`specdec_lab/theory.py`: acceptance
+# 3. **the theory's predicted speedup beside the measured one** (`specdec_lab/cost/theory.py`: acceptance
 #    α̂ and the measured costs);
-# 4. **a replay** of the recorded runs (`specdec_lab/replay.py`): every step's tree size, drafting and
+# 4. **a replay** of the recorded runs (`specdec_lab/bench/replay.py`): every step's tree size, drafting and
 #    bookkeeping time, re-priced under a verify cost curve t(n) — under the run's own curve it should
 #    reproduce the measured speedups, and the figure shows how closely it does;
 # 5. **what-if on other hardware, two questions** — *re-priced*: what this CPU's decisions would cost
 #    under another curve (a flat, GPU-like one, or a curve measured on your device); *re-decided*: what
 #    each method would choose there (draft length, tree size, window) by its own sizing rule, and what
-#    that would cost (`specdec_lab/redecide.py`);
+#    that would cost (`specdec_lab/bench/redecide.py`);
 # 6. **the published results beside ours**, and **why ours are what they are**: one waterfall per method
-#    from the ideal tokens per step down to the measured speedup (`specdec_lab/decompose.py`).
+#    from the ideal tokens per step down to the measured speedup (`specdec_lab/bench/decompose.py`).
 #
 # By default the notebook reads the committed files, so its checked outputs are the same wherever it
 # runs; `rerun=True` runs the benchmark from scratch into `results/` through the same command-line code
@@ -57,7 +57,7 @@ rerun_limit: int = 0  # at most this many prompts (0: no limit)
 rerun_tokens: int = 128  # new tokens per prompt and method
 rerun_out: str = "../results/bench/09_results.json"  # where a rerun writes (resumable; rerun starts fresh)
 model_name: str = "smollm2-135m"  # target for a rerun: shipped name, HF directory or .gguf
-device_curve: str = ""  # your device's t(n) for section 5: a curve file (python -m specdec_lab.curve_file) or "n:seconds,..."
+device_curve: str = ""  # your device's t(n) for section 5: a curve file (python -m specdec_lab.cost.curve_file) or "n:seconds,..."
 tolerance: float = 0.05  # the band drawn around "predicted = measured" in the replay figure
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
 
@@ -76,23 +76,21 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import Markdown, display
 
-from specdec_lab.bench.report import against_best_single
-from specdec_lab.cost import CostCurve
-from specdec_lab.curve_file import curve_label, load_curve_file
-from specdec_lab.decompose import decompose_bench
-from specdec_lab.literature import published, summary_table
-from specdec_lab.machine import machine
-from specdec_lab.redecide import redecide_bench
-from specdec_lab.replay import (
-    curve_from_points,
+from specdec_lab.bench.decompose import decompose_bench
+from specdec_lab.bench.literature import published, summary_table
+from specdec_lab.bench.redecide import redecide_bench
+from specdec_lab.bench.replay import (
     curve_from_traces,
     curves_by_prompt,
-    flat_curve,
     replay_bench,
     shaped_curve_from_traces,
     theory_prediction,
     traced_rows,
 )
+from specdec_lab.bench.report import against_best_single
+from specdec_lab.cost import CostCurve, curve_from_points, flat_curve
+from specdec_lab.cost.curve_file import curve_label, load_curve_file
+from specdec_lab.machine import machine
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.results import (
     category_figure,
@@ -355,7 +353,7 @@ display(Markdown(
 # ## 4. Replay: re-pricing the recorded steps under a cost curve
 #
 # `replay_bench` keeps every step's tree and timings and swaps only the verify forward's cost: t(n_step)
-# from a curve instead of the recorded seconds (`specdec_lab/replay.py` for the formula). Which curve is
+# from a curve instead of the recorded seconds (`specdec_lab/bench/replay.py` for the formula). Which curve is
 # "this machine's"? Five candidates:
 #
 # * **the run's own** (`curve_from_traces`): the mean recorded verify seconds of each tree size, pooled
@@ -375,9 +373,9 @@ display(Markdown(
 
 # %%
 if rerun:
+    from specdec_lab.bench.replay import measure_bench_curve
     from specdec_lab.cost import cost_curve_for
     from specdec_lab.models import load_model
-    from specdec_lab.replay import measure_bench_curve
 
     lm = load_model(model_name)
     largest = max(s[0] for r in traced_rows(results) for s in r["trace"]["steps"])  # tree nodes verified, at most
@@ -440,7 +438,7 @@ display(Markdown(
 #   for Medusa's node budget, `LookaheadBudget` for Lookahead's window W — what it would choose under the
 #   other curve, with the acceptance this run recorded (α̂ per prompt for chains, the heads' calibrated
 #   accuracies corrected by what the run's trees accepted, the pool's hit rates), and price those steps.
-#   It answers "what would *the method* do there?" (`specdec_lab/redecide.py` says what is modelled and
+#   It answers "what would *the method* do there?" (`specdec_lab/bench/redecide.py` says what is modelled and
 #   what is assumed: acceptance independent of the size beyond the model).
 #
 # Notebook 05's flat-curve tree (tens of nodes, from the accuracy model alone) and notebook 07's window
@@ -451,8 +449,8 @@ display(Markdown(
 # the machine with the GPU writes that file:
 #
 # ```
-# python -m specdec_lab.curve_file --device cuda --out my_gpu_curve.json
-# python -m specdec_lab.redecide data/bench/avx512-after.json --curve my_gpu_curve.json   # the same tables, anywhere
+# python -m specdec_lab.cost.curve_file --device cuda --out my_gpu_curve.json
+# python -m specdec_lab.bench.redecide data/bench/avx512-after.json --curve my_gpu_curve.json   # the same tables, anywhere
 # ```
 #
 # (`{"points": {"1": seconds, "2": ..., ...}, "chain_points": {...}, "machine": {...}}`: t(n) of a tree
@@ -515,7 +513,7 @@ display(Markdown(
 # ## 6. The published results beside ours, and why ours are what they are
 #
 # The published numbers below were each read at their source (`data/literature/published.csv`, one row
-# per paper and setting, with the text checked there; `specdec_lab/literature.py`). Ours are the full
+# per paper and setting, with the text checked there; `specdec_lab/bench/literature.py`). Ours are the full
 # traced run's. They are not comparable as a ranking — other models (billions of parameters against
 # 135 million), other hardware (GPUs and TPUs against two CPU cores), other baselines and tasks — and the
 # column `α/τ` mixes

@@ -39,7 +39,7 @@
 # 3. **a reduced-vocabulary head**: `lm_head` scores only $M$ drafting-vocabulary rows; `d2t` maps row $j$ to
 #    target token $j + \mathrm{d2t}[j]$, `t2d` marks the target tokens it covers, and the logits are
 #    scattered into the full vocabulary with $-\infty$ elsewhere *before* any softmax;
-# 4. **training-time test** (EAGLE-3's TTT, `specdec_lab/eagle/ttt.py`): in training the drafter is unrolled
+# 4. **training-time test** (EAGLE-3's TTT, `specdec_lab/train/eagle_ttt.py`): in training the drafter is unrolled
 #    on its own outputs for 7 steps (SafeAILab/EAGLE `eagle/traineagle3`), attending to its earlier steps'
 #    keys, exactly as it will run while decoding — so it learns to draft from its own, imperfect, features.
 #
@@ -56,7 +56,7 @@ rerun: bool = False  # True: measure the accuracy per draft position afresh (min
 model_name: str = "smollm2-135m"  # target: shipped name, HF directory or .gguf
 weights: str = "data/eagle/smollm2-135m"  # the EAGLE drafter folder (relative to the repository root)
 accuracy_file: str = (
-    "data/eagle/position_accuracy.json"  # python -m specdec_lab.eagle.compare (relative to the repo root)
+    "data/eagle/position_accuracy.json"  # python -m specdec_lab.lab.drafter_accuracy (relative to the repo root)
 )
 curve_file: str = (
     "data/eagle/runs/cpu-20min/curve.json"  # the recorded training run's curve (relative to the repo root)
@@ -88,17 +88,17 @@ from IPython.display import HTML, Markdown, display
 from transformers.utils import logging as hf_logging
 
 from specdec_lab import METHODS, generate, load_model
-from specdec_lab.distill import load_distillation_data, split_heldout
 from specdec_lab.eagle import SHIPPED_DIR
-from specdec_lab.eagle.compare import DISTILL_DIRS
-from specdec_lab.eagle.lineage import lineage, stitched_curve
-from specdec_lab.eagle.ttt import loss_rows, teacher, ttt_loss, unroll
 from specdec_lab.eagle.vocab_cost import target_macs, vocab_tradeoff
 from specdec_lab.io import load_prompts
+from specdec_lab.lab.drafter_accuracy import DISTILL_DIRS
 from specdec_lab.lab.trees import Explorer
 from specdec_lab.proposers.eagle import weights_folder
 from specdec_lab.text import WHITESPACE_LEGEND
+from specdec_lab.train.distill import load_distillation_data, split_heldout
 from specdec_lab.train.eagle import EagleTrainConfig, Trainer, batches, init_drafter
+from specdec_lab.train.eagle_ttt import loss_rows, teacher, ttt_loss, unroll
+from specdec_lab.train.lineage import lineage, stitched_curve
 from specdec_lab.viz.decoding import show_steps, step_tree_figure
 from specdec_lab.viz.eagle_figures import (
     SOURCE_LABELS,
@@ -141,17 +141,17 @@ print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={qui
 # - **EAGLE** starts from the target's own features (what the 30 layers made of the text), sees the drafted
 #   tokens, and carries its *own* predicted features forward — its error grows only as those drift.
 #
-# The measure is the same for all three (`specdec_lab/eagle/compare.py`, the definition of
-# `eagle.ttt.accuracy`): on held-out self-distillation text (question_id % 10 == 0, one fixed subset), the
+# The measure is the same for all three (`specdec_lab/lab/drafter_accuracy.py`, the definition of
+# `train.eagle_ttt.accuracy`): on held-out self-distillation text (question_id % 10 == 0, one fixed subset), the
 # proposer's top-1 equals the target's greedy token at draft position $k$, with drafts $1..k-1$ replaced by
 # the true tokens (teacher-forced: what it sees when they were accepted), over every response token. Each
 # proposer scores the rows it scores when decoding. The committed file is
-# `python -m specdec_lab.eagle.compare` (`rerun=True` measures afresh).
+# `python -m specdec_lab.lab.drafter_accuracy` (`rerun=True` measures afresh).
 
 # %%
 acc_path = REPO / accuracy_file
 if rerun and have_drafter:
-    from specdec_lab.eagle.compare import main as compare_main
+    from specdec_lab.lab.drafter_accuracy import main as compare_main
 
     accuracy_file = "results/eagle/position_accuracy.json"
     acc_path = REPO / accuracy_file
@@ -159,7 +159,7 @@ if rerun and have_drafter:
                          "--out", str(acc_path), "--quiet"]) == 0  # fmt: skip
 record = json.loads(acc_path.read_text()) if acc_path.is_file() else None
 if record is None:
-    print(f"{accuracy_file} is missing: run `python -m specdec_lab.eagle.compare`.")
+    print(f"{accuracy_file} is missing: run `python -m specdec_lab.lab.drafter_accuracy`.")
 else:
     src = record["sources"]
     print(f"{accuracy_file}: {record['examples']} held-out examples, {record['tokens']} response tokens; drafter "
@@ -312,9 +312,9 @@ display(Markdown(
 
 # %% [markdown]
 # The drafter `weights` names was not trained in one sitting: each run continued the drafter of the run before
-# (`--init-from`), with the settings this CPU afforded then. `specdec_lab.eagle.lineage` follows the runs'
+# (`--init-from`), with the settings this CPU afforded then. `specdec_lab.train.lineage` follows the runs'
 # manifests back to a fresh drafter and puts every run's held-out accuracy on one axis, the drafter's total
-# training tokens (`python -m specdec_lab.eagle.lineage` prints the same chain).
+# training tokens (`python -m specdec_lab.train lineage` prints the same chain).
 
 # %% tags=["nbval-ignore-output"]
 try:

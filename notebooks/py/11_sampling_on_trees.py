@@ -20,7 +20,7 @@
 # Notebook 02 sampled exactly on a *chain*: accept a draft x with probability min(1, p(x)/q(x)), else draw
 # from the residual norm(max(0, p − q)) (Leviathan et al. 2023). A tree has *sibling sets*: several
 # candidates for the same position. The field has one exact answer per way the siblings were drawn
-# (`specdec_lab/accept_tree.py`, each with its derivation):
+# (`specdec_lab/accept/tree_rules.py`, each with its derivation):
 #
 # * **one-hot** — deterministic siblings (Medusa's top-k, EAGLE-2/3 and SGLang's top-k trees, Lookahead's
 #   n-gram pool): q is one-hot, so sibling x is accepted with probability p(x); after a rejection p(x) := 0 and
@@ -40,7 +40,7 @@
 # model.
 #
 # Everything in sections 1 to 3 and the toy half of section 4 is *exact*: the toy models have a few tokens,
-# so `specdec_lab.tree_exactness` walks every branch of the drafts' and the rule's randomness and sums the
+# so `specdec_lab.accept.exactness` walks every branch of the drafts' and the rule's randomness and sums the
 # probability of every emitted sequence — no sampling noise.
 
 # %% tags=["parameters"]
@@ -53,8 +53,8 @@ top_p: float = 0.9  # top-p of sections 1-3 (1.0: none)
 toy_temperatures: str = "0,0.3,0.5,0.7,1.0,1.5"  # section 4, toy models
 toy_contexts: int = 8  # section 4: toy (target, draft) pairs averaged over (each its own first context)
 sweep_noise: float = 0.5  # section 4: the toy drafts' noise
-accepted_file: str = "../data/bench/accepted_temperature.json"  # python -m specdec_lab.accepted_temperature
-typical_file: str = "../data/bench/avx2-typical_sweep.json"  # python -m specdec_lab.typical_sweep
+accepted_file: str = "../data/bench/accepted_temperature.json"  # python -m specdec_lab.lab.accepted_temperature
+typical_file: str = "../data/bench/avx2-typical_sweep.json"  # python -m specdec_lab.lab.typical_sweep
 bench_files: list[str] = [  # section 6: bench runs with sampled labels, each its own table
     "../data/bench/avx2-t07-56-r2.json",  # T = 0.7, top-p 0.9
     "../data/bench/avx2-t07-pure-56.json",  # T = 0.7 alone
@@ -76,9 +76,7 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from specdec_lab.bench.report import by_sampling
-from specdec_lab.sampling import Sampling
-from specdec_lab.tree_rules_toy import (
+from specdec_lab.accept.toy import (
     BROKEN,
     RULES,
     SMALL_SHAPE,
@@ -89,6 +87,8 @@ from specdec_lab.tree_rules_toy import (
     residual_steps,
     toy_models,
 )
+from specdec_lab.bench.report import by_sampling
+from specdec_lab.sampling import Sampling
 from specdec_lab.viz.sampling_trees import (
     accepted_temperature_figure,
     joint_figure,
@@ -159,7 +159,7 @@ widgets.interact(lambda step: residual_figure(steps, step).show(),
 # ## 3 · The emitted sequences against the target's
 #
 # The exact distribution of the first two emitted tokens under a rule, beside autoregressive sampling from p,
-# for the likeliest sequences: two exact rules and two broken variants (`tree_exactness.BROKEN_RULES`: a
+# for the likeliest sequences: two exact rules and two broken variants (`accept.exactness.BROKEN_RULES`: a
 # rejected sibling retried, siblings drawn without replacement verified as if i.i.d.). The table after the
 # figure gives the TV from the target of three broken variants, a residual left unnormalised among them.
 
@@ -202,13 +202,13 @@ accepted_temperature_figure(toy_rows, ("rule", "siblings"), "accepted",
 # forward, bonus included — for every tree method with its exact rule, Traversal Verification and typical
 # acceptance by name (with the top-p the file records, at T > 0). A sampled count over a few short decodes:
 # a small gap between two rules at one temperature is noise. By default read from the file
-# `python -m specdec_lab.accepted_temperature` wrote; `rerun=True` measures it here.
+# `python -m specdec_lab.lab.accepted_temperature` wrote; `rerun=True` measures it here.
 
 # %% tags=["nbval-ignore-output"]
 if rerun or quick:
     from specdec_lab import load_model
-    from specdec_lab.accepted_temperature import accepted_vs_temperature as measure_accepted
     from specdec_lab.io import load_prompts
+    from specdec_lab.lab.accepted_temperature import accepted_vs_temperature as measure_accepted
 
     lm = load_model()
     prompts = [p.text for p in load_prompts()[:rerun_limit]]
@@ -226,7 +226,7 @@ pd.DataFrame(real["rows"]).pivot_table(index=["method", "rule"], columns="temper
 # %% [markdown]
 # ## 5 · Typical acceptance: speed against fidelity
 #
-# From `python -m specdec_lab.typical_sweep` (Medusa on the real model): for each ε (δ = √ε) the speed over
+# From `python -m specdec_lab.lab.typical_sweep` (Medusa on the real model): for each ε (δ = √ε) the speed over
 # autoregressive sampling (on the decode alone: sampled texts differ in length, see section 6), against the
 # total variation between the distribution of the first token a step emits and the target's p at that context. The exact one-hot rule's TV is the noise floor of that estimate
 # (its true TV is 0), drawn dashed: typical is only measurably lossy to the right of it.

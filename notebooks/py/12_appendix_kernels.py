@@ -30,7 +30,7 @@
 # `load_model` chooses both by default. This appendix shows what each choice computes (the same numbers),
 # what it costs on this machine, and how it moves the curve that every speed-up in the workbook is
 # priced on. Every comparison is timed **in one loop**: each repeat runs every setup once, in an order
-# rotated from repeat to repeat, and each setup keeps its median (`specdec_lab.timing`), so a burst of
+# rotated from repeat to repeat, and each setup keeps its median (`specdec_lab.cost.timing`), so a burst of
 # load from another process hits all setups alike instead of deciding the comparison.
 
 # %% tags=["parameters"]
@@ -40,7 +40,7 @@ sizes: list[int] = [1, 2, 4, 8, 16, 32, 64]  # tokens per verify forward (the co
 repeats: int = 3  # interleaved repeats per setup (the median is kept)
 contexts: list[int] = [256, 1024]  # cached tokens for the attention comparison (its copy grows with them)
 threads: int = 0  # torch CPU threads (0: the torch default, one per core)
-variants_file: str = "../data/curves/step_variants.json"  # python -m specdec_lab.step_variants (section 4)
+variants_file: str = "../data/curves/step_variants.json"  # python -m specdec_lab.bench.step_variants (section 4)
 bench_file: str = "../data/bench/avx512-eagle-hybrid-7.json"  # a traced bench run, re-priced in section 4
 builds_bench_files: list[str] = [  # bench runs over builds (section 4), each its own table; the last is summed up
     "../data/bench/avx512-builds-56.json",  # every build, before attention summed in slot order
@@ -65,13 +65,13 @@ from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
 from specdec_lab import load_model
-from specdec_lab.attention import ATTENTION, attention_kind
 from specdec_lab.bench.report import by_build
-from specdec_lab.fast_linear import linear_kind, linear_plan
-from specdec_lab.kernel_setups import agreement, attention_setups, linear_setups, plan_by_size, same_as_default
+from specdec_lab.bench.step_variants import replay_variants, variant_curves
+from specdec_lab.cost.timing import compare_cost_curves, spread_sentence
 from specdec_lab.machine import machine
-from specdec_lab.step_variants import replay_variants, variant_curves
-from specdec_lab.timing import compare_cost_curves, spread_sentence
+from specdec_lab.models.attention import ATTENTION, attention_kind
+from specdec_lab.models.fast_linear import linear_kind, linear_plan
+from specdec_lab.models.kernel_setups import agreement, attention_setups, linear_setups, plan_by_size, same_as_default
 from specdec_lab.viz.cost import cost_curves_figure
 
 if threads > 0:
@@ -88,7 +88,7 @@ print(f"linear layers: {linear_kind(model)}; attention: {attention_kind(model)}"
 # A forward over n tokens multiplies n activation rows by every weight matrix. For a few rows that should
 # cost one pass over the weights, but torch's stock `F.linear` (x Wᵀ through MKL) can take several times
 # longer on CPUs for a few rows — and 2–3 rows can be slower than 4. Two other kernels compute the same
-# product (`specdec_lab.fast_linear`):
+# product (`specdec_lab.models.fast_linear`):
 #
 # * **W xᵀ** — (W xᵀ)ᵀ, a GEMM with the large matrix as the left operand (a single row padded to two);
 # * **oneDNN** — oneDNN's inner product on a copy of W packed once into its blocked layout, whose cost
@@ -209,7 +209,7 @@ Markdown(" ".join(parts))
 # that is, for one-token steps. Every forward of 2+ tokens over a cache (every verification) has a mask,
 # and then it first expands K/V to 9 heads (`repeat_kv`): a copy of the whole cache, per layer, per
 # forward, whose cost grows with the context. On CPU torch's kernel takes GQA and a mask together, so
-# `load_model` selects `specdec_lab.attention.gqa_sdpa_attention` (registered through transformers'
+# `load_model` selects `specdec_lab.models.attention.gqa_sdpa_attention` (registered through transformers'
 # public `AttentionInterface`; nothing is patched), which skips the copy. Same numbers first:
 
 # %% tags=["nbval-check-output"]
@@ -297,7 +297,7 @@ pd.DataFrame({name: {f"t({n})/t(1)": c(n) / c(1) for n in reads} for name, c in 
 #   32 loaded from the model file's own 4-bit blocks): a one-token step must stream every weight once, so
 #   its floor is the weights' bytes over the memory bandwidth.
 #
-# `python -m specdec_lab.step_variants` measured t(n) of each build in one loop (each repeat runs every
+# `python -m specdec_lab.bench.step_variants` measured t(n) of each build in one loop (each repeat runs every
 # build once, the order rotated) and stored it with its machine; the figure reads that file.
 
 # %% tags=["nbval-ignore-output"]
@@ -377,7 +377,7 @@ Markdown(
 # and with bf16 activations (the fast path of the int4 kernels) such a last-bit difference becomes a whole
 # bf16 step in the next layer's input now and then. The compiled quantized builds remove that cause — their
 # attention and LM head sum every row alike at every row count (`CompiledStep.exact_rows`,
-# `specdec_lab.row_invariance`); the eager ones keep torch's attention kernel. A branching tree has one more
+# `specdec_lab.models.row_invariance`); the eager ones keep torch's attention kernel. A branching tree has one more
 # cause: a second branch's keys sit at other cache slots than one-row decoding puts them in, and a softmax
 # summed in vector lanes by slot index groups the same terms differently. The compiled steps now sum the
 # softmax and p·V in slot order, where another branch's masked slot adds an exact zero, so every node of a

@@ -7,11 +7,25 @@
     ...                         max_new_tokens=16, progress=False)
     >>> print(format_table(results))
 
-runner.py defines what is run (`Runner`, `RunOutput`) and the anchors' registry (`ANCHORS`), hf.py
-registers transformers' own generate there, methods.py parses method specs and builds runners (ours from
-the proposer registry, `specdec_lab.proposers.METHODS`), harness.py runs and times them (resumable,
-atomic writes), report.py aggregates and prints, __main__.py is the CLI. Prompts (`Prompt`, `load_prompts`)
-come from `specdec_lab.io`, shared with self-distillation and the dashboards.
+The run:
+    runner.py        what is run (`Runner`, `RunOutput`) and the anchors' registry (`ANCHORS`)
+    hf.py            transformers' own generate (and assisted generation) as anchors
+    llamacpp.py      llama.cpp through llama-cpp-python on the same GGUF file (optional)
+    methods.py       method specs, and runners built from the proposer registry (`proposers.METHODS`)
+    builds.py        `method@build`: eager or compiled steps, fp32 or quantized weights, in one run
+    harness.py       runs and times them, every method on every prompt back to back (resumable, atomic)
+    results_file.py  what a run writes after every prompt, and what a resumed run may keep
+    report.py        aggregation, intervals, the table the CLI prints; __main__.py is the CLI
+Its analysis (each a CLI, `python -m specdec_lab.bench.<name>`):
+    trace.py         THE per-step trace record a bench row carries, and its columns (`StepColumns`)
+    replay.py        a recorded run re-timed under another device's cost curve
+    redecide.py      the same, each method re-choosing its sizes under that curve
+    decompose.py     a method's speedup as a product of factors, from the traces
+    step_variants.py the verify step built four ways (eager / compiled, fp32 / int8 / int4) as cost curves
+    compile_levers.py the compiled step's options against the memory wall, in one timing loop
+    device_check.py  what a borrowed accelerator should run, as one command and one results file
+    literature.py    published results, one row per (method, paper, setting), each checked at its source
+Prompts (`Prompt`, `load_prompts`) come from `specdec_lab.io`, shared with self-distillation and the dashboards.
 """
 
 from .harness import BenchConfig, ResumeError, machine_info, run_benchmark

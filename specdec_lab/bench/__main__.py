@@ -15,10 +15,10 @@ import sys
 
 import torch
 
-from ..attention import ATTENTION
 from ..io import PromptError, load_prompts, positive_int
-from ..models import ModelNotFoundError, load_model
-from ..quant import WEIGHTS
+from ..models.attention import ATTENTION
+from ..models.load import ModelNotFoundError, load_model
+from ..models.quant import WEIGHTS
 from .builds import split_label
 from .harness import BenchConfig, ResumeError, run_benchmark
 from .methods import BenchInputError, known_methods, parse_methods
@@ -52,22 +52,22 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
     p.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     p.add_argument("--linear", default="tuned", choices=["tuned", "fast+onednn", "fast", "stock"],
                    help="tuned: FastLinear with the kernel per shape and row count measured on this machine (cached; "
-                   "specdec_lab.fast_linear.tune_linear); fast+onednn: FastLinear's default plan (W x^T for 1-2 rows, "
+                   "models.fast_linear.tune_linear); fast+onednn: FastLinear's default plan (W x^T for 1-2 rows, "
                    "oneDNN-packed weights for 3-64); fast: W x^T only, no packed copies (half the memory); stock: "
                    "torch's nn.Linear. Every method, baselines included, runs on the same model")  # fmt: skip
     p.add_argument("--attention", default=ATTENTION, choices=[ATTENTION, "sdpa"],
                    help=f"{ATTENTION}: SDPA with grouped-query attention inside the kernel also under a mask (no K/V "
-                   "copies; specdec_lab.attention); sdpa: transformers' own")  # fmt: skip
+                   "copies; specdec_lab.models.attention); sdpa: transformers' own")  # fmt: skip
     p.add_argument("--weights", default="fp32", choices=list(WEIGHTS),
                    help="decoder linear weights: fp32, or weight-only int8 (per channel) / int4 (groups of 32; "
-                   "the shipped GGUF's own Q4_1) on torch's CPU kernels (specdec_lab.quant)")  # fmt: skip
+                   "the shipped GGUF's own Q4_1) on torch's CPU kernels (specdec_lab.models.quant)")  # fmt: skip
     p.add_argument("--head-weights", default="fp32", choices=["fp32", "int8"],
                    help="the LM head (tied embedding) with --weights int8/int4: fp32 (file values), int8")  # fmt: skip
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--warmup-tokens", type=positive_int, default=d.warmup_tokens)
     p.add_argument("--traces", action=argparse.BooleanOptionalAction, default=d.traces,
                    help="record our loop's per-step trace in each row (tree size, tokens emitted, phase seconds; "
-                   "what specdec_lab.replay re-times); --no-traces for smaller files")  # fmt: skip
+                   "what specdec_lab.bench.replay re-times); --no-traces for smaller files")  # fmt: skip
     p.add_argument("--repeats", type=positive_int, default=d.repeats,
                    help="run every prompt's methods N times (rotated each round) and keep each method's fastest "
                    "run: noise on a shared machine only adds time. N times slower; rows record every run's "
@@ -77,7 +77,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
                    "method: one Memory per method carried across prompts (alpha, probe schedule, cost "
                    "corrections), as a server would. Recorded in the results")  # fmt: skip
     p.add_argument("--compile", action="store_true",
-                   help="our loop verifies with the target's compiled body (specdec_lab.compiled: torch.compile, "
+                   help="our loop verifies with the target's compiled body (models.compiled: torch.compile, "
                    "nodes padded to buckets); all buckets are compiled before the runs, their seconds recorded as "
                    "compile_seconds")  # fmt: skip
     p.add_argument("--fresh", action="store_true", help="overwrite --out instead of resuming from it")

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..models import unwrap
+from ..models.load import unwrap
+from ..models.quant import WEIGHTS, weights_kind, weights_record
 from ..proposers.registry import BASELINE
-from ..quant import WEIGHTS, weights_kind, weights_record
 from .runner import BenchInputError
 
 __all__ = ["Build", "BuildSet", "parse_build", "split_label"]
@@ -39,7 +39,7 @@ class Build:
     curves and the bench's `@build` labels name the same thing)."""
 
     weights: str = "fp32"  # decoder linear weights: fp32, int8, int4 (`quant.WEIGHTS`)
-    compile: bool = False  # verify with the compiled step (`specdec_lab.compiled`)
+    compile: bool = False  # verify with the compiled step (`specdec_lab.models.compiled`)
 
     @property
     def name(self) -> str:

@@ -19,7 +19,7 @@ otherwise land on whichever method runs first.
 
 Traces (`traces=True`, the default; CLI --no-traces): our loop's runs keep a `StepTrace` per step and each
 of their rows records it compacted (`runner.TRACE_FIELDS`: nodes, candidates, emitted, t_propose, t_verify,
-t_accept, chain per step) with the prefill seconds, under "trace"; `specdec_lab.replay` re-times a run from
+t_accept, chain per step) with the prefill seconds, under "trace"; `specdec_lab.bench.replay` re-times a run from
 it. The clock is read from outside as always. Tracing adds the per-step bookkeeping (a few short lists per
 step, negligible beside a CPU step; compacted after the clock stops) to every method of our loop
 alike, autoregressive included, and the anchors nothing. On CUDA it also synchronizes the device per phase
@@ -45,16 +45,15 @@ from pathlib import Path
 
 import torch
 
-from ..attention import attention_kind
-from ..device import sync
-from ..fast_linear import linear_kind, linear_plan
+from ..cost.memory_wall import machine_bandwidth, memory_wall
 from ..io import Prompt, as_prompts, eos_ids
-from ..machine import machine_info
-from ..membw import machine_bandwidth, memory_wall
+from ..machine import machine_info, sync
 from ..memory import Memory
-from ..models import model_name, prompt_ids, unwrap
+from ..models.attention import attention_kind
+from ..models.fast_linear import linear_kind, linear_plan
+from ..models.load import model_name, prompt_ids, unwrap
+from ..models.quant import weights_kind, weights_record
 from ..proposers.registry import BASELINE
-from ..quant import weights_kind, weights_record
 from .builds import BuildSet
 from .methods import BenchInputError, build_runner, parse_methods
 from .results_file import Results, ResumeError, resume_rows
@@ -98,7 +97,7 @@ class BenchConfig:
     repeats: int = 1  # rounds per prompt; each (prompt, method) keeps its fastest run (module docstring)
     memory: str = "fresh"  # "fresh": every run of our loop starts from nothing it learned before (rows are
     # independent); "method": one `Memory` per method, carried from each prompt (and repeat) to the next
-    compile: bool = False  # our loop verifies with a compiled step (`specdec_lab.compiled`); anchors unchanged
+    compile: bool = False  # our loop verifies with a compiled step (`specdec_lab.models.compiled`); anchors unchanged
 
 
 MEMORY_POLICIES = ("fresh", "method")
@@ -236,7 +235,7 @@ def run_benchmark(
     out = Path(config.out) if config.out else None
     rows = resume_rows(out, record, machine, labels) if out and out.exists() and not config.fresh else []
     results = Results(record, machine, labels, len(all_prompts), rows, out)
-    if device.type == "cpu":  # the floor of a step that reads every fp32 weight once (specdec_lab.membw)
+    if device.type == "cpu":  # the floor of a step that reads every fp32 weight once (specdec_lab.cost.memory_wall)
         results.memory_wall = memory_wall(model, bandwidth=machine_bandwidth())
     done = {r["question_id"] for r in rows}
     todo = [(i, p) for i, p in enumerate(selected) if p.question_id not in done]
@@ -248,7 +247,7 @@ def run_benchmark(
                                          step=builds.step(s.label)) for s in specs}  # fmt: skip
         ids = {p.question_id: _ids(p, tokenizer) for _, p in todo}  # tokenized before any clock starts
         if builds.steps:  # one cache capacity for every prompt, and all its buckets compiled now
-            from ..compiled import capacity_for
+            from ..models.compiled import capacity_for
 
             capacity = capacity_for(max(map(len, ids.values())) + config.max_new_tokens)
             seconds = {}
@@ -271,7 +270,7 @@ def run_benchmark(
 
 def _compiled_step(model):
     """The compiled step a compiled build asks for; a model it cannot serve is an input error."""
-    from ..compiled import CompileUnavailable, compiled_step
+    from ..models.compiled import CompileUnavailable, compiled_step
 
     try:
         return compiled_step(model)

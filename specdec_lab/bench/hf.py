@@ -29,7 +29,7 @@ import time
 import torch
 from transformers import GenerationConfig
 
-from ..device import sync
+from ..machine import sync
 from .runner import Runner, RunOutput, register_anchor
 
 __all__ = ["NOTES", "hf_generate", "hf_generate_compiled", "hf_prompt_lookup", "hf_assisted"]
@@ -170,8 +170,8 @@ def hf_assisted(
     Defaults are transformers' own for an assistant (20 tokens, constant schedule, confidence 0.4)."""
     from transformers import AutoModelForCausalLM
 
-    from ..draft_model import export_hf, get_draft
-    from ..models import match_kernels
+    from ..models.draft_model import export_hf, get_draft
+    from ..models.load import match_kernels
 
     folder = export_hf(get_draft(draft, model))
     device = next(model.parameters()).device

@@ -21,7 +21,14 @@ import inspect
 import warnings
 from collections.abc import Sequence
 
-from ..proposers.registry import METHODS, MethodSpec, MethodSpecError, check_method_spec, check_types, parse_method_spec
+from ..proposers.registry import (
+    METHODS,
+    MethodSpec,
+    MethodSpecError,
+    check_method_spec,
+    check_types,
+    parse_method_spec,
+)
 from . import llamacpp  # noqa: F401  (registers the llama.cpp anchors)
 from .builds import split_label
 from .runner import ANCHORS, BenchInputError, Runner, loop_runner

@@ -75,7 +75,7 @@ class Results:
     prompts_total: int
     rows: list[dict]
     out: Path | None
-    memory_wall: dict | None = None  # `membw.memory_wall`: measured per run, so never compared on resume
+    memory_wall: dict | None = None  # `cost.memory_wall.memory_wall`: measured per run, so never compared on resume
 
     def as_dict(self) -> dict:
         from .hf import NOTES

@@ -11,7 +11,7 @@ so both methods.py and hf.py can import it.
 
 Per-step traces. A run of our loop can also return its steps, compacted to one short list per loop step
 (`TRACE_FIELDS`: nodes verified incl. the root, candidate nodes, tokens emitted, the seconds of propose /
-verify / accept, and whether the tree was a chain) plus its prefill seconds: what `specdec_lab.replay`
+verify / accept, and whether the tree was a chain) plus its prefill seconds: what `specdec_lab.bench.replay`
 needs to re-time the run under another verify cost curve. Times are rounded to microseconds; a
 128-step row adds ~9 kB to the (indented) results file, --no-traces leaves it out.
 """

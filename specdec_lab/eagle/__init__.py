@@ -1,18 +1,17 @@
 """EAGLE (Li et al. 2024, 2025): a one-layer drafter that drafts at the feature level from the target's hidden states.
 
-    model.py   EagleConfig, EagleDrafter (EAGLE-3: three target layers fused by `fc`; EAGLE-1/2: the last one),
-               the drafting vocabulary's d2t / t2d, random init, save / load in the EAGLE-3 checkpoint layout
-    ttt.py     EAGLE-3's training-time test: the drafter unrolled on its own outputs, batched, and its loss
-               (used by `python -m specdec_lab.train eagle`; decoding never imports it)
-    export.py  the layout vLLM and SGLang load, checked against their loaders; `python -m specdec_lab.eagle.export`
-    lineage.py the chain of training runs behind a drafter folder (`continues` in each manifest), one curve
+    model.py       EagleConfig, EagleDrafter (EAGLE-3: three target layers fused by `fc`; EAGLE-1/2: the last
+                   one), the drafting vocabulary's d2t / t2d, random init, save / load in the EAGLE-3 layout
+    export.py      the layout vLLM and SGLang load, checked against their loaders (`python -m
+                   specdec_lab.eagle.export`)
+    vocab_cost.py  the drafting-vocabulary trade-off: what an M-row head costs a step, what share it covers
 
 Decoding with a drafter is `method="eagle"` (`specdec_lab/proposers/eagle.py`). Shipped weights live under
-`data/eagle/<target>/`; `python -m specdec_lab.train eagle` trains them (never imported by decoding).
+`data/eagle/<target>/`; `python -m specdec_lab.train eagle` trains them (its training-time test and the
+lineage of runs are in `specdec_lab.train`; `specdec_lab.lab.drafter_accuracy` compares drafters).
 """
 
-from pathlib import Path
-
+from ..io import DATA_DIR
 from .model import (
     ARCHITECTURES,
     VARIANTS,
@@ -25,7 +24,7 @@ from .model import (
 )
 
 # data/eagle/<name>/ in the repository (weights are data, not package files)
-SHIPPED_DIR = Path(__file__).resolve().parents[2] / "data" / "eagle"
+SHIPPED_DIR = DATA_DIR / "eagle"
 TRAIN_COMMAND = "python -m specdec_lab.train eagle"
 
 __all__ = [

@@ -343,7 +343,7 @@ def random_drafter(target, variant: str = "eagle3", vocab=None, seed: int = 0, f
     """An untrained drafter for `target` (tests; the starting point of training): torch's default init under
     `seed`, norms at 1. vocab: (M,) target ids; None = the shipped drafting vocabulary built for the target's
     head (`vocab.vocab_for`), else every token."""
-    from ..vocab import vocab_for
+    from ..models.vocab import vocab_for
 
     if vocab is None:
         vocab = vocab_for(target)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..theory import expected_speedup
+from ..cost.theory import expected_speedup
 
 __all__ = ["target_macs", "draft_step_macs", "step_cost_ratio", "token_ranking", "coverage", "chain_speedup",
            "VocabTradeoff", "vocab_tradeoff", "DEFAULT_SIZES"]  # fmt: skip

@@ -18,6 +18,12 @@ dashboard module imports ipywidgets only when a dashboard is built.
     trace_reading.py  provenance, instructive_step, forward_sizes: reading stored traces and records
     lookup_ceiling.py lookup_ceiling, ceiling_by_method: how often a text continues its own n-grams (what
                       prompt lookup could accept on it; greedy against sampled answers, notebook 11)
+    teaching.py       a notebook as reveal.js slides (`make slides`)
+Headless studies, each a CLI writing one results file under data/bench/ (`python -m specdec_lab.lab.<name>`):
+    alpha_temperature.py     α of the draft against the sampling temperature (notebook 02)
+    accepted_temperature.py  mean accepted per step against temperature, per method and rule (notebook 11)
+    typical_sweep.py         typical acceptance's speed against its fidelity as ε sweeps (notebook 11)
+    drafter_accuracy.py      accuracy per draft position of the draft model, Medusa and EAGLE (notebook 10)
 
 Layering: `lab` sits above `viz` (figure functions, which never import `lab`) and above the decoding
 core (which never imports either); tests/test_layers.py checks it.

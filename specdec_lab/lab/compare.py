@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from ..generate import GenerationResult
 from ..io import Prompt
-from ..models import unwrap
+from ..models.load import unwrap
 from ..proposers.registry import BASELINE
 from ..viz.comparison import comparison_figure, comparison_frame
 from .experiment import LabHook, LabResult, prepare

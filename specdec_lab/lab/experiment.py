@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..generate import GenerationResult, StepTrace, generate
 from ..machine import machine
-from ..models import prompt_ids, unwrap
+from ..models.load import prompt_ids, unwrap
 from ..proposers.registry import BASELINE, METHODS, MethodSpec, check_method_spec, parse_method_spec
 from .trace_reading import PROVENANCE, forward_sizes, instructive_step, json_number, provenance
 

@@ -10,7 +10,7 @@ continuation, and we count how many of its tokens the answer actually goes on wi
 
 Why this is the ceiling on sampled text too. With deterministic drafts the exact one-hot rule accepts the
 draft token x with probability p(x), else samples from p with x removed: in distribution that is "draw
-y ~ p, accept iff y = x" (`accept_tree`). So on an answer sampled from the target — and a speculative run's
+y ~ p, accept iff y = x" (`accept.tree_rules`). So on an answer sampled from the target — and a speculative run's
 answer is one, exactly (losslessness) — the answer's own next token plays the role of y, and `right` is
 the fraction of positions at which a lookup step's first draft token is accepted. A text that repeats
 itself less leaves every lookup-based method less to accept, whatever the verification rule: greedy answers

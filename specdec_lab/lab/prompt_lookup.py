@@ -14,10 +14,10 @@ from __future__ import annotations
 import html as _html
 from dataclasses import dataclass
 
-from ..cost import CostCurve, set_cost_curve
+from ..cost.curve import CostCurve, set_cost_curve
 from ..generate import GenerationResult, generate, make_proposer
 from ..io import Prompt
-from ..models import unwrap
+from ..models.load import unwrap
 from ..viz.tokens import tokens_html
 from .widgets import PLACEHOLDER, Snapshot, parse_ids, show_widget
 

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Sequence
 
 from ..io import Prompt
-from ..models import unwrap
+from ..models.load import unwrap
 from ..proposers.registry import LOOP_PARAMS, METHODS, Param, method_parameters, parse_method_spec
 from ..viz.decoding import step_tree_figure
 from ..viz.lab_figures import accepted_figure, numbers_html, provenance_html

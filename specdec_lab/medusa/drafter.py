@@ -19,17 +19,18 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..device import sync
+from ..machine import sync
+from ..models.quant import int8_kernel_works, int8_mm, quantize_rows
+from ..models.vocab import drafting_vocab
 from ..trees import HeadAccuracies, HeadConfidence, TreeOption, tree_options
-from ..vocab import drafting_vocab
 from .checkpoint import load_heads
 from .heads import MedusaHeads
-from .projection import WEIGHTS, RowScorer, int8_kernel_works, int8_mm, quantize_rows
+from .projection import WEIGHTS, RowScorer
 
 __all__ = ["Drafter", "get_drafter", "CALIBRATION"]
 
 CALIBRATION = "calibration.json"  # next to the heads' checkpoint
-SHIPPED_VOCAB = "smollm2-135m"  # the shipped heads' drafting vocabulary (`specdec_lab.vocab`)
+SHIPPED_VOCAB = "smollm2-135m"  # the shipped heads' drafting vocabulary (`specdec_lab.models.vocab`)
 
 
 @dataclass

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..fast_linear import small_linear
+from ..models.fast_linear import small_linear
 
 __all__ = [
     "MedusaConfig",

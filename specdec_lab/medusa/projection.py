@@ -8,14 +8,14 @@ is memory-bound: the time is the time to stream W[rows] once, M x H x 4 bytes in
 more than the heads' own residual blocks).
 
 "int8" stores W[rows] as int8 with one scale per row (symmetric, per-output-channel, as gpt-fast's
-weight-only int8) and multiplies with torch's weight-only int8 kernel (`torch._weight_int8pack_mm`,
-bf16 activations): a quarter of the bytes. Row v's logit becomes s_v * (q_v . x) with
-q_v = round(W_v / s_v), s_v = max|W_v| / 127, so each logit moves by at most ~0.4% of |W_v| |x|: candidates
-whose logits were that close can swap ranks. Only which tokens are *proposed* changes: the target verifies
-every node in fp32, so the output is exactly the same — this is the drafter's approximation, never the
-target's. Whether it pays is the device's business: `Drafter.measure_heads` times both scorers on this
-device and keeps the faster (`MedusaDecodeConfig.head_weights="auto"`); where the int8 kernel is missing
-or fails, fp32 is used.
+weight-only int8) and multiplies with the int8 weight-only product every quantized layer uses
+(`models.quant.int8_mm`: torch's `_weight_int8pack_mm` on bf16 activations): a quarter of the bytes.
+Row v's logit becomes s_v * (q_v . x) with q_v = round(W_v / s_v), s_v = max|W_v| / 127, so each logit
+moves by at most ~0.4% of |W_v| |x|: candidates whose logits were that close can swap ranks. Only which
+tokens are *proposed* changes: the target verifies every node in fp32, so the output is exactly the same —
+this is the drafter's approximation, never the target's. Whether it pays is the device's business:
+`Drafter.measure_heads` times both scorers on this device and keeps the faster
+(`MedusaDecodeConfig.head_weights="auto"`); where the int8 kernel is missing or fails, fp32 is used.
 
     scorer = RowScorer.build(lm_head_weight, rows, "int8", cache)   # (M,) rows, quantised once per model
     logits = scorer(x)                                            # (D, H) -> (D, M) float32
@@ -27,39 +27,12 @@ from dataclasses import dataclass
 
 import torch
 
-from ..fast_linear import small_linear
+from ..models.fast_linear import small_linear
+from ..models.quant import int8_mm, quantize_rows
 
-__all__ = ["RowScorer", "quantize_rows", "int8_mm", "int8_kernel_works", "WEIGHTS"]
+__all__ = ["RowScorer", "WEIGHTS"]
 
 WEIGHTS = ("fp32", "int8")  # how a RowScorer holds W[rows]
-
-
-def quantize_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(N, H) float -> (N, H) int8 and (N,) float32 scales, symmetric per row: W ≈ scales[:, None] * q."""
-    w = weight.detach().float()
-    scales = w.abs().amax(dim=1).clamp(min=1e-12) / 127.0  # (N,) a zero row keeps scale > 0
-    q = torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8)  # (N, H)
-    return q, scales
-
-
-def int8_mm(x: torch.Tensor, q: torch.Tensor, scales_bf16: torch.Tensor) -> torch.Tensor:
-    """(D, H) @ dequant(q)^T -> (D, N) in x's dtype, with torch's weight-only int8 kernel on bf16 activations
-    (its fast path: fp32 activations take a slow one on CPU)."""
-    return torch._weight_int8pack_mm(x.to(torch.bfloat16), q, scales_bf16).to(x.dtype)
-
-
-def int8_kernel_works(device: torch.device | str = "cpu") -> bool:
-    """Whether this torch build runs the weight-only int8 kernel on `device` and gets the product right."""
-    try:
-        g = torch.Generator().manual_seed(0)
-        w = torch.randn(64, 32, generator=g)
-        x = torch.randn(2, 32, generator=g)
-        q, s = quantize_rows(w)
-        dev = torch.device(device)
-        out = int8_mm(x.to(dev), q.to(dev), s.to(dev, torch.bfloat16)).cpu()
-    except (RuntimeError, NotImplementedError, AttributeError):
-        return False
-    return bool(torch.allclose(out, x @ w.T, rtol=0.05, atol=0.1 * float((x @ w.T).abs().max())))
 
 
 @dataclass

@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..accept import CHAIN_RULES, AcceptRules
-from ..cost import StepCost
+from ..accept.registry import CHAIN_RULES, AcceptRules
+from ..cost.step import StepCost
 from ..memory import Memory
 from ..sampling import GREEDY, Sampling
-from ..tree import Tree
+from ..trees.tree import Tree
 
 if TYPE_CHECKING:
-    from ..accept import Acceptance
+    from ..accept.result import Acceptance
     from ..verify import PrefillOutput, TreeOutput
 
 __all__ = ["DecodeState", "Proposer", "param"]

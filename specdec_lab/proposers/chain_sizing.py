@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..draft_length import AcceptanceTracker, DraftLength, Probes
 from .base import DecodeState, param
+from .draft_length import AcceptanceTracker, DraftLength, Probes
 
 __all__ = ["ChainLengthConfig", "ChainSizing"]
 

@@ -35,11 +35,11 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from ..draft_model import Draft, get_draft
-from ..fast_linear import small_linear
 from ..kv_cache import KVCache
+from ..models.draft_model import Draft, get_draft
+from ..models.fast_linear import small_linear
 from ..sampling import warp_probs
-from ..tree import Tree
+from ..trees.tree import Tree
 from .base import DecodeState, Proposer, param
 from .chain_sizing import ChainLengthConfig, ChainSizing
 

@@ -28,7 +28,7 @@ level by level — one drafter forward per level over the chosen nodes, tree att
 entries — each node's value the product of the drafter's probabilities along its path, and the tree keeps the
 n best nodes with n sized on the one cost model (`trees.expand`). The draft entries are dropped in `update`
 as a chain's are. Siblings are the drafter's top candidates, a function of the path (deterministic), so
-sampling on these trees is exact with the one-hot rule (`accept_tree`, picked by `accept="exact"`).
+sampling on these trees is exact with the one-hot rule (`accept.tree_rules`, picked by `accept="exact"`).
 
 Weights: `weights` names a folder (`data/eagle/smollm2-135m` by default, trained by `python -m
 specdec_lab.train eagle`), an `EagleDrafter`, or "random" (an untrained drafter: tests only).
@@ -43,12 +43,12 @@ from pathlib import Path
 
 import torch
 
-from ..accept import CHAIN_RULES, TREE_RULES
+from ..accept.registry import CHAIN_RULES, TREE_RULES
 from ..eagle import SHIPPED_DIR, TRAIN_COMMAND, VARIANTS, EagleDrafter, load_drafter, random_drafter
-from ..fast_linear import match_linear
+from ..models.fast_linear import match_linear
 from ..sampling import warp_probs
-from ..tree import Tree
 from ..trees import expanded_tree
+from ..trees.tree import Tree
 from .base import DecodeState, Proposer, param
 from .chain_sizing import ChainLengthConfig, ChainSizing
 

@@ -38,7 +38,7 @@ were sized on values some 40% above what they delivered (`tree_calibration=False
 
 Exactness. Every sibling set is a function of the accepted text alone (a lookup, top-s of heads, EAGLE-2's
 top-k expansion; a token appears once under a parent), so siblings are "deterministic": greedy acceptance at
-T = 0, the exact one-hot tree rule when sampling (`accept_tree`).
+T = 0, the exact one-hot tree rule when sampling (`accept.tree_rules`).
 
 Per step `info()["accepted_sources"]` names the sources of each accepted draft token along the path
 ("prompt_lookup", "medusa", "medusa+prompt_lookup", ...); `summary()` counts per source what was drafted,
@@ -52,13 +52,13 @@ from dataclasses import dataclass
 
 import torch
 
-from ..accept import TREE_RULES
-from ..draft_length import AcceptanceTracker, Probes
+from ..accept.registry import TREE_RULES
 from ..eagle import EagleDrafter
 from ..medusa.drafter import Drafter
 from ..medusa.heads import MedusaHeads
-from ..tree import Tree
+from ..trees.tree import Tree
 from .base import DecodeState, Proposer, param
+from .draft_length import AcceptanceTracker, Probes
 from .eagle import DEFAULT_WEIGHTS, EagleDecodeConfig, EagleProposer, weights_folder
 from .hybrid_trie import Calibration, Trie, best_rate
 from .medusa import MedusaDecodeConfig, MedusaProposer

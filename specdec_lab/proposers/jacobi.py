@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ..tree import Tree
+from ..trees.tree import Tree
 from .base import DecodeState, Proposer, param
 
 __all__ = ["JacobiConfig", "JacobiProposer"]

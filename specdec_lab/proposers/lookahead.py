@@ -50,10 +50,10 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..accept import TREE_RULES
-from ..draft_length import Probes
-from ..tree import Tree
+from ..accept.registry import TREE_RULES
+from ..trees.tree import Tree
 from .base import DecodeState, Proposer, param
+from .draft_length import Probes
 from .lookahead_budget import LookaheadBudget
 
 __all__ = ["LookaheadConfig", "LookaheadProposer", "Window", "NgramPool"]

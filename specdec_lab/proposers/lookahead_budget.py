@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import math
 
-from ..cost import StepCost
-from ..draft_length import Probes
+from ..cost.step import StepCost
+from .draft_length import Probes
 
 __all__ = ["Estimate", "LookaheadBudget"]
 

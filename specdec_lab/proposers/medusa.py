@@ -19,7 +19,7 @@ At the first step h_a is the prefill's last hidden state (the token before the r
 (head d predicts position root + d) holds there, so Medusa drafts from the very first step.
 
 Cheap drafting. A head's projection through the whole 49k-row LM head costs about a fifth of a target
-forward on a CPU. The heads project onto the drafting vocabulary instead (`specdec_lab.vocab`, plus the
+forward on a CPU. The heads project onto the drafting vocabulary instead (`specdec_lab.models.vocab`, plus the
 prompt's own tokens): a candidate outside it is never proposed, which can only cost acceptance, never
 exactness — the target verifies every node. Where it is faster on the device, those rows are scored in int8
 (weight-only, a quarter of the bytes; `medusa/projection.py`), on the same terms.
@@ -46,12 +46,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..accept import TREE_RULES
-from ..draft_length import Probes
+from ..accept.registry import TREE_RULES
 from ..medusa.drafter import CALIBRATION, Drafter, get_drafter
 from ..medusa.heads import MedusaHeads
 from ..medusa.projection import WEIGHTS
-from ..tree import Tree
 from ..trees import (
     BudgetChoice,
     DepthCorrection,
@@ -61,7 +59,9 @@ from ..trees import (
     parse_tree,
     pick_budget,
 )
+from ..trees.tree import Tree
 from .base import DecodeState, Proposer, param
+from .draft_length import Probes
 
 __all__ = ["MedusaDecodeConfig", "MedusaProposer", "Drafter", "get_drafter", "CALIBRATION"]
 
@@ -193,7 +193,7 @@ class MedusaProposer(Proposer):
         if drafter.accuracies is None:
             raise ValueError(
                 "tree='auto' needs the heads' calibrated accuracies (calibration.json next to the heads: "
-                "`python -m specdec_lab.medusa calibrate`); or give a tree, e.g. tree='chain:2'"
+                "`python -m specdec_lab.train medusa-calibrate`); or give a tree, e.g. tree='chain:2'"
             )
         self.options = drafter.tree_options(cfg.accuracy, cfg.max_budget)
         self.cost.prepare(cfg.max_budget + 1, tree=True)
@@ -219,7 +219,7 @@ class MedusaProposer(Proposer):
         if drafter.confidence is None:
             raise ValueError(
                 "tree='dynamic' needs the heads' confidence calibration (the 'confidence' entry of calibration.json "
-                "next to the heads: `python -m specdec_lab.medusa calibrate`); or use tree='auto' or a fixed tree"
+                "next to the heads: `python -m specdec_lab.train medusa-calibrate`); or use tree='auto' or a fixed tree"
             )
         if drafter.confidence.num_heads != drafter.heads.num_heads:
             raise ValueError(f"the confidence calibration is for {drafter.confidence.num_heads} heads, "

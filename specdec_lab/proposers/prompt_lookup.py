@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..draft_length import AcceptanceTracker, DraftLength, Probes
-from ..tree import Tree
+from ..trees.tree import Tree
 from .base import DecodeState, Proposer, param
+from .draft_length import AcceptanceTracker, DraftLength, Probes
 
 __all__ = ["PromptLookupConfig", "PromptLookupProposer", "ngram_priors"]
 

@@ -22,7 +22,7 @@ import typing
 from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 
-from ..accept import AcceptRules
+from ..accept.registry import AcceptRules
 from ..sampling import Sampling
 from .autoregressive import AutoregressiveProposer
 from .base import Proposer

@@ -32,9 +32,11 @@ import string
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..io import REPO_DIR
+
 __all__ = ["SpecError", "SweepSpec", "Point", "load_spec", "expand", "check_methods", "REPO_ROOT"]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]  # where shipped specs name their notebooks from
+REPO_ROOT = REPO_DIR  # where shipped specs name their notebooks from
 RESULT_PATH = "result_path"  # the notebook parameter the runner sets to the point's result file
 KEYS = {
     "name": "the sweep's name (output folder and figure names)",

@@ -1,33 +1,44 @@
-"""Training entry points: `python -m specdec_lab.train <subcommand> [options]`.
+"""Everything fitted from data: self-distillation, the draft model, Medusa's heads, EAGLE's drafter, their
+calibration and the records of their runs. Decoding never imports this package (tests/test_layers.py).
 
-Each subcommand is a module `specdec_lab.train.<name>` with a `main(argv) -> int`; the dispatcher finds
-them by listing this package, so adding one is adding a file (e.g. `draft.py`). A module named `<name>_cli`
-is the subcommand `<name>`: `medusa_cli.py` is `medusa`, the command line around the Medusa training loop
-of `specdec_lab/medusa/train.py` (two files called "medusa train" would read as one thing).
+    distill.py              the target's own greedy answers to a prompt set, and a cache of its hidden states
+    _data.py                what every trainer's command line shares: the target, its prompts, their data
+    draft.py                `train draft`: distil a 2-layer draft model
+    medusa1.py              Medusa-1: the heads on a frozen backbone, from cached hidden states
+    medusa2.py              Medusa-2: heads and backbone jointly, without letting the backbone drift
+    medusa_cli.py           `train medusa`: self-distil, cache hidden states, train Medusa-1 heads, ship them
+    medusa_calibration.py   `train medusa-calibrate`: the heads' accuracies and confidence on held-out text
+    medusa_memorisation.py  `train medusa-memorisation`: training-text against held-out accuracy, epoch by epoch
+    eagle_ttt.py            EAGLE-3's training-time test: the drafter unrolled on its own outputs, and its loss
+    eagle.py                `train eagle`: train an EAGLE-3 drafter on the self-distillation data
+    lineage.py              `train lineage`: the chain of runs behind a drafter folder, stitched into one curve
 
     python -m specdec_lab.train medusa --steps 600 --out data/medusa/smollm2-135m
-    python -m specdec_lab.train medusa --help
+    python -m specdec_lab.train <subcommand> --help
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import sys
 from collections.abc import Sequence
 
-__all__ = ["subcommands", "main"]
+__all__ = ["SUBCOMMANDS", "subcommands", "main"]
 
-
-def _modules() -> dict[str, str]:
-    """{subcommand: module name} of this package's public modules."""
-    names = (m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
-    return {name.removesuffix("_cli"): name for name in names}
+# subcommand -> the module of this package whose `main(argv) -> int` it runs
+SUBCOMMANDS = {
+    "draft": "draft",
+    "eagle": "eagle",
+    "lineage": "lineage",
+    "medusa": "medusa_cli",
+    "medusa-calibrate": "medusa_calibration",
+    "medusa-memorisation": "medusa_memorisation",
+}
 
 
 def subcommands() -> list[str]:
-    """Names of the available subcommands (the modules of this package, private ones excluded)."""
-    return sorted(_modules())
+    """Names of the available subcommands."""
+    return sorted(SUBCOMMANDS)
 
 
 def _usage() -> str:
@@ -41,9 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_usage(), end="")
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
-    modules = _modules()
-    if name not in modules:
+    if name not in SUBCOMMANDS:
         print(f"unknown subcommand {name!r}\n\n{_usage()}", end="", file=sys.stderr)
         return 2
-    module = importlib.import_module(f"{__name__}.{modules[name]}")
+    module = importlib.import_module(f"{__name__}.{SUBCOMMANDS[name]}")
     return int(module.main(rest) or 0)

@@ -55,7 +55,7 @@ def load_target(args: argparse.Namespace, tiny_layers: int = 2):
     """(LoadedModel, [(Prompts, shard dir), ...]) for `args` (see `add_data_arguments`); resolves a
     `--cache` left at None to `hidden_cache_path(args.model)`."""
     from ..io import Prompt, load_prompts
-    from ..models import LoadedModel, load_model, tiny_model
+    from ..models.load import LoadedModel, load_model, tiny_model
 
     dirs = _split(args.distill_dir)
     if getattr(args, "cache", "") is None:
@@ -75,7 +75,7 @@ def load_target(args: argparse.Namespace, tiny_layers: int = 2):
 
 def load_data(args: argparse.Namespace, lm, sources, progress: bool = True):
     """(examples, stats): every source's self-distillation data, generated where missing (resumable)."""
-    from ..distill import distill_sources
+    from .distill import distill_sources
 
     return distill_sources(
         lm, sources, max_new_tokens=args.max_new_tokens, batch_size=args.gen_batch_size, progress=progress

@@ -1,7 +1,7 @@
 """`python -m specdec_lab.train draft`: distil a 2-layer draft model from the target's own outputs.
 
 Stages (each reuses what is on disk, like `train medusa`):
-    1. self-distillation data  `specdec_lab.distill` shards (the target's greedy responses to
+    1. self-distillation data  `specdec_lab.train.distill` shards (the target's greedy responses to
                                data/train_prompts.jsonl; the benchmark prompts are never trained on)
     2. drafting vocabulary     the `vocab_size` most frequent response tokens of the training split
     3. training                draft = target layers `base_layers` (+ LoRA deltas), shared frozen embeddings
@@ -31,7 +31,8 @@ from dataclasses import asdict, dataclass, replace
 import torch
 from tqdm.auto import tqdm
 
-from ..draft_model import (
+from ..machine import machine_info, use_bf16
+from ..models.draft_model import (
     DEFAULT_DRAFT,
     DRAFT_DIR,
     Draft,
@@ -40,8 +41,7 @@ from ..draft_model import (
     save_draft,
     trainable_parameters,
 )
-from ..machine import machine_info, use_bf16
-from ..models import model_record
+from ..models.load import model_record
 from ._data import add_data_arguments, by_source, load_data, load_target
 
 __all__ = ["TrainConfig", "TrainLog", "draft_vocabulary", "train_draft", "evaluate_draft", "main"]
@@ -250,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .. import distill
+    from . import distill
 
     args = build_parser().parse_args(argv)
     if args.threads > 0:

@@ -6,7 +6,7 @@ Stages (each reuses what is on disk, like `train medusa` and `train draft`):
     2. teacher      per batch, ONE teacher-forced prefill of the frozen target: its hidden states at the
                     drafter's feature layers (2, L//2, L-3) and its distribution at every position, computed
                     on the fly (no multi-GB cache; a prefill costs a fraction of a generated token)
-    3. training     EAGLE-3's training-time test (`eagle.ttt`: `ttt_steps` steps on its own outputs), soft
+    3. training     EAGLE-3's training-time test (`train.eagle_ttt`: `ttt_steps` steps on its own outputs), soft
                     cross-entropy against the target's softmax restricted to the drafting vocabulary, loss
                     weights 0.8^i, AdamW (betas 0.9, 0.95; clip 0.5: the anchor's ds_config), warmup + cosine
     4. held-out     accuracy per draft position k = 1..K: the top-1 of the drafter unrolled on its own outputs
@@ -44,11 +44,11 @@ import torch
 from tqdm.auto import tqdm
 
 from ..eagle import EagleDrafter, load_drafter, random_drafter, save_drafter
-from ..eagle.ttt import STEP_WEIGHT, accuracy, loss_rows, teacher, ttt_loss, unroll
 from ..io import atomic_path, write_json
 from ..machine import machine_info
-from ..models import model_record
+from ..models.load import model_record
 from ._data import DISTILL_DIRS, PROMPTS, add_data_arguments, load_data, load_target
+from .eagle_ttt import STEP_WEIGHT, accuracy, loss_rows, teacher, ttt_loss, unroll
 
 __all__ = ["EagleTrainConfig", "batches", "init_drafter", "Trainer", "main"]
 
@@ -276,7 +276,7 @@ def _replace_dir(d: EagleDrafter, out: Path, files: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .. import distill
+    from . import distill
 
     args = build_parser().parse_args(argv)
     if args.threads > 0:

@@ -28,7 +28,7 @@ import torch
 
 from ..io import write_json
 from ..machine import machine_info, use_bf16
-from ..models import model_record
+from ..models.load import model_record
 from ._data import add_data_arguments, by_source, load_data, load_target
 
 __all__ = ["main", "build_parser"]
@@ -83,9 +83,9 @@ def _cache_seconds(path: str) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .. import distill
     from ..medusa import MedusaHeads, checkpoint_bytes, save_heads, save_medusa_layout
-    from ..medusa.train import Medusa1Config, build_rows, head_accuracy, train_medusa1
+    from . import distill
+    from .medusa1 import Medusa1Config, build_rows, head_accuracy, train_medusa1
 
     args = build_parser().parse_args(argv)
     if args.threads > 0:

@@ -1,6 +1,6 @@
-"""Token trees as a drafter proposes them: rank paths, accuracy and confidence models, E[L], the best tree for a
-budget, the budget that pays on this device, and dynamic (per-step) trees.
+"""Token trees: the `Tree` every proposer proposes and the target verifies, and the best tree for a budget.
 
+    tree.py        Tree: node tokens + parent pointers, ancestor mask, depths, paths (the loop's one input)
     paths.py       rank paths (r_1, ..., r_d), prefix-closed sets of them, medusa_choices files, tree specs
     accuracy.py    a[d, i]: how often depth d's rank-i candidate is right (independent / conditional models)
     confidence.py  c_d(p): how often a candidate given probability p is right (calibrated, monotone)
@@ -31,8 +31,11 @@ from .paths import (
     read_choices,
     write_choices,
 )
+from .tree import MalformedTreeError, Tree
 
 __all__ = [
+    "Tree",
+    "MalformedTreeError",
     "RankPath",
     "cartesian_paths",
     "cartesian_size",

@@ -6,7 +6,7 @@ marginal, Medusa's model: every depth assumed independent of the others) or "con
 tree builders (`trees.build`) and the budget (`trees.budget`) take either as the (K, S) factor matrix.
 
 `calibrate_from_ranks` turns the rank of the true token in each depth's candidate list (T positions x K
-depths) into both models; a drafter's own calibration code (e.g. `medusa.calibration`) computes those ranks.
+depths) into both models; a drafter's own calibration code (e.g. `train.medusa_calibration`) computes those ranks.
 """
 
 from __future__ import annotations

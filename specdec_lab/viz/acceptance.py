@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
-from ..theory import (
+from ..cost.theory import (
     accepted_length_pmf,
     expected_speedup,
     expected_tokens_per_step,

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..cost import CostCurve
-from ..theory import expected_tokens_per_step
+from ..cost.curve import CostCurve
+from ..cost.theory import expected_tokens_per_step
 
 __all__ = ["cost_curve_figure", "cost_curves_figure", "chain_speedup_figure"]
 

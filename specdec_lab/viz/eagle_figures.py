@@ -1,6 +1,6 @@
 """Figures of notebook 10 (EAGLE): accuracy per draft position, the drafting-vocabulary trade-off, training curves.
 
-Data in (the `eagle.compare` record, an `eagle.vocab_cost.VocabTradeoff`, a training curve), plotly out; every
+Data in (the `lab.drafter_accuracy` record, an `eagle.vocab_cost.VocabTradeoff`, a training curve), plotly out; every
 figure at most `MAX_WIDTH` px wide with its legend inside. The slider's callback (`vocab_callback`) is a plain
 function of M, tested without a browser.
 """
@@ -29,7 +29,7 @@ COLORS = {"draft": "#1f77b4", "medusa": "#ff7f0e", "eagle": "#2ca02c"}
 
 def position_accuracy_figure(record: Mapping, title: str | None = None) -> go.Figure:
     """One line per proposer: accuracy (top-1 = the target's greedy token, earlier drafts teacher-forced) against
-    draft position k, from an `eagle.compare` record."""
+    draft position k, from an `lab.drafter_accuracy` record."""
     fig = go.Figure()
     k = record["positions"]
     for name, s in record["sources"].items():
@@ -131,7 +131,7 @@ def training_figure(live: Sequence[Mapping], curve: Mapping, positions: Sequence
 
 def lineage_figure(runs: Sequence, points: Sequence[Mapping], positions: Sequence[int] = (1, 2, 3)) -> go.Figure:
     """Held-out accuracy at draft positions `positions` against the drafter's total training tokens, over every
-    run that made it (`eagle.lineage`: `runs` oldest first, `points` from `stitched_curve`); a dotted line and
+    run that made it (`train.lineage`: `runs` oldest first, `points` from `stitched_curve`); a dotted line and
     the run's settings where each run starts."""
     fig = go.Figure()
     palette = ["#2ca02c", "#98df8a", "#bcbd22", "#17becf", "#9edae5"]

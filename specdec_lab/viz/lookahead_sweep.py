@@ -23,7 +23,7 @@ from collections.abc import Mapping
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..cost import CostCurve
+from ..cost.curve import CostCurve
 
 __all__ = ["COLUMNS", "sweep_frame", "sweep_figure", "predicted_speedups", "cost_figure", "paper_sizes_figure"]
 

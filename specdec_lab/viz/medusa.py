@@ -15,8 +15,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..medusa.heads import MedusaConfig
-from ..medusa.medusa2 import Medusa2Log
-from ..medusa.train import HeadAccuracy, TrainLog
+from ..train.medusa1 import HeadAccuracy, TrainLog
+from ..train.medusa2 import Medusa2Log
 
 __all__ = [
     "PAPER_VICUNA_7B_TOP1",
@@ -226,7 +226,7 @@ def ablation_figure(results: Mapping[str, HeadAccuracy], title: str = "") -> go.
 def memorisation_figure(epochs: list[dict], metric: str = "top1", title: str = "") -> go.Figure:
     """Accuracy per epoch on the training rows (solid) and on held-out rows (dashed), one colour per head.
 
-    epochs: `TrainLog.epochs` (or the "epochs" of `medusa.memorisation`'s record): {"epoch", "train",
+    epochs: `TrainLog.epochs` (or the "epochs" of `train.medusa_memorisation`'s record): {"epoch", "train",
     "heldout"}, each side a `HeadAccuracy.as_dict()`. The gap between a head's two lines is what it memorised.
     """
     fig = go.Figure()

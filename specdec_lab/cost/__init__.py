@@ -1,0 +1,41 @@
+"""The price of a step, and the tools that measure it.
+
+    curve.py        t(n): one verify forward of n tokens, measured on this device (`cost_curve_for`)
+    step.py         `StepCost`: t̂(n) = t(n) · load · shape(n), plus the loop's own time; what every sizer asks
+    curve_store.py  measured curves shared on disk by the processes of one job (test and notebook checks)
+    curve_file.py   a device's curve as a file (`python -m specdec_lab.cost.curve_file`), read by the what-ifs
+    timing.py       contenders timed in one interleaved loop, the order rotated (`interleaved`)
+    noise.py        how far to trust a timing: the spread of repeats, and a warning when it is large
+    memory_wall.py  the fastest a step can be when it must read every weight once
+    theory.py       closed-form acceptance math: E[tokens], speedup, optimal k (Leviathan et al.; Chen et al.)
+
+This package's import runs only what decoding needs (curve and step).
+"""
+
+from .curve import (
+    CostCurve,
+    CurveInputError,
+    ShapedCurve,
+    cost_curve_for,
+    curve_from_points,
+    flat_curve,
+    measure_cost_curve,
+    set_cost_curve,
+    summarize_times,
+)
+from .step import STEP_KINDS, StepCost, step_kind
+
+__all__ = [
+    "CostCurve",
+    "CurveInputError",
+    "ShapedCurve",
+    "curve_from_points",
+    "flat_curve",
+    "measure_cost_curve",
+    "summarize_times",
+    "cost_curve_for",
+    "set_cost_curve",
+    "StepCost",
+    "STEP_KINDS",
+    "step_kind",
+]

@@ -11,10 +11,16 @@ is this loop with a different proposer, and the acceptance rules that fit its tr
         4. cache.keep(acc.path)                           # only the path's K/V stay
         5. emit tree.tokens[path[1:]] + [bonus]           # stop at EOS (even mid-path) / max_new_tokens
         6. proposer.update(state, tree, acc, out)         # the proposer syncs its own state
-           state.cost.observe(...)                        # (next step) all this step took: the one price
+        then the step is observed: state.cost.observe(...)   # all it took: the one price every sizer asks
+                                   trace, on_step(...)       # a StepTrace per step; progress, Stop buttons
 
 A root-only tree makes step 2 an ordinary decoding step, so `method="autoregressive"` is plain KV-cached
 greedy decoding measured by the same code as the speculative methods.
+
+`generate` checks its arguments and sets a call up once (`Decoding`: the target and its cache, the compiled
+step, the proposer and its rule, the memory, the `Clock`). `Decoding.step` is the body above; it returns a
+`Step` (what it did, and the clock at its phase boundaries) that the trace and the cost model read afterwards
+rather than being written into it.
 """
 
 from __future__ import annotations
@@ -118,13 +124,163 @@ class GenerationResult:
         }
 
 
-# ---- input checks ---------------------------------------------------------------------------------
-def _context_window(model) -> int:
-    config = model.config.get_text_config(decoder=True)
-    return int(getattr(config, "max_position_embeddings", 1 << 30))
+# ---- the clock ----------------------------------------------------------------------------------------
+class Clock:
+    """Seconds of decoding: wall time less what a compiled step spent compiling (compiling is not decoding:
+    the first call of a bucket compiles its graph, and that time is reported apart as `compile_seconds`).
+
+    `now(drain=True)` first waits for the device's queued work, so a phase boundary means something on an
+    asynchronous device; the loop drains only when it keeps a trace (per-phase timings), never otherwise.
+    """
+
+    def __init__(self, device: torch.device, step: CompiledStep | None):
+        self.device, self.step = device, step
+        sync(device)
+        self._compiled_before = step.compile_seconds if step is not None else 0.0
+        self.start = self.now()
+
+    def compile_seconds(self) -> float:
+        """Seconds the step has spent compiling since the clock started."""
+        return self.step.compile_seconds - self._compiled_before if self.step is not None else 0.0
+
+    def now(self, drain: bool = False) -> float:
+        if drain:
+            sync(self.device)
+        return time.perf_counter() - self.compile_seconds()
 
 
-# ---- the loop -------------------------------------------------------------------------------------
+@dataclass
+class Step:
+    """What one loop iteration did, for whoever observes it (the trace, the cost model, an on_step hook).
+
+    marks: the clock at the step's four boundaries — start, proposed, verified, accepted (path kept, tokens
+    emitted, proposer updated); verify: seconds of the forward and the acceptance (the host has read the
+    logits, so the device is done).
+    """
+
+    tree: Tree
+    acc: Acceptance
+    emitted: list[int]
+    marks: tuple[float, float, float, float]
+    verify: float
+
+
+# ---- the loop -----------------------------------------------------------------------------------------
+@dataclass
+class Decoding:
+    """One `generate` call, set up once: the target and its cache, the compiled step, the proposer and its
+    acceptance rule, the memory, the clock. `step()` is the loop's body; `run()` drives it and hands every
+    step to its observers."""
+
+    model: object
+    tokenizer: object
+    compiled: CompiledStep | None
+    proposer: Proposer
+    rule: Callable[..., Acceptance]
+    method: str
+    ids: list[int]
+    layers: list[int]
+    eos: set[int]
+    max_new_tokens: int
+    window: int
+    cache: KVCache
+    state: DecodeState
+    clock: Clock
+    trace: bool
+    prefill_seconds: float = 0.0
+    new: list[int] = field(default_factory=list)
+    steps: list[StepTrace] = field(default_factory=list)
+    forwards: int = 0
+    stop_reason: str = "max_new_tokens"
+    last: Step | None = None
+
+    def budget(self) -> int:
+        """Tokens the call may still emit: what max_new_tokens leaves, and the context window."""
+        return min(self.max_new_tokens - len(self.new), self.window - len(self.state.tokens))
+
+    def step(self, start: float) -> Step:
+        """One iteration of the six steps (module docstring), begun at `start` on the clock."""
+        s, clock = self.state, self.clock
+
+        # 1. propose a tree rooted at the last accepted token, cut to what may be verified
+        tree = self.proposer.propose(s)
+        if int(tree.tokens[0]) != s.root:
+            raise RuntimeError(f"{self.method}: proposed tree's root {int(tree.tokens[0])} != last token {s.root}")
+        if tree.max_depth > s.max_depth:
+            tree = tree.truncate_depth(s.max_depth)
+        if self.compiled is not None:  # a compiled step verifies up to its largest bucket (state.max_nodes)
+            tree = tree.truncate_nodes(self.compiled.max_nodes)
+        proposed = clock.now(drain=self.trace)
+
+        # 2. verify: one target forward over every node
+        out = verify_tree(self.model, self.cache, tree, self.layers, step=self.compiled)
+        verified = clock.now(drain=self.trace)
+
+        # 3. accept  4. keep only the accepted path's K/V
+        acc = self.rule(tree, out.logits, sampling=s.sampling, generator=s.generator)
+        s.verify_seconds = clock.now() - proposed  # the host has read the logits: the device is done
+        self.cache.keep(acc.path)
+        self.forwards += 1
+
+        # 5. emit, stopping at the first EOS (which may sit inside the accepted path)
+        emitted = tree.tokens[acc.path[1:]].tolist() + [acc.bonus]
+        for i, tok in enumerate(emitted):
+            if tok in self.eos:
+                emitted = emitted[: i + 1]
+                self.stop_reason = "eos"
+                break
+        s.tokens.extend(emitted)
+        s.cache_length = self.cache.length
+        self.new.extend(emitted)
+
+        # 6. the proposer syncs its own state
+        self.proposer.update(s, tree, acc, out)
+        self.last = Step(tree, acc, emitted, (start, proposed, verified, clock.now(drain=self.trace)),
+                         s.verify_seconds)  # fmt: skip
+        return self.last
+
+    def run(self, on_step: Callable[[int, StepTrace | None, int], bool | None] | None = None) -> GenerationResult:
+        """Step until the budget, an EOS or `on_step` ends the call; -> its result."""
+        while (budget := self.budget()) > 0:
+            self.state.max_depth = budget - 1  # a path of depth d emits d + 1 tokens (bonus included)
+            start = self.clock.now()
+            if self.last is not None:  # all the step before took: the one price every sizer asks
+                self.observe(self.last, until=start)
+            step = self.step(start)
+            if self.trace:
+                self.steps.append(self.traced(step))
+            stop = on_step is not None and on_step(self.forwards - 1, self.steps[-1] if self.trace else None,
+                                                   len(self.new)) is False  # fmt: skip
+            if self.stop_reason == "eos":
+                break
+            if stop and self.budget() > 0:  # else the budget ends it
+                self.stop_reason = "stopped"
+                break
+        else:
+            self.stop_reason = "max_new_tokens" if len(self.new) >= self.max_new_tokens else "context"
+        seconds = self.clock.now(drain=True) - self.clock.start
+        text = self.tokenizer.decode(self.new, skip_special_tokens=True) if self.tokenizer is not None else None
+        return GenerationResult(tokens=self.new, prompt_tokens=list(self.ids), text=text, stop_reason=self.stop_reason,
+                                method=self.method, seconds=seconds, prefill_seconds=self.prefill_seconds,
+                                steps=self.steps, forwards=self.forwards, proposer=self.proposer.summary(),
+                                compile_seconds=self.clock.compile_seconds())  # fmt: skip
+
+    def observe(self, step: Step, until: float) -> None:
+        """Tell the cost model what `step` took: its forward and acceptance, and all else until the next step
+        began (the loop's bookkeeping, the trace, the on_step hook)."""
+        start, verify = step.marks[0], step.verify
+        self.state.cost.observe(len(step.tree), not step.tree.is_chain, verify, until - start - verify)
+
+    def traced(self, step: Step) -> StepTrace:
+        """The trace's record of a step (its phases' seconds on the decoding clock)."""
+        start, proposed, verified, done = step.marks
+        tree = step.tree
+        return StepTrace(tree_tokens=tree.tokens.tolist(), tree_parents=tree.parents.tolist(), path=list(step.acc.path),
+                         emitted=step.emitted, t_propose=proposed - start, t_verify=verified - proposed,
+                         t_accept=done - verified, info=self.proposer.info(),
+                         tree_candidate=None if tree.candidate is None else tree.candidate.tolist())  # fmt: skip
+
+
 def generate(
     model,
     prompt,
@@ -163,9 +319,9 @@ def generate(
     on_step:   called after every step as on_step(step index, its StepTrace (None without trace), tokens
                emitted so far) — progress bars, Stop buttons; returning False ends generation there with
                stop_reason "stopped" (the tokens so far are kept). Its own time counts in `seconds`.
-    compile:   a `CompiledStep` (`specdec_lab.models.compiled`) verifies every tree with the target's compiled body
-               (buckets of padded nodes); True uses the `step` a LoadedModel carries, else builds one for this
-               call (it compiles as it goes; build it once, `compiled.compiled_step`, to reuse the graphs).
+    compile:   a `CompiledStep` (`specdec_lab.models.compiled`) verifies every tree with the target's compiled
+               body (buckets of padded nodes); True uses the `step` a LoadedModel carries, else builds one for
+               this call (it compiles as it goes; build it once, `compiled.compiled_step`, to reuse the graphs).
                Seconds spent compiling are reported as `compile_seconds` and left out of `seconds`. A model
                the step cannot serve warns why and decodes eagerly.
     """
@@ -201,132 +357,28 @@ def generate(
     generator = torch.Generator(device=device)
     generator.manual_seed(seed if seed is not None else int(torch.randint(0, 2**62, ()).item()))
 
-    sync(device)
-    compile_start = step.compile_seconds if step is not None else 0.0
-    t_start = time.perf_counter()
+    clock = Clock(device, step)
     memory = memory if memory is not None else Memory()
     capacity = min(window, len(ids) + max_new_tokens + 64)
     if step is not None:  # the step's capacity, or the next power of two: a few graphs serve every prompt
         capacity = max(step.capacity, capacity_for(len(ids) + max_new_tokens))
     cache = KVCache.for_model(model, capacity=capacity)
     prompt_out = prefill(model, cache, torch.tensor(ids[:-1], dtype=torch.long), layers)
-    state = DecodeState(
-        tokens=list(ids),
-        prompt_length=len(ids),
-        cache_length=cache.length,
-        max_depth=0,
-        max_nodes=step.max_nodes if step is not None else None,
-        model=model,
-        cache=cache,
-        device=device,
-        sampling=sampling,
-        generator=generator,
-        cost=memory.cost(model, step),
-        memory=memory,
-    )
+    state = DecodeState(tokens=list(ids), prompt_length=len(ids), cache_length=cache.length, max_depth=0,
+                        max_nodes=step.max_nodes if step is not None else None, model=model, cache=cache,
+                        device=device, sampling=sampling, generator=generator, cost=memory.cost(model, step),
+                        memory=memory)  # fmt: skip
     proposer.start(state, prompt_out)  # (may measure the cost curve: with a step, compiling its buckets)
-    sync(device)
-    prefill_seconds = time.perf_counter() - t_start - (step.compile_seconds - compile_start if step else 0.0)
+    decoding = Decoding(model=model, tokenizer=tokenizer, compiled=step, proposer=proposer, rule=rule,
+                        method=method_name, ids=ids, layers=layers, eos=eos, max_new_tokens=max_new_tokens,
+                        window=window, cache=cache, state=state, clock=clock, trace=trace,
+                        prefill_seconds=clock.now(drain=True) - clock.start)  # fmt: skip
+    return decoding.run(on_step)
 
-    new: list[int] = []
-    steps: list[StepTrace] = []
-    last = None  # (nodes, branching, verify seconds, start) of the step before: what StepCost learns from
-    forwards = 0
-    stop_reason = "max_new_tokens"
-    while True:
-        budget = min(max_new_tokens - len(new), window - len(state.tokens))  # tokens we may still emit
-        if budget <= 0:
-            stop_reason = "max_new_tokens" if len(new) >= max_new_tokens else "context"
-            break
-        state.max_depth = budget - 1  # a path of depth d emits d + 1 tokens (bonus included)
 
-        # 1. propose
-        t0 = time.perf_counter()
-        if last is not None:  # the price of the step before, for every sizer: its forward, and all else it took
-            n, branching, verify, started = last
-            state.cost.observe(n, branching, verify, t0 - started - verify)
-        tree = proposer.propose(state)
-        if int(tree.tokens[0]) != state.root:
-            raise RuntimeError(f"{method_name}: proposed tree's root {int(tree.tokens[0])} != last token {state.root}")
-        if tree.max_depth > state.max_depth:
-            tree = tree.truncate_depth(state.max_depth)
-        if step is not None:  # a compiled step verifies up to its largest bucket (state.max_nodes)
-            tree = tree.truncate_nodes(step.max_nodes)
-        if trace:  # per-phase timings need the device drained; without a trace, don't stall the queue
-            sync(device)
-        t1 = time.perf_counter()
-
-        # 2. verify: one target forward over every node
-        compiling = step.compile_seconds if step is not None else 0.0
-        out = verify_tree(model, cache, tree, layers, step=step)
-        compiling = (step.compile_seconds - compiling) if step is not None else 0.0  # a first call of a bucket
-        t0, t1 = t0 + compiling, t1 + compiling  # compiling is not decoding: the step's clock starts after it
-        if trace:
-            sync(device)
-        t2 = time.perf_counter()
-
-        # 3. accept  4. keep only the accepted path's K/V
-        acc = rule(tree, out.logits, sampling=sampling, generator=generator)
-        t_read = time.perf_counter()  # the host has read the logits: the device is done
-        state.verify_seconds = t_read - t1
-        cache.keep(acc.path)
-        forwards += 1
-
-        # 5. emit, stopping at the first EOS (which may sit inside the accepted path)
-        emitted = tree.tokens[acc.path[1:]].tolist() + [acc.bonus]
-        for i, tok in enumerate(emitted):
-            if tok in eos:
-                emitted = emitted[: i + 1]
-                stop_reason = "eos"
-                break
-        state.tokens.extend(emitted)
-        state.cache_length = cache.length
-        new.extend(emitted)
-
-        # 6. the proposer syncs its own state
-        proposer.update(state, tree, acc, out)
-        if trace:
-            sync(device)
-        t3 = time.perf_counter()
-        last = (len(tree), not tree.is_chain, state.verify_seconds, t0)
-        if trace:
-            steps.append(
-                StepTrace(
-                    tree_tokens=tree.tokens.tolist(),
-                    tree_parents=tree.parents.tolist(),
-                    path=list(acc.path),
-                    emitted=emitted,
-                    t_propose=t1 - t0,
-                    t_verify=t2 - t1,
-                    t_accept=t3 - t2,
-                    info=proposer.info(),
-                    tree_candidate=None if tree.candidate is None else tree.candidate.tolist(),
-                )
-            )
-        stop = on_step is not None and on_step(forwards - 1, steps[-1] if trace else None, len(new)) is False
-        if stop_reason == "eos":
-            break
-        if stop and min(max_new_tokens - len(new), window - len(state.tokens)) > 0:  # else the budget ends it
-            stop_reason = "stopped"
-            break
-
-    sync(device)
-    compile_seconds = step.compile_seconds - compile_start if step is not None else 0.0
-    seconds = time.perf_counter() - t_start - compile_seconds
-    text = tokenizer.decode(new, skip_special_tokens=True) if tokenizer is not None else None
-    return GenerationResult(
-        tokens=new,
-        prompt_tokens=list(ids),
-        text=text,
-        stop_reason=stop_reason,
-        method=method_name,
-        seconds=seconds,
-        prefill_seconds=prefill_seconds,
-        steps=steps,
-        forwards=forwards,
-        proposer=proposer.summary(),
-        compile_seconds=compile_seconds,
-    )
+def _context_window(model) -> int:
+    config = model.config.get_text_config(decoder=True)
+    return int(getattr(config, "max_position_embeddings", 1 << 30))
 
 
 def _compiled(model, compile: bool | CompiledStep) -> CompiledStep | None:

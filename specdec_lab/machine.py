@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["Machine", "machine", "machine_info", "decide_bf16", "use_bf16", "cpu_flags", "sync"]
+__all__ = ["Machine", "machine", "machine_info", "decide_bf16", "use_bf16", "cpu_flags", "isa_flags", "sync"]
 
 # The extensions worth recording (the full flag list is hundreds of entries).
 _FLAGS_OF_INTEREST = (
@@ -64,6 +64,14 @@ def cpu_flags(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> tuple[str, str] |
         if name and flags:
             break
     return (name, flags) if flags else None
+
+
+def isa_flags(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> list[str]:
+    """Every vector-ISA flag the CPU reports (avx*, amx*, fma, f16c, ...), sorted: what decides which kernels,
+    roundings and plans a CPU runs, printed beside every CI run and figure. [] where cpuinfo is unreadable."""
+    info = cpu_flags(cpuinfo)
+    prefixes = ("avx", "amx", "fma", "f16c", "sse4", "vnni", "bf16", "sve", "asimd")
+    return sorted(f for f in info[1].split() if f.startswith(prefixes)) if info else []
 
 
 def decide_bf16(isa: str, flags: set[str] | None, arch: str = "x86_64") -> tuple[bool | None, str]:

@@ -130,6 +130,8 @@ def test_one_token_prompt_and_compile_time_apart(target, step):
     comp = S.generate(target, [7], max_new_tokens=8, compile=fresh)
     assert comp.tokens == eager.tokens
     assert comp.compile_seconds > 0 and (1, 1024) in fresh.compiled
+    phases = sum(s.t_propose + s.t_verify + s.t_accept for s in comp.steps)  # on the decoding clock, too
+    assert phases <= comp.seconds - comp.prefill_seconds + 1e-6  # with the compiling in a phase, it would not be
     again = S.generate(target, [7], max_new_tokens=8, compile=fresh)
     assert again.compile_seconds == 0 and again.tokens == eager.tokens
 

@@ -9,7 +9,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import specdec_lab.machine as machine_mod
-from specdec_lab.machine import cpu_flags, decide_bf16, machine, use_bf16
+from specdec_lab.machine import cpu_flags, decide_bf16, isa_flags, machine, use_bf16
 
 
 @pytest.mark.parametrize(
@@ -39,6 +39,7 @@ def test_cpuinfo_is_parsed_for_name_and_flags(tmp_path):
     )
     assert cpu_flags(tmp_path / "cpuinfo") == ("AMD EPYC 7B13", "fpu avx avx2 fma")
     assert cpu_flags(tmp_path / "missing") is None
+    assert isa_flags(tmp_path / "cpuinfo") == ["avx", "avx2", "fma"] and isa_flags(tmp_path / "missing") == []
 
 
 def test_the_machine_record_is_complete_and_consistent():

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from specdec_lab.bench.decompose import decompose, decompose_bench
+from specdec_lab.bench.trace import TraceStep
 from specdec_lab.viz.results import measured_rows, waterfall_figure, waterfall_frame
 
 REPO = Path(__file__).resolve().parents[1]
@@ -14,8 +15,9 @@ T1 = 0.010
 
 
 def row(method, steps, prefill=0.02, other=0.003, q=1):
-    tokens = sum(s[2] for s in steps)
-    seconds = prefill + sum(s[3] + s[4] + s[5] for s in steps) + other
+    read = [TraceStep.of(s) for s in steps]
+    tokens = sum(s.emitted for s in read)
+    seconds = prefill + sum(s.t_propose + s.t_verify + s.t_accept for s in read) + other
     return dict(question_id=q, category="a", method=method, new_tokens=tokens, seconds=seconds,
                 forwards=len(steps), trace={"prefill_seconds": prefill, "steps": steps})  # fmt: skip
 

@@ -18,16 +18,17 @@ from specdec_lab.bench.replay import (
     theory_speedup,
     traced_rows,
 )
-from specdec_lab.bench.runner import TRACE_FIELDS
+from specdec_lab.bench.trace import TRACE_FIELDS, TraceStep, steps_of
 from specdec_lab.cost import CurveInputError, curve_from_points, flat_curve
 from specdec_lab.io import Prompt
 
 
 # ---- synthetic runs ---------------------------------------------------------------------------------
 def traced(method, q, steps, prefill=0.0, other=0.0, category="a"):
-    """A bench row with a trace; its measured seconds = prefill + phases + other."""
-    tokens = sum(s[2] for s in steps)
-    seconds = prefill + sum(s[3] + s[4] + s[5] for s in steps) + other
+    """A bench row with a trace (`steps` as stored); its measured seconds = prefill + phases + other."""
+    read = [TraceStep.of(s) for s in steps]
+    tokens = sum(s.emitted for s in read)
+    seconds = prefill + sum(s.t_propose + s.t_verify + s.t_accept for s in read) + other
     return dict(question_id=q, category=category, method=method, prompt_tokens=10, new_tokens=tokens,
                 seconds=seconds, forwards=len(steps), identical=True,
                 trace={"prefill_seconds": prefill, "steps": steps})  # fmt: skip
@@ -158,12 +159,12 @@ def test_bench_records_a_trace_per_row_of_our_loop(model):
     rows = traced_rows(results)
     assert [r["method"] for r in rows] == ["autoregressive", "prompt_lookup"]
     for r in rows:
-        steps, prefill = r["trace"]["steps"], r["trace"]["prefill_seconds"]
+        steps, prefill = steps_of(r), r["trace"]["prefill_seconds"]
         assert len(steps) == r["forwards"]
-        assert sum(s[2] for s in steps) == r["new_tokens"]
-        assert all(s[0] >= 1 and 0 <= s[1] <= s[0] - 1 and s[2] >= 1 for s in steps)
-        assert 0 < prefill + sum(s[3] + s[4] + s[5] for s in steps) <= r["seconds"] + 1e-5
-    assert all(s[0] == 1 and s[6] == 1 for s in rows[0]["trace"]["steps"])  # AR verifies the root only: a chain
+        assert sum(s.emitted for s in steps) == r["new_tokens"]
+        assert all(s.nodes >= 1 and 0 <= s.candidates <= s.nodes - 1 and s.emitted >= 1 for s in steps)
+        assert 0 < prefill + sum(s.t_propose + s.t_verify + s.t_accept for s in steps) <= r["seconds"] + 1e-5
+    assert all(s.nodes == 1 and s.chain for s in steps_of(rows[0]))  # AR verifies the root only: a chain
     table = replay_bench(results, curve_from_traces(results))
     assert table[0]["predicted_speedup"] == pytest.approx(1.0)
     json.dumps(results)  # the results file stays plain JSON
@@ -236,10 +237,9 @@ def chain_run(method="draft", k=3, c=0.02 * T1, repeats=4):
     accepted k, 0, 0 repeated -> α̂ = k / (k + 2 rejections) = 0.6 for k = 3."""
     curve = steep()
     pattern = [k, 0, 0] * repeats
-    steps = [[k + 1, k, a + 1, c * k, curve(k + 1), 0.0, 1] for a in pattern]
-    tokens = sum(s[2] for s in steps)
-    ar = traced("autoregressive", 1, [[1, 0, 1, 0.0, T1, 0.0, 1]] * tokens)
-    return results_of([ar, traced(method, 1, steps)], ["autoregressive", method])
+    chain = traced(method, 1, [[k + 1, k, a + 1, c * k, curve(k + 1), 0.0, 1] for a in pattern])
+    ar = traced("autoregressive", 1, [[1, 0, 1, 0.0, T1, 0.0, 1]] * chain["new_tokens"])
+    return results_of([ar, chain], ["autoregressive", method])
 
 
 def by_method(table):
@@ -281,9 +281,8 @@ def test_a_chain_that_drafted_nothing_and_fixed_sizes_are_repriced():
 
 def medusa_run(budget, curve, head=0.05 * T1, emitted=(2, 1, 2, 1)):
     steps = [[budget + 1, budget, e, head, curve(budget + 1), 0.0, int(budget <= 1)] for e in emitted * 4]
-    tokens = sum(s[2] for s in steps)
-    ar = traced("autoregressive", 1, [[1, 0, 1, 0.0, T1, 0.0, 1]] * tokens)
     med = traced("medusa", 1, steps)
+    ar = traced("autoregressive", 1, [[1, 0, 1, 0.0, T1, 0.0, 1]] * med["new_tokens"])
     med["proposer"] = {"depth": 1, "correction": [1.0]}
     return results_of([ar, med], ["autoregressive", "medusa"])
 
@@ -311,9 +310,8 @@ def test_lookahead_opens_its_window_on_a_flat_curve():
 
     curve = steep()
     steps = [[3, 2, e, 0.0002, curve(3), 0.0, 1] for e in (2, 1, 1, 2) * 4]  # no window: W = 0, 2 n-gram nodes
-    tokens = sum(s[2] for s in steps)
-    ar = traced("autoregressive", 1, [[1, 0, 1, 0.0, T1, 0.0, 1]] * tokens)
     la = traced("lookahead", 1, steps)
+    ar = traced("autoregressive", 1, [[1, 0, 1, 0.0, T1, 0.0, 1]] * la["new_tokens"])
     la["proposer"] = {"steps": 16, "text": 8, "window": 0, "y_win": 0.1}
     results = results_of([ar, la], ["autoregressive", "lookahead"])
     here = by_method(redecide_bench(results, curve, reference=curve))["lookahead"]

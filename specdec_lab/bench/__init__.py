@@ -17,7 +17,7 @@ The run:
     results_file.py  what a run writes after every prompt, and what a resumed run may keep
     report.py        aggregation, intervals, the table the CLI prints; __main__.py is the CLI
 Its analysis (each a CLI, `python -m specdec_lab.bench.<name>`):
-    trace.py         THE per-step trace record a bench row carries, and its columns (`StepColumns`)
+    trace.py         the per-step trace a bench row carries, one record (`TraceStep`) that the three below read
     replay.py        a recorded run re-timed under another device's cost curve
     redecide.py      the same, each method re-choosing its sizes under that curve
     decompose.py     a method's speedup as a product of factors, from the traces

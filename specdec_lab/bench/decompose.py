@@ -1,6 +1,6 @@
 """Why a method's speedup is what it is: the measured speedup as a product of factors, from the bench's traces.
 
-A traced bench row (`bench/runner.TRACE_FIELDS`) times every loop step's three phases — propose, verify,
+A traced bench row (`bench/trace.TraceStep`) times every loop step's three phases — propose, verify,
 accept — and the row's total seconds (prefill and the call's bookkeeping outside the phases included).
 Pooled over a method's rows and the autoregressive rows on the same prompts:
 
@@ -36,11 +36,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from ..proposers.registry import BASELINE
+from .trace import steps_of
 
 __all__ = ["Waterfall", "decompose", "decompose_bench", "FACTORS"]
 
 FACTORS = ("verify", "proposer", "loop")  # the multiplicative steps from the ideal τ to the measurement
-_NODES, _CANDIDATES, _EMITTED, _T_PROPOSE, _T_VERIFY, _T_ACCEPT = range(6)
 
 
 @dataclass
@@ -56,14 +56,14 @@ class _Pool:
 
     @classmethod
     def of(cls, rows: Sequence[dict]) -> _Pool:
-        steps = [s for r in rows for s in r["trace"]["steps"]]
+        steps = [s for r in rows for s in steps_of(r)]
         return cls(
             tokens=sum(r["new_tokens"] for r in rows),
             steps=len(steps),
             seconds=sum(r["seconds"] for r in rows),
-            verify=sum(s[_T_VERIFY] for s in steps),
-            propose=sum(s[_T_PROPOSE] for s in steps),
-            nodes=sum(s[_NODES] for s in steps),
+            verify=sum(s.t_verify for s in steps),
+            propose=sum(s.t_propose for s in steps),
+            nodes=sum(s.nodes for s in steps),
         )
 
 

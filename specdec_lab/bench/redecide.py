@@ -17,7 +17,7 @@ Prices come from one `cost.StepCost` on the other curve (`StepCost.of`, never co
 own overheads per kind of step (its recorded accept seconds, the proposer's unpriced seconds and the call's
 bookkeeping per step, all times the overhead scale), exactly as the run's StepCost learned them.
 
-What is modelled, from each row's trace (`bench/runner.TRACE_FIELDS`):
+What is modelled, from each row's trace (`bench/trace.TraceStep`):
 * chains — α̂, the maximum-likelihood per-token acceptance of the row's drafts (`replay.theory_prediction`'s);
   E[tokens/step | k] = (1 − α̂^{k+1}) / (1 − α̂); the draft model's seconds per drafted token (prompt lookup's
   search is per step, not per token);
@@ -66,10 +66,10 @@ from .replay import (
     theory_prediction,
     traced_rows,
 )
+from .trace import steps_of
 
 __all__ = ["Decision", "redecide_row", "redecide_bench", "SIZE_NAMES", "main"]
 
-NODES, CANDIDATES, EMITTED, T_PROPOSE, T_VERIFY, T_ACCEPT, CHAIN = range(7)
 SIZE_NAMES = {"chain": "draft length k", "tree": "tree nodes n", "window": "window W", "": "–"}
 
 
@@ -86,7 +86,7 @@ class Decision:
 
 
 # ---- prices ---------------------------------------------------------------------------------------------
-def _verify(curve, n: int, chain: bool) -> float:
+def _verify(curve, n: int, chain: bool | None) -> float:
     return curve.cost(n, chain) if isinstance(curve, ShapedCurve) else curve(n)
 
 
@@ -109,12 +109,12 @@ class _Row:
 
     def __init__(self, row: dict, ds: float, os_: float):
         self.row, self.ds, self.os = row, ds, os_
-        self.steps = row["trace"]["steps"]
+        self.steps = steps_of(row)
         self.prefill = row["trace"]["prefill_seconds"]
-        phases = sum(s[T_PROPOSE] + s[T_VERIFY] + s[T_ACCEPT] for s in self.steps)
+        phases = sum(s.t_propose + s.t_verify + s.t_accept for s in self.steps)
         self.other = max(row["seconds"] - self.prefill - phases, 0.0)
-        self.drafted = [s for s in self.steps if s[CANDIDATES] > 0]
-        self.plain = [s for s in self.steps if s[CANDIDATES] == 0]
+        self.drafted = [s for s in self.steps if s.candidates > 0]
+        self.plain = [s for s in self.steps if s.candidates == 0]
         self.per_step_other = os_ * self.other / max(len(self.steps), 1)
 
     def fixed(self) -> float:
@@ -123,8 +123,7 @@ class _Row:
 
     def repriced(self, curve, steps) -> float:
         """`replay_row`'s price of these steps as recorded (verify on the curve, the rest scaled)."""
-        return sum(_verify(curve, s[NODES], bool(s[CHAIN]) if len(s) > CHAIN else False)
-                   + self.ds * s[T_PROPOSE] + self.os * s[T_ACCEPT] for s in steps)  # fmt: skip
+        return sum(_verify(curve, s.nodes, s.chain) + self.ds * s.t_propose + self.os * s.t_accept for s in steps)
 
 
 # ---- chains: prompt lookup, draft models --------------------------------------------------------------------
@@ -137,12 +136,12 @@ def _chain(row: dict, proposer, curve, ds: float, os_: float) -> Decision | None
     if alpha is None:
         return None  # nothing was drafted: α unknown
     per_token = isinstance(proposer, DraftProposer)  # a draft model drafts token by token; lookup searches once
-    drafted_tokens = sum(s[CANDIDATES] for s in r.drafted)
-    t_draft = ds * sum(s[T_PROPOSE] for s in r.drafted) / drafted_tokens if per_token else 0.0
-    search = 0.0 if per_token else ds * _mean(s[T_PROPOSE] for s in r.drafted)
-    accept = _mean(s[T_ACCEPT] for s in r.drafted)
+    drafted_tokens = sum(s.candidates for s in r.drafted)
+    t_draft = ds * sum(s.t_propose for s in r.drafted) / drafted_tokens if per_token else 0.0
+    search = 0.0 if per_token else ds * _mean(s.t_propose for s in r.drafted)
+    accept = _mean(s.t_accept for s in r.drafted)
     own_chain = os_ * accept + search  # a step's own seconds besides the forward and the priced drafting
-    own_root = os_ * _mean((s[T_ACCEPT] for s in r.plain), accept) + ds * _mean(s[T_PROPOSE] for s in r.plain)
+    own_root = os_ * _mean((s.t_accept for s in r.plain), accept) + ds * _mean(s.t_propose for s in r.plain)
     o = r.per_step_other
     cost = _step_cost(curve, {"root": own_root + o, "chain": own_chain + o})
     length.cost, length.draft_step = cost, t_draft
@@ -150,12 +149,12 @@ def _chain(row: dict, proposer, curve, ds: float, os_: float) -> Decision | None
     k = length.choose(length.k_max, key="replay")
     # the governed steps: all of a draft model's (it can always draft), prompt lookup's drafted ones only
     governed, kept = (r.steps, []) if per_token else (r.drafted, r.plain)
-    tokens = sum(s[EMITTED] for s in governed)
-    rho = sum(s[EMITTED] for s in r.drafted) / sum(expected_tokens_per_step(alpha, s[CANDIDATES]) for s in r.drafted)
+    tokens = sum(s.emitted for s in governed)
+    rho = sum(s.emitted for s in r.drafted) / sum(expected_tokens_per_step(alpha, s.candidates) for s in r.drafted)
     per_step = rho * expected_tokens_per_step(alpha, k) if k else 1.0
     phases = _verify(curve, k + 1, True) + (k * t_draft + own_chain if k else own_root)
     seconds = r.fixed() + r.repriced(curve, kept) + tokens / per_step * phases
-    return Decision("chain", _mean(s[CANDIDATES] for s in governed), float(k), seconds)
+    return Decision("chain", _mean(s.candidates for s in governed), float(k), seconds)
 
 
 # ---- Medusa trees ------------------------------------------------------------------------------------------
@@ -183,22 +182,22 @@ def _medusa(row: dict, proposer, curve, ds: float, os_: float) -> Decision | Non
     for opt in options:
         best[opt.budget] = max(best.get(opt.budget, 0.0), opt.corrected(factors))
     depth = max(int((row.get("proposer") or {}).get("depth") or 1), 1)
-    per_head = ds * _mean(s[T_PROPOSE] for s in r.drafted) / depth if r.drafted else 0.0
-    accept = _mean(s[T_ACCEPT] for s in r.drafted)
+    per_head = ds * _mean(s.t_propose for s in r.drafted) / depth if r.drafted else 0.0
+    accept = _mean(s.t_accept for s in r.drafted)
     own_tree = os_ * accept
-    own_root = os_ * _mean((s[T_ACCEPT] for s in r.plain), accept) + ds * _mean(s[T_PROPOSE] for s in r.plain)
+    own_root = os_ * _mean((s.t_accept for s in r.plain), accept) + ds * _mean(s.t_propose for s in r.plain)
     o = r.per_step_other
     cost = _step_cost(curve, {"root": own_root + o, "chain": own_tree + o, "tree": own_tree + o})
     choice = pick_budget(options, lambda n: cost.step(n, tree=True), lambda d: per_head * d, factors)
-    recorded = [best.get(s[NODES] - 1, 1.0) for s in r.drafted]
-    rho = sum(s[EMITTED] for s in r.drafted) / sum(recorded) if r.drafted else 1.0
-    tokens = sum(s[EMITTED] for s in r.steps)
+    recorded = [best.get(s.nodes - 1, 1.0) for s in r.drafted]
+    rho = sum(s.emitted for s in r.drafted) / sum(recorded) if r.drafted else 1.0
+    tokens = sum(s.emitted for s in r.steps)
     per_step = rho * choice.expected_length if choice.budget else 1.0
     n = choice.budget + 1
     price = (_verify(curve, n, choice.depth == n - 1) + per_head * choice.depth + own_tree
              if choice.budget else _verify(curve, 1, True) + own_root)  # fmt: skip
     seconds = r.fixed() + tokens / per_step * price
-    return Decision("tree", _mean(s[NODES] - 1 for s in r.steps), float(choice.budget), seconds)
+    return Decision("tree", _mean(s.nodes - 1 for s in r.steps), float(choice.budget), seconds)
 
 
 # ---- Lookahead's window ------------------------------------------------------------------------------------
@@ -208,14 +207,14 @@ def _lookahead(row: dict, proposer, curve, ds: float, os_: float) -> Decision | 
         return None
     r = _Row(row, ds, os_)
     levels = cfg.N - 1
-    widths = [(s[NODES] - 1 - s[CANDIDATES]) / levels for s in r.steps]  # window cells / levels = W of the step
+    widths = [(s.nodes - 1 - s.candidates) / levels for s in r.steps]  # window cells / levels = W of the step
     counts = row.get("proposer") or {}
     steps = len(r.steps)
     y_text = counts.get("text", 0) / steps
     window_log = sum(math.log2(1 + w) for w in widths if w > 0)
     y_win = counts.get("window", 0) / window_log if window_log else counts.get("y_win", 0.1)
-    g = _mean(s[CANDIDATES] for s in r.steps)
-    own = os_ * _mean(s[T_ACCEPT] for s in r.steps) + ds * _mean(s[T_PROPOSE] for s in r.steps)
+    g = _mean(s.candidates for s in r.steps)
+    own = os_ * _mean(s.t_accept for s in r.steps) + ds * _mean(s.t_propose for s in r.steps)
     o = r.per_step_other
     budget = LookaheadBudget(_step_cost(curve, {"root": own + o, "chain": own + o, "tree": own + o}), cfg.N, cfg.G,
                              cfg.max_window, cfg.adapt_every, cfg.probe_every, cfg.probe_max)  # fmt: skip
@@ -225,7 +224,7 @@ def _lookahead(row: dict, proposer, curve, ds: float, os_: float) -> Decision | 
     def expected(w: float) -> float:
         return 1 + y_text + y_win * math.log2(1 + w)
 
-    tokens = sum(s[EMITTED] for s in r.steps)
+    tokens = sum(s.emitted for s in r.steps)
     rho = tokens / sum(expected(w) for w in widths)
     nodes = max(int(round(1 + levels * width + g)), 1)
     price = _verify(curve, nodes, False) + own

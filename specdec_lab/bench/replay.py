@@ -1,6 +1,6 @@
 """What-if on other hardware: re-time a recorded bench run under another device's verify cost curve t(n).
 
-A traced bench row (`bench/harness.py`, `runner.TRACE_FIELDS`) holds, for every loop step, the number of
+A traced bench row (`bench/harness.py`, `trace.TraceStep`) holds, for every loop step, the number of
 tree nodes n its target forward verified and the seconds of its three phases. A replay keeps everything
 the run decided — trees, accepted paths, tokens — and swaps the hardware's price list:
 
@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from ..cost.curve import CostCurve, ShapedCurve, curve_from_points, flat_curve, measure_cost_curve
 from ..cost.theory import expected_tokens_per_step
 from ..proposers.registry import BASELINE
-from .runner import TRACE_FIELDS
+from .trace import TraceStep, steps_of
 
 __all__ = [
     "traced_rows",
@@ -59,13 +59,6 @@ __all__ = [
     "theory_prediction",
     "theory_speedup",
 ]
-
-NODES, CANDIDATES, EMITTED, T_PROPOSE, T_VERIFY, T_ACCEPT, CHAIN = range(len(TRACE_FIELDS))
-
-
-def _is_chain(step: list) -> bool | None:
-    """Whether the step's tree was a chain (no tree mask); None for traces written before the field."""
-    return bool(step[CHAIN]) if len(step) > CHAIN else None
 
 
 def traced_rows(results: dict) -> list[dict]:
@@ -86,10 +79,9 @@ def curve_from_traces(results: dict, statistic: str = "mean", shape: str | None 
     rows = [r for r in traced_rows(results) if question_id is None or r["question_id"] == question_id]
     by_size: dict[int, list[float]] = {}
     for r in rows:
-        for s in r["trace"]["steps"]:
-            chain = _is_chain(s)
-            if shape is None or s[NODES] == 1 or chain is None or chain == (shape == "chain"):
-                by_size.setdefault(s[NODES], []).append(s[T_VERIFY])
+        for s in steps_of(r):
+            if shape is None or s.nodes == 1 or s.chain is None or s.chain == (shape == "chain"):
+                by_size.setdefault(s.nodes, []).append(s.t_verify)
     if 1 not in by_size:
         raise ValueError("the results hold no traced one-token steps: run the bench with traces (the default)")
     agg = statistics.fmean if statistic == "mean" else statistics.median
@@ -124,15 +116,15 @@ def _curve_of(curve, row: dict):
     return curve[row["question_id"]]
 
 
-def _verify_cost(curve, step: list) -> float:
-    return curve.cost(step[NODES], _is_chain(step)) if isinstance(curve, ShapedCurve) else curve(step[NODES])
+def _verify_cost(curve, step: TraceStep) -> float:
+    return curve.cost(step.nodes, step.chain) if isinstance(curve, ShapedCurve) else curve(step.nodes)
 
 
 def measure_bench_curve(model, results: dict, repeats: int = 5) -> CostCurve:
     """A separately measured tree curve at the bench's median context (prompt + half the answer), over
     the tree sizes the run verified (capped at 64). Median of `repeats`; on the model as loaded."""
     rows = traced_rows(results)
-    seen = {s[NODES] for r in rows for s in r["trace"]["steps"]}
+    seen = {s.nodes for r in rows for s in steps_of(r)}
     sizes = sorted({1, *(n for n in seen if n <= 64)})
     context = int(statistics.median(r["prompt_tokens"] + r["new_tokens"] / 2 for r in rows))
     return measure_cost_curve(model, sizes=sizes, context=context, repeats=repeats, tree=True)
@@ -144,13 +136,13 @@ def replay_row(row: dict, curve, draft_scale: float = 1.0, overhead_scale: float
     trace = row.get("trace")
     if not trace:
         raise ValueError(f"row {row.get('method')!r} / {row.get('question_id')!r} has no trace to replay")
-    steps = trace["steps"]
+    steps = steps_of(row)
     prefill = trace["prefill_seconds"]
-    phases = sum(s[T_PROPOSE] + s[T_VERIFY] + s[T_ACCEPT] for s in steps)
+    phases = sum(s.t_propose + s.t_verify + s.t_accept for s in steps)
     other = max(row["seconds"] - prefill - phases, 0.0)  # rounding of the phases can make it -1e-6
     verify = sum(_verify_cost(curve, s) for s in steps)
-    drafting = sum(s[T_PROPOSE] for s in steps)
-    accepting = sum(s[T_ACCEPT] for s in steps)
+    drafting = sum(s.t_propose for s in steps)
+    accepting = sum(s.t_accept for s in steps)
     return verify + draft_scale * drafting + overhead_scale * (prefill + accepting + other)
 
 
@@ -203,7 +195,7 @@ def replay_bench(
         meas, meas_b = sum(r["seconds"] for r in mine), sum(r["seconds"] for r in ref)
         pred = sum(replay_row(r, _curve_of(curve, r), ds, os_) for r in mine)
         pred_b = sum(replay_row(r, _curve_of(curve, r), ds, os_) for r in ref)
-        steps = [st for r in mine for st in r["trace"]["steps"]]
+        steps = [st for r in mine for st in steps_of(r)]
         measured = (tok / meas) / (tok_b / meas_b)
         predicted = (tok / pred) / (tok_b / pred_b)
         out.append(
@@ -211,7 +203,7 @@ def replay_bench(
                 "method": method,
                 "prompts": len(mine),
                 "mean_accepted": tok / sum(r["forwards"] for r in mine),
-                "mean_nodes": statistics.fmean(st[NODES] for st in steps) if steps else None,
+                "mean_nodes": statistics.fmean(st.nodes for st in steps) if steps else None,
                 "measured_speedup": measured,
                 "predicted_speedup": predicted,
                 "ratio": predicted / measured,
@@ -223,14 +215,14 @@ def replay_bench(
 
 
 # ---- the closed-form theory -------------------------------------------------------------------------
-def _chain_alpha(steps: list[list]) -> float | None:
+def _chain_alpha(steps: list[TraceStep]) -> float | None:
     """Per-token acceptance α̂ by maximum likelihood under the theory's model (i.i.d. acceptances, a chain
     of k drafts accepting a truncated-geometric number): α̂ = Σ accepted / (Σ accepted + #steps rejected)."""
-    drafted = [s for s in steps if s[CANDIDATES] > 0]
+    drafted = [s for s in steps if s.candidates > 0]
     if not drafted:
         return None
-    accepted = sum(min(s[EMITTED] - 1, s[CANDIDATES]) for s in drafted)
-    rejected = sum(1 for s in drafted if s[EMITTED] - 1 < s[CANDIDATES])
+    accepted = sum(min(s.emitted - 1, s.candidates) for s in drafted)
+    rejected = sum(1 for s in drafted if s.emitted - 1 < s.candidates)
     return accepted / (accepted + rejected) if accepted + rejected else None
 
 
@@ -245,7 +237,7 @@ def theory_prediction(rows: Sequence[dict], curve, tree_expected_length: float |
     accuracies) as tree_expected_length. Overheads outside the two costs are the theory's blind spot.
     Returns {"alpha", "tokens_per_step", "speedup"} (alpha None for trees), None without traced steps.
     """
-    steps = [s for r in rows if r.get("trace") for s in r["trace"]["steps"]]
+    steps = [s for r in rows if r.get("trace") for s in steps_of(r)]
     if not steps:
         return None
     alpha = None
@@ -256,8 +248,8 @@ def theory_prediction(rows: Sequence[dict], curve, tree_expected_length: float |
         if alpha is None:  # nothing was ever drafted: plain decoding
             tokens = 1.0
         else:
-            tokens = statistics.fmean(expected_tokens_per_step(alpha, s[CANDIDATES]) for s in steps)
-    cost = statistics.fmean(s[T_PROPOSE] + _verify_cost(curve, s) for s in steps)
+            tokens = statistics.fmean(expected_tokens_per_step(alpha, s.candidates) for s in steps)
+    cost = statistics.fmean(s.t_propose + _verify_cost(curve, s) for s in steps)
     return {"alpha": alpha, "tokens_per_step": tokens, "speedup": tokens * curve(1) / cost}
 
 
@@ -322,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
 
         cfg = results["config"]
         lm = load_model(cfg["model"], device=cfg["device"], dtype=getattr(torch, cfg["dtype"]))
-        largest = max(s[NODES] for r in traced_rows(results) for s in r["trace"]["steps"])
+        largest = max(s.nodes for r in traced_rows(results) for s in steps_of(r))
         measured = {
             "bench context": measure_bench_curve(lm.model, results),
             "context 64 (min)": cost_curve_for(lm.model, max_tokens=min(max(largest, 2), 64), tree=True),

@@ -6,23 +6,23 @@
 Our methods need no entry here: `loop_runner` runs any method of the proposer registry
 (`specdec_lab.proposers.METHODS`) through `generate` — the one runner of our loop, for the benchmark (traced
 or not), the lab's sweeps and notebooks. `ANCHORS` holds the other kind, implementations that are not our
-loop (transformers' own `generate`: hf.py registers them). This module imports nothing else of the bench,
-so both methods.py and hf.py can import it.
+loop (transformers' own `generate`: hf.py registers them). This module imports nothing else of the bench
+but trace.py, so both methods.py and hf.py can import it.
 
-Per-step traces. A run of our loop can also return its steps, compacted to one short list per loop step
-(`TRACE_FIELDS`: nodes verified incl. the root, candidate nodes, tokens emitted, the seconds of propose /
-verify / accept, and whether the tree was a chain) plus its prefill seconds: what `specdec_lab.bench.replay`
-needs to re-time the run under another verify cost curve. Times are rounded to microseconds; a
-128-step row adds ~9 kB to the (indented) results file, --no-traces leaves it out.
+Per-step traces. A run of our loop can also return its steps (`RunOutput.steps`) and prefill seconds; the
+harness compacts them to one short list per loop step (`compact_steps`, `TRACE_FIELDS`: trace.py, re-exported
+here) — what `specdec_lab.bench.replay` needs to re-time the run under another verify cost curve. Times are
+rounded to microseconds; a 128-step row adds ~9 kB to the (indented) results file, --no-traces leaves it out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..generate import generate
 from ..proposers.registry import METHODS, MethodSpec, MethodSpecError
+from .trace import TRACE_FIELDS, compact_steps  # the harness and the results file import them from here
 
 __all__ = [
     "BenchInputError",
@@ -35,33 +35,6 @@ __all__ = [
     "TRACE_FIELDS",
     "compact_steps",
 ]
-
-# one loop step in a results file: [nodes, candidates, emitted, t_propose, t_verify, t_accept, chain]
-#   nodes      tree size verified in the step's forward, root included (1 = a plain autoregressive step)
-#   candidates nodes besides the root that could be accepted (`StepTrace.proposed`; Lookahead's Jacobi
-#              window is verified but never accepted, so nodes - 1 - candidates of it are "extra")
-#   emitted    tokens the step emitted (accepted drafts + bonus, cut at EOS)
-#   t_*        seconds of the step's phases (`generate`'s loop: propose, verify forward, accept + keep +
-#              proposer update), rounded to microseconds
-#   chain      1 if the tree was a chain (verified with the model's own causal mask), 0 if it needed a tree
-#              mask (`verify_tree`): the two cost differently for the same n on some kernels
-TRACE_FIELDS = ("nodes", "candidates", "emitted", "t_propose", "t_verify", "t_accept", "chain")
-
-
-def compact_steps(steps: Sequence) -> list[list]:
-    """`GenerationResult.steps` (StepTrace) -> one short list per step, in `TRACE_FIELDS` order."""
-    return [
-        [
-            len(s.tree_tokens),
-            s.proposed,
-            len(s.emitted),
-            round(s.t_propose, 6),
-            round(s.t_verify, 6),
-            round(s.t_accept, 6),
-            int(all(p == i - 1 for i, p in enumerate(s.tree_parents))),
-        ]  # fmt: skip
-        for s in steps
-    ]
 
 
 class BenchInputError(MethodSpecError):

@@ -374,11 +374,12 @@ display(Markdown(
 # %%
 if rerun:
     from specdec_lab.bench.replay import measure_bench_curve
+    from specdec_lab.bench.trace import steps_of
     from specdec_lab.cost import cost_curve_for
     from specdec_lab.models import load_model
 
     lm = load_model(model_name)
-    largest = max(s[0] for r in traced_rows(results) for s in r["trace"]["steps"])  # tree nodes verified, at most
+    largest = max(s.nodes for r in traced_rows(results) for s in steps_of(r))  # tree nodes verified, at most
     measured_curves = {"bench context": measure_bench_curve(lm.model, results),
                        "context 64 (min)": cost_curve_for(lm.model, max_tokens=min(max(largest, 2), 64), tree=True)}  # fmt: skip
 else:

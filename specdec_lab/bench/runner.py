@@ -12,7 +12,7 @@ but trace.py, so both methods.py and hf.py can import it.
 Per-step traces. A run of our loop can also return its steps (`RunOutput.steps`) and prefill seconds; the
 harness compacts them to one short list per loop step (`compact_steps`, `TRACE_FIELDS`: trace.py, re-exported
 here) — what `specdec_lab.bench.replay` needs to re-time the run under another verify cost curve. Times are
-rounded to microseconds; a 128-step row adds ~9 kB to the (indented) results file, --no-traces leaves it out.
+rounded to microseconds; --no-traces leaves them out of the results file.
 """
 
 from __future__ import annotations

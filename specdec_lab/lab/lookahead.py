@@ -13,6 +13,7 @@ It lives here, not in viz: it decodes (a proposer subclass), and viz only draws 
 
 from __future__ import annotations
 
+from ..bench.trace import steps_of
 from ..proposers.lookahead import WINDOW, LookaheadProposer
 
 __all__ = ["RecordingLookahead", "PAPER_SIZES", "PAPER_METHODS", "paper_sizes_frame"]
@@ -64,7 +65,7 @@ def paper_sizes_frame(results: dict):
         if not label.startswith("lookahead"):
             continue
         runs = [r for r in results["rows"] if r["method"] == label]
-        steps = [st for r in runs for st in (r.get("trace") or {}).get("steps", [])]  # [nodes, candidates, ...]
+        steps = [st for r in runs if r.get("trace") for st in steps_of(r)]
         props = [r.get("proposer") or {} for r in runs]
         window_steps, all_steps = sum(p.get("window_steps", 0) for p in props), sum(p.get("steps", 0) for p in props)
         sizes = _sizes(label)
@@ -76,7 +77,7 @@ def paper_sizes_frame(results: dict):
             else str(sizes["W"]),
             "prompts": s["prompts"],
             "tokens per step": s["mean_accepted"],
-            "tokens verified / forward": sum(st[0] for st in steps) / len(steps) if steps else float("nan"),
+            "tokens verified / forward": sum(st.nodes for st in steps) / len(steps) if steps else float("nan"),
             "steps with a window": window_steps / all_steps if all_steps else float("nan"),
             "tokens/s": s["tokens_per_s"],
             "speed-up vs autoregressive": s["speedup"],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specdec_lab import Tree
+from specdec_lab.bench.trace import TraceStep
 from specdec_lab.cost import CostCurve, flat_curve
 from specdec_lab.lab.lookahead import PAPER_METHODS, PAPER_SIZES, paper_sizes_frame
 from specdec_lab.viz.lookahead import lookahead_mask_figure, lookahead_tree_figure
@@ -15,18 +16,23 @@ MAX_WIDTH = 950
 PAPER = "lookahead:" + ":".join(f"{k}={v}" for k, v in PAPER_SIZES.items())
 
 
+def _step(nodes: int, candidates: int, emitted: int) -> list:
+    """A stored trace step (`bench.trace.TraceStep`): the sizes given, the phases' seconds made up."""
+    return TraceStep(nodes, candidates, emitted, 0.001, 0.03, 0.001, nodes == 1).stored()
+
+
 def _results():
-    """A bench results file's shape: two prompts, the three methods of PAPER_METHODS (steps as `bench.trace` stores them)."""
+    """A bench results file's shape: two prompts, the three methods of PAPER_METHODS."""
     rows = []
     for qid, cat in (("1", "coding"), ("9", "math")):
         rows.append({"question_id": qid, "category": cat, "method": "autoregressive", "tokens_per_s": 20.0,
-                     "mean_accepted": 1.0, "proposer": {}, "trace": {"steps": [[1, 0, 1, 0.001, 0.03, 0.001, 1]] * 4}})  # fmt: skip
+                     "mean_accepted": 1.0, "proposer": {}, "trace": {"steps": [_step(1, 0, 1)] * 4}})  # fmt: skip
         rows.append({"question_id": qid, "category": cat, "method": "lookahead", "tokens_per_s": 24.0,
                      "mean_accepted": 1.4, "proposer": {"steps": 10, "window_steps": 5, "W": 2 if qid == "1" else 0},
-                     "trace": {"steps": [[8, 2, 2, 0.001, 0.04, 0.001, 0], [4, 3, 1, 0.001, 0.03, 0.001, 0]]}})  # fmt: skip
+                     "trace": {"steps": [_step(8, 2, 2), _step(4, 3, 1)]}})  # fmt: skip
         rows.append({"question_id": qid, "category": cat, "method": PAPER, "tokens_per_s": 10.0,
                      "mean_accepted": 2.0, "proposer": {"steps": 8, "window_steps": 8, "W": 15},
-                     "trace": {"steps": [[100, 40, 3, 0.002, 0.2, 0.002, 0], [90, 30, 1, 0.002, 0.2, 0.002, 0]]}})  # fmt: skip
+                     "trace": {"steps": [_step(100, 40, 3), _step(90, 30, 1)]}})  # fmt: skip
     summary = {
         "autoregressive": {"prompts": 2, "tokens_per_s": 20.0, "mean_accepted": 1.0, "speedup": 1.0,
                            "speedup_95": [1.0, 1.0], "identical_to_autoregressive": 1.0},

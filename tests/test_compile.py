@@ -233,8 +233,10 @@ def test_quantized_compiled_equals_quantized_eager(weights):
 
 def test_compile_levers_time_every_option_in_one_loop(target):
     from specdec_lab.bench.compile_levers import measure_levers
+    from specdec_lab.cost import CostCurve
 
     record = measure_levers(target, {"eager": None, "whole": {"block": 0}}, sizes=(1, 2), context=4, repeats=1)
     assert set(record) == {"eager", "whole"} and record["eager"]["compile_seconds"] == 0.0
     assert record["whole"]["options"] == {"block": 0} and record["whole"]["compile_seconds"] > 0
-    assert all(set(v["points"]) == {"1", "2"} and min(v["points"].values()) > 0 for v in record.values())
+    curves = {name: CostCurve.from_dict(v) for name, v in record.items()}  # each lever's curve, in the record
+    assert all(c.sizes == [1, 2] and c.context == 4 and min(c.seconds) > 0 for c in curves.values())

@@ -8,7 +8,9 @@ price, the proposer's priced drafting does not; α̂ follows what was accepted; 
 from __future__ import annotations
 
 import gc
+import json
 import weakref
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,8 @@ from specdec_lab.cost import CostCurve, StepCost, curve_store, flat_curve, summa
 from specdec_lab.cost.theory import expected_tokens_per_step, optimal_k
 from specdec_lab.memory import Memory
 from specdec_lab.proposers.draft_length import AcceptanceTracker, DraftLength, Probes
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def observe_verify(cost: StepCost, n: int, seconds: float) -> None:
@@ -91,9 +95,47 @@ def test_processes_share_a_curve_through_the_store_only_when_asked(monkeypatch, 
     assert measured == [6] and second == first and len(list(tmp_path.glob("*.json"))) == 1
     assert max(cost.cost_curve_for(S.tiny_model(), max_tokens=9, tree=True).sizes) == 9 and measured == [6, 9]
     assert cost.cost_curve_for(S.tiny_model(), max_tokens=4).tree is False and measured == [6, 9, 4]  # chains: own key
+    for damaged in tmp_path.glob("*.json"):  # an entry that is no curve is measured again, like an unreadable one
+        damaged.write_text(json.dumps({"sizes": [1, 2], "seconds": [0.01]}))
+    assert max(cost.cost_curve_for(S.tiny_model(), max_tokens=9, tree=True).sizes) == 9 and measured == [6, 9, 4, 9]
     monkeypatch.delenv(curve_store.ENV)
     cost.cost_curve_for(S.tiny_model(), max_tokens=4, tree=True)
-    assert measured == [6, 9, 4, 4]
+    assert measured == [6, 9, 4, 9, 4]
+
+
+def test_a_curve_round_trips_through_its_json_and_the_older_shape_still_loads():
+    """`to_dict` -> JSON -> `from_dict` gives the same curve; {"points": {"1": s, ...}} (curve files, the records
+    in data/curves) reads as the same curve, its missing fields from the caller."""
+    curve = CostCurve(sizes=[1, 2, 8], seconds=[0.01, 0.011, 0.02], device="cuda", context=64, tree=True)
+    assert CostCurve.from_dict(json.loads(json.dumps(curve.to_dict()))) == curve
+    older = {"points": {"8": 0.02, "1": 0.01, "2": 0.011}, "weights": "fp32"}  # unsorted keys, a record's own key
+    assert CostCurve.from_dict(older, device="cuda", context=64, tree=True) == curve
+    assert CostCurve.from_dict({**curve.to_dict(), "device": "cpu"}, device="cuda").device == "cpu"  # its own wins
+    for path in sorted(REPO.glob("data/curves/*.json")):  # every committed record loads
+        record = json.loads(path.read_text())
+        for entry in (record.get("variants") or record.get("levers")).values():
+            assert CostCurve.from_dict(entry)(1) > 0, path
+    for c in json.loads((REPO / "data/bench/avx2-results-traces-curves.json").read_text())["curves"].values():
+        assert CostCurve.from_dict(c) == CostCurve(**c)
+
+
+@pytest.mark.parametrize(
+    ("bad", "named"),
+    [
+        ([0.01, 0.02], "JSON object"),
+        ({"seconds": [0.01]}, '"sizes" and "seconds" must be lists of equal length'),
+        ({"sizes": [1, 2], "seconds": [0.01]}, "write both lists"),
+        ({"curve": [1, 2]}, "got the keys .'curve'.: add one of the two"),
+        ({"points": {"one": 0.01}}, 'key "points" by "1", "2"'),
+        ({"sizes": [2, 4], "seconds": [0.01, 0.02]}, "must include n=1"),
+        ({"points": {"1": -1.0}}, "positive number of seconds"),
+    ],
+)
+def test_a_bad_curve_dict_names_the_problem_and_the_fix(bad, named):
+    from specdec_lab.cost import CurveInputError
+
+    with pytest.raises(CurveInputError, match=named):
+        CostCurve.from_dict(bad)
 
 
 def test_flat_curve():

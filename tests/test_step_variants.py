@@ -1,6 +1,8 @@
 """Step variants as cost curves (`specdec_lab.bench.step_variants`): parsing, the interleaved measurement, the file,
 and the replay of a recorded run under a cheaper step (synthetic runs, exact arithmetic)."""
 
+import json
+
 import pytest
 
 from specdec_lab.bench.step_variants import (
@@ -12,7 +14,7 @@ from specdec_lab.bench.step_variants import (
     variant_curves,
 )
 from specdec_lab.cost import CostCurve
-from tests.test_replay import T1, T4, synthetic
+from tests.test_replay import REPO, T1, T4, synthetic
 
 
 def test_variants_parse_and_bad_ones_are_named():
@@ -26,12 +28,24 @@ def test_variants_parse_and_bad_ones_are_named():
 def test_variants_are_measured_together_and_the_file_reads_back(model):
     curves = measure_variants({"a": model, "b": model}, sizes=(1, 2, 4), context=8, repeats=2, warmup=0)
     assert list(curves) == ["a", "b"] and all(c.sizes == [1, 2, 4] and min(c.seconds) > 0 for c in curves.values())
+    record = {
+        "format": FORMAT,
+        "context": 8,
+        "variants": {m: {"weights": "fp32", **c.to_dict()} for m, c in curves.items()},
+    }
+    assert variant_curves(json.loads(json.dumps(record))) == curves  # what `main` writes
     points = {m: dict(zip(map(str, c.sizes), c.seconds, strict=True)) for m, c in curves.items()}
-    record = {"format": FORMAT, "context": 8, "variants": {m: {"points": p} for m, p in points.items()}}
-    back = variant_curves(record)
-    assert back["b"].seconds == curves["b"].seconds and back["a"].context == 8
+    older = {"format": FORMAT, "context": 8, "variants": {m: {"points": p} for m, p in points.items()}}
+    assert variant_curves(older) == curves  # what it wrote before the curve had one JSON shape
     with pytest.raises(ValueError, match="not a step-variants file"):
         variant_curves({"format": "x"})
+
+
+def test_the_committed_step_variants_file_loads():
+    record = json.loads((REPO / "data" / "curves" / "step_variants.json").read_text())
+    curves = variant_curves(record)
+    assert list(curves) == list(record["variants"]) and all(c.context == record["context"] for c in curves.values())
+    assert all(c.sizes[0] == 1 and c(1) > 0 for c in curves.values())
 
 
 def curve(scale):  # this run's made-up curve (T1, T4 from the replay tests), `scale` times cheaper

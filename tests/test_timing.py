@@ -9,13 +9,17 @@ import pytest
 import torch
 from torch import nn
 
-from specdec_lab import tiny_model
+from specdec_lab import cost, tiny_model
+from specdec_lab.cost import timing
 from specdec_lab.cost.noise import TimingNoise
 from specdec_lab.cost.timing import (
     Comparison,
+    Contender,
     compare_cost_curves,
     interleaved,
+    interleaved_curves,
     rotated,
+    rotated_rounds,
     runs_sentence,
     spread_sentence,
 )
@@ -32,6 +36,23 @@ def test_rotated_puts_each_name_first_equally_often():
     firsts = [rotated(names, r)[0] for r in range(6)]
     assert firsts == ["a", "b", "c", "a", "b", "c"]
     assert all(sorted(rotated(names, r)) == names for r in range(6))
+    for k in range(9):  # the bench harness's per-prompt order (prompt index + round), as it sliced it before
+        assert rotated(names, k) == names[k % 3 :] + names[: k % 3]
+
+
+def test_rotated_rounds_is_the_one_loop_warmup_unkept_progress_over_the_rounds():
+    calls, wrapped = [], []
+
+    def progress(rounds, desc):
+        wrapped.append((list(rounds), desc))
+        return rounds
+
+    fns = {name: (lambda name=name: calls.append(name) or f"{name}{len(calls)}") for name in "ab"}
+    kept = rotated_rounds(fns, repeats=2, warmup=1, progress=progress)
+    assert calls == list("abbaab") and wrapped == [([0, 1, 2], "rounds")]
+    assert kept == {"a": ["a4", "a5"], "b": ["b3", "b6"]}  # what each timed call returned, in repeat order
+    with pytest.raises(ValueError, match="repeats"):
+        rotated_rounds(fns, repeats=0)
 
 
 def test_interleaved_runs_each_fn_once_per_repeat_in_rotated_order():
@@ -80,6 +101,34 @@ def test_sentences_are_neutral_prose_whatever_the_noise():
     noisy = runs_sentence({"a": [1.0, 2.0, 3.0], "b": [2.0, 2.0, 2.0]})
     assert "agree" in steady and "busy" in noisy and not WARNING.search(steady + noisy)
     assert "single sample" in runs_sentence({"a": [1.0], "b": [2.0]})
+
+
+def test_interleaved_curves_run_every_contender_once_per_repeat_in_rotated_order(monkeypatch):
+    """Each contender's pass (install first, its own model and compiled step) runs once per round, the order
+    rotated; the comparison keeps each size's timed seconds per repeat and their medians."""
+    ran = []
+
+    def one_pass(model, sizes, context, repeats, warmup, step):
+        assert (repeats, warmup) == (1, 0)
+        ran.append((model, step))
+        t = len(ran)  # the r-th pass of the loop takes r seconds at every size
+        return cost.CostCurve(sizes=list(sizes), seconds=[t * n for n in sizes], device="dev", context=context)
+
+    monkeypatch.setattr(timing, "measure_cost_curve", one_pass)
+    installed = []
+    contenders = {
+        "eager": Contender("m1", install=lambda: installed.append(len(ran))),
+        "compiled": Contender("m1", step="step"),
+        "int8": Contender("m2"),
+    }
+    cmp = interleaved_curves(contenders, sizes=[1, 4], context=8, repeats=3, warmup=1)
+    e, c, i = ("m1", None), ("m1", "step"), ("m2", None)
+    assert ran == [e, c, i, c, i, e, i, e, c, e, c, i]  # warm-up round, then rounds rotated by 1, 2, 3
+    assert installed == [0, 5, 7, 9]  # just before each of its passes
+    assert cmp.times["eager"] == {1: [6, 8, 10], 4: [24, 32, 40]} and cmp.times["int8"][1] == [5, 7, 12]
+    assert cmp.curves["compiled"].seconds == [9, 36] and cmp.device == "dev" and cmp.context == 8
+    cmp = compare_cost_curves("m", {"x": lambda: None, "y": lambda: None}, sizes=[1], context=8, repeats=2, warmup=0)
+    assert cmp.setups == ["x", "y"] and ran[-4:] == [("m", None)] * 4
 
 
 @pytest.fixture

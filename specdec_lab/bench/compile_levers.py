@@ -18,8 +18,9 @@ each does and why the shipped choice is the shipped one):
     python_wrapper block=6 with inductor's Python wrapper around its kernels (shipped before the C++ one)
 
 t(1) and t(8) of every lever are timed in one loop — each round runs every lever once, the order rotated
-(`timing.rotated`), the median kept — so load from another process hits them alike; compile seconds are
-timed apart. The file records the wall measured in the same process and each lever's t(1) over it.
+(`timing.interleaved_curves`), the median kept — so load from another process hits them alike; compile
+seconds are timed apart. The file records the wall measured in the same process and, per lever, its curve
+(`CostCurve.to_dict`; files written before held "points": {"1": s, "8": s}) and its t(1) over the wall.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ import argparse
 import sys
 import time
 
-from ..cost.curve import measure_cost_curve, summarize_times
-from ..cost.timing import rotated
+from ..cost.curve import CostCurve
+from ..cost.timing import Contender, interleaved_curves
 
 __all__ = ["LEVERS", "measure_levers", "main"]
 
-FORMAT = "specdec_lab.bench.compile_levers/1"
+FORMAT = "specdec_lab.compile_levers/1"
 # lever -> CompiledStep options (None: eager)
 LEVERS: dict[str, dict | None] = {
     "eager": None,
@@ -48,7 +49,7 @@ LEVERS: dict[str, dict | None] = {
 
 def measure_levers(model, levers: dict[str, dict | None], sizes=(1, 8), context: int = 64, repeats: int = 7,
                    progress=None) -> dict:  # fmt: skip
-    """{lever: {"compile_seconds", "points": {n: median seconds}}} for `model` (fp32), timed in one loop."""
+    """{lever: {"compile_seconds", "options", **its median curve's `to_dict`}} for `model` (fp32), timed in one loop."""
     from ..models.compiled import CompiledStep, capacity_for
 
     steps, record = {}, {}
@@ -61,17 +62,9 @@ def measure_levers(model, levers: dict[str, dict | None], sizes=(1, 8), context:
         t0 = time.perf_counter()
         step.warm_up(buckets=sizes)
         steps[name], record[name] = step, {"options": options, "compile_seconds": round(time.perf_counter() - t0, 1)}
-    times = {name: {n: [] for n in sizes} for name in levers}
-    rounds = range(repeats + 1)  # the first round is a warm-up, not kept
-    for r in progress(rounds, desc="rounds") if progress else rounds:
-        for name in rotated(list(levers), r):
-            one = measure_cost_curve(model, sizes=sizes, context=context, repeats=1, warmup=0, step=steps[name])
-            if r:
-                for n, s in zip(one.sizes, one.seconds, strict=True):
-                    times[name][n].append(s)
-    for name in levers:
-        record[name]["points"] = {str(n): t for n, t in zip(sizes, summarize_times(times[name]), strict=True)}
-    return record
+    contenders = {name: Contender(model, step=steps[name]) for name in levers}
+    cmp = interleaved_curves(contenders, sizes, context, repeats, warmup=1, progress=progress)  # warm-up: not kept
+    return {name: {**record[name], **curve.to_dict()} for name, curve in cmp.curves.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,12 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     lm = load_model(a.model)
     levers = measure_levers(lm.model, {x: LEVERS[x] for x in names}, repeats=a.repeats, progress=tqdm)
     wall = memory_wall(lm.model)  # measured after the levers: the bandwidth of the same loaded moment
-    for v in levers.values():
-        v["t1_over_wall"] = round(v["points"]["1"] * 1e3 / wall["wall_ms_per_token"], 2)
+    curves = {name: CostCurve.from_dict(v) for name, v in levers.items()}
+    for name, v in levers.items():
+        v["t1_over_wall"] = round(curves[name](1) * 1e3 / wall["wall_ms_per_token"], 2)
     write_json(a.out, {"format": FORMAT, "model": a.model, "machine": machine_info("cpu"), "memory_wall": wall,
                        "repeats": a.repeats, "levers": levers})  # fmt: skip
     for name, v in levers.items():
-        print(f"{name:22s} t(1) {v['points']['1'] * 1e3:6.1f} ms  t(8) {v['points']['8'] * 1e3:6.1f} ms  "
+        t = curves[name]
+        print(f"{name:22s} t(1) {t(1) * 1e3:6.1f} ms  t(8) {t(8) * 1e3:6.1f} ms  "
               f"{v['t1_over_wall']:.2f}x wall  compile {v['compile_seconds']} s")  # fmt: skip
     print(f"wall {wall['wall_ms_per_token']} ms ({wall['weights_mb']} MB at {wall['read_gb_s']} GB/s); wrote {a.out}")
     return 0

@@ -46,6 +46,7 @@ from pathlib import Path
 import torch
 
 from ..cost.memory_wall import machine_bandwidth, memory_wall
+from ..cost.timing import rotated
 from ..io import Prompt, as_prompts, eos_ids
 from ..machine import machine_info, sync
 from ..memory import Memory
@@ -304,9 +305,7 @@ def _run_prompts(
             outs: dict[str, tuple[RunOutput, float]] = {}  # label -> its fastest run and that run's seconds
             times: dict[str, list[float]] = {label: [] for label in labels}
             for round_ in range(config.repeats):
-                shift = (index + round_) % len(labels)
-                order = labels[shift:] + labels[:shift]  # rotated: each method runs first equally often
-                for label in order:
+                for label in rotated(labels, index + round_):  # each method runs first equally often
                     r, seconds = _timed(runners[label], x, n, seed, device)
                     times[label].append(seconds)
                     if label not in outs or seconds < outs[label][1]:

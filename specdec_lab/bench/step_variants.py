@@ -6,13 +6,14 @@
 A variant is `<weights>[+compile]`: the weights `load_model(..., weights=)` holds ("fp32", "int8", "int4")
 and whether the verify step is compiled. Each variant is its own model object; `measure_variants` times
 t(n) for all of them in one loop — each repeat runs one pass over the sizes per variant, the variants'
-order rotated from repeat to repeat (`timing.rotated`), the median kept — so a burst of load from another
-process hits every variant alike. The file:
+order rotated from repeat to repeat (`timing.interleaved_curves`), the median kept — so a burst of load
+from another process hits every variant alike. The file:
 
-    {"format": "specdec_lab.bench.step_variants/1", "model": ..., "machine": {...}, "context": 64, "repeats": 7,
+    {"format": "specdec_lab.step_variants/1", "model": ..., "machine": {...}, "context": 64, "repeats": 7,
      "variants": {"int8": {"weights": "int8", "compile": false, "load_seconds": ..., "warmup_seconds": ...,
-                           "points": {"1": s, "2": s, ...}}, ...}}
+                           "sizes": [1, 2, ...], "seconds": [s, s, ...], ...}, ...}}     # + CostCurve.to_dict()
 
+(files written before the curve's own JSON held "points": {"1": s, ...} instead: they load the same).
 `variant_curves` reads it back as `CostCurve`s, which is what notebook 12 draws and what `replay.replay_bench`
 re-prices a recorded bench under: why a cheaper step changes what speculation buys. With s the seconds of
 the loop's own work per step (acceptance, the proposer, bookkeeping) and τ the tokens a step emits,
@@ -33,8 +34,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from ..cost.curve import CostCurve, measure_cost_curve, summarize_times
-from ..cost.timing import rotated
+from ..cost.curve import CostCurve, measure_cost_curve
+from ..cost.timing import Contender, interleaved_curves
 from .builds import Build, parse_build
 
 __all__ = [
@@ -47,7 +48,7 @@ __all__ = [
     "main",
 ]
 
-FORMAT = "specdec_lab.bench.step_variants/1"
+FORMAT = "specdec_lab.step_variants/1"
 SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 
 
@@ -81,33 +82,16 @@ def measure_variants(
     model is `cost.measure_cost_curve(repeats=1)`: a fresh cache with `context` cached tokens (untimed), then
     one timed verify forward per size.
     """
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
-    names = list(models)
-    times: dict[str, dict[int, list[float]]] = {m: {n: [] for n in sizes} for m in names}
-    device = {}
-    rounds = range(warmup + repeats)
-    for r in progress(rounds, desc="rounds") if progress else rounds:
-        for name in rotated(names, r):
-            one = measure_cost_curve(models[name], sizes=sizes, context=context, repeats=1, warmup=0,
-                                     step=(steps or {}).get(name))  # fmt: skip
-            device[name] = one.device
-            if r >= warmup:
-                for n, s in zip(one.sizes, one.seconds, strict=True):
-                    times[name][n].append(s)
-    return {m: CostCurve(list(sizes), summarize_times(times[m]), device=device[m], context=context) for m in names}
+    contenders = {name: Contender(model, step=(steps or {}).get(name)) for name, model in models.items()}
+    return interleaved_curves(contenders, sizes, context, repeats, warmup, progress).curves
 
 
 def variant_curves(record: Mapping) -> dict[str, CostCurve]:
     """The curves of a file written by `main` (variant name -> CostCurve), in the file's order."""
     if record.get("format") != FORMAT:
         raise ValueError(f"not a step-variants file (format {record.get('format')!r}, expected {FORMAT!r})")
-    out = {}
-    for name, v in record["variants"].items():
-        pairs = sorted((int(n), float(t)) for n, t in v["points"].items())
-        out[name] = CostCurve([n for n, _ in pairs], [t for _, t in pairs], device=record.get("device", "cpu"),
-                              context=int(record.get("context", 0)))  # fmt: skip
-    return out
+    device, context = record.get("device", "cpu"), int(record.get("context", 0))  # older files: theirs, here
+    return {name: CostCurve.from_dict(v, device=device, context=context) for name, v in record["variants"].items()}
 
 
 def replay_variants(results: Mapping, curves: Mapping[str, CostCurve], base: str = "fp32",
@@ -165,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         variants = parse_variants(a.variants)
         sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
+        if 1 not in sizes:  # a curve is read back only with t(1), the step every ratio is taken to
+            raise ValueError(f"--sizes must include 1, got {a.sizes!r}")
     except ValueError as e:
         p.error(str(e))
     models, steps, meta = {}, {}, {}
@@ -188,9 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                               progress=None if a.no_progress else tqdm)  # fmt: skip
     record = {"format": FORMAT, "model": a.model, "machine": machine_info("cpu"), "context": a.context,
               "repeats": a.repeats, "threads": torch.get_num_threads(),
-              "variants": {name: {**meta[name], "points": {str(n): t for n, t in zip(c.sizes, c.seconds,
-                                                                                       strict=True)}}
-                           for name, c in curves.items()}}  # fmt: skip
+              "variants": {name: {**meta[name], **c.to_dict()} for name, c in curves.items()}}  # fmt: skip
     write_json(Path(a.out), record)
     for name, c in curves.items():
         print(f"{name:>14}: t(1) {c(1) * 1e3:.1f} ms, t(8)/t(1) {c(8) / c(1):.2f}" if 8 in c.sizes else name)

@@ -62,11 +62,53 @@ class CostCurve:
         return [s / self.seconds[0] for s in self.seconds]
 
     def to_dict(self) -> dict:
+        """The curve as JSON: {"sizes": [n, ...], "seconds": [t(n), ...], "device", "context", "tree"}."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping, *, device: str = "cpu", context: int = 0, tree: bool = False) -> CostCurve:
+        """The curve `to_dict` wrote, checked as `curve_from_points` checks one given by hand (n = 1 among the
+        sizes, positive seconds, sizes sorted). Other keys are ignored: a record may carry its curve's fields
+        beside its own. Also reads the older shape {"points": {"1": seconds, ...}} (a curve file, written or by
+        hand, and the step-variants and compile-levers records in data/curves); device, context and tree take
+        the values given here where `d` has none (older records keep them at their top level).
+        """
+        if not isinstance(d, Mapping):
+            raise CurveInputError(
+                f'a cost curve is a JSON object, {{"sizes": [n, ...], "seconds": [t(n), ...]}} (`CostCurve.to_dict`) '
+                f'or {{"points": {{"1": seconds, ...}}}}; got {type(d).__name__}'
+            )
+        if "sizes" in d or "seconds" in d:
+            sizes, seconds = d.get("sizes"), d.get("seconds")
+            if not isinstance(sizes, list) or not isinstance(seconds, list) or len(sizes) != len(seconds):
+                raise CurveInputError(
+                    f'"sizes" and "seconds" must be lists of equal length, one time per size; got {sizes!r} and '
+                    f"{seconds!r}: write both lists (`CostCurve.to_dict`)"
+                )
+            points = list(zip(sizes, seconds, strict=True))
+        elif isinstance(d.get("points"), Mapping):
+            try:  # JSON keys are strings
+                points = [(int(n), t) for n, t in d["points"].items()]
+            except (TypeError, ValueError):
+                raise CurveInputError(
+                    f'token counts must be whole numbers, got {sorted(map(str, d["points"]))}: key "points" by '
+                    '"1", "2", ...'
+                ) from None
+        else:
+            raise CurveInputError(
+                f'a cost curve needs "sizes" and "seconds" (`CostCurve.to_dict`) or "points": {{n: seconds}} with '
+                f"n = 1 among them; got the keys {sorted(map(str, d))}: add one of the two"
+            )
+        curve = curve_from_points(points)
+        curve.device = str(d.get("device", device))
+        curve.context = int(d.get("context", context))
+        curve.tree = bool(d.get("tree", tree))
+        return curve
 
 
 class CurveInputError(ValueError):
-    """A cost curve given by hand that cannot be one (no points, n < 1, a non-positive time, ...)."""
+    """A cost curve given by hand or read from JSON that cannot be one (no points, n < 1, a non-positive time,
+    no t(1), ...)."""
 
 
 def curve_from_points(points: Mapping[int, float] | Sequence[tuple[int, float]], device: str = "user") -> CostCurve:
@@ -223,6 +265,16 @@ def set_cost_curve(model, curve: CostCurve, step=None) -> None:
 TREE_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64)
 
 
+def _stored_curve(key: str, max_tokens: int) -> CostCurve | None:
+    """The curve `curve_store` keeps under `key`, if caching is on and it reaches `max_tokens`."""
+    stored = curve_store.load_curve(key)
+    try:
+        curve = CostCurve.from_dict(stored) if stored is not None else None
+    except CurveInputError:  # a damaged entry, like an unreadable one: measured again and replaced
+        return None
+    return curve if curve is not None and max(curve.sizes) >= max_tokens else None
+
+
 def cost_curve_for(model, max_tokens: int = 16, tree: bool = False, step=None) -> CostCurve:
     """The model's cost curve up to `max_tokens`, measured once per process per model object, device, dtype and
     kernels (a fact about the machine, like the kernel plan: no decoding writes to it).
@@ -238,9 +290,9 @@ def cost_curve_for(model, max_tokens: int = 16, tree: bool = False, step=None) -
     if key not in curves or max(curves[key].sizes) < max_tokens:
         how = {"repeats": 15, "statistic": "paired", "context": 64}
         stored_as = curve_store.curve_key(model, key, **how)
-        stored = curve_store.load_curve(stored_as, max_tokens)  # another process's measurement (opt-in)
+        stored = _stored_curve(stored_as, max_tokens)  # another process's measurement (opt-in)
         if stored is not None:
-            curves[key] = CostCurve(**stored)
+            curves[key] = stored
         else:
             sizes = sorted({n for n in (TREE_SIZES if tree else DEFAULT_SIZES) if n <= max_tokens} | {max_tokens})
             # Paired ratios (`measure_cost_curve`): what a run decides on is how much dearer n tokens are than

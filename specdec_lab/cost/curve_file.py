@@ -12,7 +12,8 @@ Medusa and Lookahead verify) and chains (the model's causal mask: prompt lookup 
      "points": {"1": 0.0061, "2": 0.0061, ...},          # tree mask: n -> seconds
      "chain_points": {"1": 0.0061, ...}}                 # causal mask (optional in files written by hand)
 
-A file written by hand needs only "points" with n = 1 among them (`curve.curve_from_points` checks it).
+A file written by hand needs only "points" with n = 1 among them; one curve as `CostCurve.to_dict` writes
+it loads too (`CostCurve.from_dict` reads both and checks them).
 Use it in notebook 09 (its `device_curve` parameter) or from the command line:
 
     python -m specdec_lab.bench.redecide data/bench/avx512-after.json --curve my_gpu_curve.json
@@ -25,7 +26,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .curve import TREE_SIZES, CostCurve, CurveInputError, ShapedCurve, curve_from_points
+from .curve import TREE_SIZES, CostCurve, CurveInputError, ShapedCurve
 
 __all__ = ["FORMAT", "curve_record", "load_curve_file", "curve_label", "measure_curve_file", "main"]
 
@@ -47,25 +48,14 @@ def curve_record(tree: CostCurve, chain: CostCurve | None = None, **meta) -> dic
 def load_curve_file(path: str | Path) -> CostCurve | ShapedCurve:
     """The curve of a file written by `measure_curve_file` (or by hand: {"points": {"1": s, ...}})."""
     record = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(record, dict) or not isinstance(record.get("points"), dict):
-        raise CurveInputError(f"{path}: a curve file is a JSON object with 'points': {{n: seconds}} (n = 1 included)")
-    device = str(record.get("device", "file"))
-
-    def parse(points: dict) -> CostCurve:
-        try:
-            pairs = [(int(n), t) for n, t in points.items()]
-        except ValueError:
-            raise CurveInputError(f"{path}: token counts must be whole numbers, got {sorted(points)}") from None
-        curve = curve_from_points(pairs, device=device)
-        curve.context = int(record.get("context", 0))
-        return curve
-
-    tree = parse(record["points"])
-    if isinstance(record.get("chain_points"), dict):
-        chain = parse(record["chain_points"])
-        chain.tree = False
-        return ShapedCurve(chain=chain, tree=tree)
-    return tree
+    try:  # "points" is the tree curve; the file's device and context are both curves'
+        tree = CostCurve.from_dict(record, device="file", tree=True)
+        if not isinstance(record.get("chain_points"), dict):
+            return tree
+        chain = CostCurve.from_dict({"points": record["chain_points"]}, device=tree.device, context=tree.context)
+    except CurveInputError as err:
+        raise CurveInputError(f"{path}: {err}") from None
+    return ShapedCurve(chain=chain, tree=tree)
 
 
 def curve_label(path: str | Path) -> str:

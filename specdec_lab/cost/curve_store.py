@@ -50,21 +50,22 @@ def curve_key(model, setup: tuple, **how) -> str:
     return hashlib.sha1(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def load_curve(key: str, max_tokens: int) -> dict | None:
-    """The stored curve (CostCurve fields) under `key` when caching is on and it reaches `max_tokens`."""
+def load_curve(key: str) -> dict | None:
+    """The curve stored under `key` (`CostCurve.to_dict`'s JSON, read back by `CostCurve.from_dict`) when
+    caching is on; None when it is off or nothing readable is stored."""
     folder = _folder()
     path = folder / f"{key}.json" if folder else None
     if path is None or not path.is_file():
         return None
     try:
-        curve = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):  # a file another process is replacing, or a damaged one: re-measure
         return None
-    return curve if max(curve.get("sizes") or [0]) >= max_tokens else None
 
 
 def store_curve(key: str, curve: dict) -> None:
-    """Keep `curve` under `key` when caching is on (atomically: a reader sees the old file or the new one)."""
+    """Keep `curve` (`CostCurve.to_dict`) under `key` when caching is on (atomically: a reader sees the old
+    file or the new one)."""
     folder = _folder()
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)

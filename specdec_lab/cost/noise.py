@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import os
 import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
-from .curve import CostCurve, measure_cost_curve
+from .curve import CostCurve, measure_cost_curve, summarize_times
 
 __all__ = ["TimingNoise", "relative_spread", "measure_cost_curve_with_noise", "combine", "DEFAULT_THRESHOLD"]
 
@@ -56,6 +56,12 @@ class TimingNoise:
     repeats: int
     threshold: float = DEFAULT_THRESHOLD
     load_per_core: float | None = field(default_factory=_load_per_core)  # 1-min load average / cores
+
+    @classmethod
+    def of(cls, times: Mapping[int, Sequence[float]], threshold: float = DEFAULT_THRESHOLD) -> TimingNoise:
+        """The spread of each size's repeats: times[n] = the seconds of size n, one per repeat."""
+        per_size = {n: relative_spread(t) for n, t in times.items()}
+        return cls(per_size=per_size, repeats=min(len(t) for t in times.values()), threshold=threshold)
 
     @property
     def spread(self) -> float:
@@ -153,14 +159,4 @@ def measure_cost_curve_with_noise(
         for r in range(repeats)
     ]
     times = {n: [p.seconds[i] for p in passes] for i, n in enumerate(passes[0].sizes)}
-    first = passes[0]
-    curve = CostCurve(
-        sizes=list(first.sizes),
-        seconds=[statistics.median(times[n]) for n in first.sizes],
-        device=first.device,
-        context=first.context,
-        tree=first.tree,
-    )
-    per_size = {n: relative_spread(t) for n, t in times.items()}
-    noise = TimingNoise(per_size=per_size, repeats=repeats, threshold=threshold)
-    return curve, noise
+    return replace(passes[0], seconds=summarize_times(times)), TimingNoise.of(times, threshold)

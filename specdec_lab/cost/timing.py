@@ -7,11 +7,13 @@ neighbour starts a job). So timings that are compared are taken together:
     repeat 0:  a b c      repeat 1:  b c a      repeat 2:  c a b      ...
 
 and each contender keeps the median of its repeats. A drift (another process, frequency scaling) then hits
-all of them alike, and none always runs first (after the others warmed the caches) or last.
+all of them alike, and none always runs first (after the others warmed the caches) or last. `rotated_rounds`
+is that loop; the rest time with it:
 
     times = interleaved({"cached": f, "recomputed": g}, repeats=7)          # name -> seconds per repeat
     cmp = compare_cost_curves(model, {"stock": use_stock, "fast": use_fast}, sizes=[1, 2, 4, 8])
     cmp.curves["fast"](4), cmp.fastest(4), cmp.noise.spread
+    cmp = interleaved_curves({"eager": Contender(model), "compiled": Contender(model, step=step)}, sizes)
 
 `spread_sentence(noise)` says in one neutral sentence how far the repeats agreed (`noise.TimingNoise`).
 """
@@ -22,11 +24,22 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
-from .curve import CostCurve, measure_cost_curve
-from .noise import DEFAULT_THRESHOLD, TimingNoise, relative_spread
+from .curve import CostCurve, measure_cost_curve, summarize_times
+from .noise import DEFAULT_THRESHOLD, TimingNoise, combine, relative_spread
 
-__all__ = ["rotated", "interleaved", "Comparison", "compare_cost_curves", "spread_sentence", "runs_sentence"]
+__all__ = [
+    "rotated",
+    "rotated_rounds",
+    "interleaved",
+    "Comparison",
+    "Contender",
+    "interleaved_curves",
+    "compare_cost_curves",
+    "spread_sentence",
+    "runs_sentence",
+]
 
 
 def rotated(names: Sequence[str], r: int) -> list[str]:
@@ -36,27 +49,45 @@ def rotated(names: Sequence[str], r: int) -> list[str]:
     return names[k:] + names[:k]
 
 
+def rotated_rounds(
+    fns: Mapping[str, Callable[[], object]], repeats: int = 5, warmup: int = 1, progress: Callable | None = None
+) -> dict[str, list]:
+    """What each fn returns, once per repeat, in rotated order: {name: [result of repeat 0, ...]}.
+
+    `warmup` rounds run first and are not kept (first calls allocate, pack weights, compile, fill caches).
+    progress: a tqdm-like wrapper around the rounds.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    names = list(fns)
+    kept: dict[str, list] = {name: [] for name in names}
+    rounds = range(warmup + repeats)
+    for r in progress(rounds, desc="rounds") if progress else rounds:
+        for name in rotated(names, r):
+            out = fns[name]()
+            if r >= warmup:
+                kept[name].append(out)
+    return kept
+
+
 def interleaved(
     fns: Mapping[str, Callable[[], object]], repeats: int = 5, warmup: int = 1, self_timed: bool = False
 ) -> dict[str, list[float]]:
     """Seconds of each fn, once per repeat, in rotated order: {name: [seconds of repeat 0, ...]}.
 
     Wall-clock seconds of the call, or with self_timed=True the seconds each call returns (a fn that times
-    only part of its work, e.g. one forward after an untimed prefill). `warmup` untimed rounds run first
-    (first calls allocate, pack weights, fill caches).
+    only part of its work, e.g. one forward after an untimed prefill). `warmup` untimed rounds run first.
     """
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
-    names = list(fns)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(warmup + repeats):
-        for name in rotated(names, r):
+
+    def clocked(fn: Callable[[], object]) -> Callable[[], float]:
+        def run() -> float:
             t0 = time.perf_counter()
-            out = fns[name]()
-            seconds = float(out) if self_timed else time.perf_counter() - t0
-            if r >= warmup:
-                times[name].append(seconds)
-    return times
+            out = fn()
+            return float(out) if self_timed else time.perf_counter() - t0
+
+        return run
+
+    return rotated_rounds({name: clocked(fn) for name, fn in fns.items()}, repeats, warmup)
 
 
 @dataclass
@@ -79,12 +110,7 @@ class Comparison:
     def curves(self) -> dict[str, CostCurve]:
         """{setup: the median curve}."""
         return {
-            s: CostCurve(
-                sizes=list(self.sizes),
-                seconds=[statistics.median(t[n]) for n in self.sizes],
-                device=self.device,
-                context=self.context,
-            )
+            s: CostCurve(sizes=list(self.sizes), seconds=summarize_times(t), device=self.device, context=self.context)
             for s, t in self.times.items()
         }
 
@@ -103,10 +129,46 @@ class Comparison:
 
     @property
     def noise(self) -> TimingNoise:
-        """Spread of the repeats per size: the largest any setup saw (`noise.combine`'s rule)."""
-        per_size = {n: max(relative_spread(t[n]) for t in self.times.values()) for n in self.sizes}
-        repeats = min(len(t[n]) for t in self.times.values() for n in self.sizes)
-        return TimingNoise(per_size=per_size, repeats=repeats)
+        """Spread of the repeats per size: the largest any setup saw (`noise.combine`)."""
+        return combine(*(TimingNoise.of(t) for t in self.times.values()))
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One setup whose cost curve is compared: `model` after `install()` (a function that switches it in
+    place, e.g. to other kernels), its verify run by `step` (a `compiled.CompiledStep` of it) when given."""
+
+    model: object
+    install: Callable[[], object] | None = None
+    step: object = None
+
+    def one_pass(self, sizes: Sequence[int], context: int) -> CostCurve:
+        """`cost.measure_cost_curve` with repeats=1: a fresh cache holding `context` tokens (untimed), then
+        one timed forward per size."""
+        if self.install is not None:
+            self.install()
+        return measure_cost_curve(self.model, sizes=sizes, context=context, repeats=1, warmup=0, step=self.step)
+
+
+def interleaved_curves(
+    contenders: Mapping[str, Contender],
+    sizes: Sequence[int],
+    context: int = 64,
+    repeats: int = 7,
+    warmup: int = 1,
+    progress: Callable | None = None,
+) -> Comparison:
+    """Cost curves of several setups on one device, in one loop: each repeat runs one pass over all sizes per
+    contender (`Contender.one_pass`), the contenders' order rotated (`rotated_rounds`; its `warmup` rounds
+    also compile a compiled step's buckets). An installing contender leaves its model in the setup that ran
+    last: install the one you want after.
+    """
+    passes = rotated_rounds(
+        {name: partial(c.one_pass, sizes, context) for name, c in contenders.items()}, repeats, warmup, progress
+    )
+    times = {name: {n: [p.seconds[i] for p in ps] for i, n in enumerate(sizes)} for name, ps in passes.items()}
+    device = next(iter(passes.values()))[-1].device
+    return Comparison(sizes=list(sizes), times=times, context=context, device=device)
 
 
 def compare_cost_curves(
@@ -119,24 +181,13 @@ def compare_cost_curves(
 ) -> Comparison:
     """Cost curves of `model` under each setup (a function that switches the model to it, in place), interleaved.
 
-    Each repeat installs every setup in rotated order and times one pass over all sizes
-    (`cost.measure_cost_curve` with repeats=1; its prefill of `context` tokens is not timed). The first
-    `warmup` rounds are untimed. The model is left in the setup that ran last: install the one you want after.
+    Each repeat installs every setup in rotated order and times one pass over all sizes (`interleaved_curves`;
+    the prefill of `context` tokens is not timed). The first `warmup` rounds are untimed. The model is left in
+    the setup that ran last: install the one you want after.
     """
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
-    names = list(setups)
-    times: dict[str, dict[int, list[float]]] = {s: {n: [] for n in sizes} for s in names}
-    device = "cpu"
-    for r in range(warmup + repeats):
-        for name in rotated(names, r):
-            setups[name]()
-            one = measure_cost_curve(model, sizes=sizes, context=context, repeats=1, warmup=0)
-            device = one.device
-            if r >= warmup:
-                for n, s in zip(one.sizes, one.seconds, strict=True):
-                    times[name][n].append(s)
-    return Comparison(sizes=list(sizes), times=times, context=context, device=device)
+    return interleaved_curves(
+        {name: Contender(model, install=install) for name, install in setups.items()}, sizes, context, repeats, warmup
+    )
 
 
 def spread_sentence(noise: TimingNoise) -> str:

@@ -51,7 +51,6 @@ if quick:
 import json
 import os
 import statistics
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -60,6 +59,7 @@ from IPython.display import Markdown, display
 from transformers.utils import logging as hf_logging
 
 from specdec_lab import KVCache, Tree, load_model
+from specdec_lab.cost.timing import interleaved
 from specdec_lab.io import load_prompts
 from specdec_lab.lab.trees import node_explorer
 from specdec_lab.medusa import load_shipped_heads, shipped_heads_path
@@ -291,13 +291,8 @@ ways = {  # name: (function, forwards, tokens scored)
     "one forward per token of each path": (token_by_token, n_tokens, n_tokens),
 }
 names = list(ways)
-times = {name: [] for name in names}
-for r in range(repeats + 1):  # round 0 warms up (not kept)
-    for name in names[r % len(names):] + names[: r % len(names)]:  # rotated order
-        t0 = time.perf_counter()
-        ways[name][0]()
-        if r:
-            times[name].append(time.perf_counter() - t0)
+# every way once per round, the order rotated (a drift hits all alike); round 0 warms up and is not kept
+times = interleaved({name: ways[name][0] for name in names}, repeats=repeats, warmup=1)
 ms = {name: statistics.median(times[name]) * 1e3 for name in names}
 cost_table = pd.DataFrame(
     {"forwards": {n: ways[n][1] for n in names}, "tokens scored": {n: ways[n][2] for n in names},

@@ -383,7 +383,7 @@ if rerun:
     measured_curves = {"bench context": measure_bench_curve(lm.model, results),
                        "context 64 (min)": cost_curve_for(lm.model, max_tokens=min(max(largest, 2), 64), tree=True)}  # fmt: skip
 else:
-    measured_curves = {name: CostCurve(**c) for name, c in load(curves_file)["curves"].items()}
+    measured_curves = {name: CostCurve.from_dict(c) for name, c in load(curves_file)["curves"].items()}
 shaped = shaped_curve_from_traces(results)
 curves = {"run's own": own, "run's own, by shape": shaped, "run's own, per prompt": curves_by_prompt(results),
           **measured_curves}  # fmt: skip

@@ -38,6 +38,7 @@ import torch
 
 from ..accept.registry import get_accept_rule
 from ..accept.typical import typical_rule
+from ..cost.timing import rotated
 from ..io import DATA_DIR, write_json
 from ..sampling import GREEDY, Sampling, warp_probs
 
@@ -141,8 +142,7 @@ def typical_sweep(
         generate(model, prompts[0], seed=seed, **(kw | dict(max_new_tokens=min(warmup_tokens, max_new_tokens))),
                  **timed[name])  # fmt: skip
     for turn, (i, r) in enumerate(points):  # interleaved: every rule once per point, the order rotated
-        k = turn % len(names)
-        for name in names[k:] + names[:k]:
+        for name in rotated(names, turn):
             res = generate(model, prompts[i], seed=seed + r, **kw, **timed[name])
             s = speed[name]
             s["tokens"], s["seconds"], s["forwards"] = s["tokens"] + len(res.tokens), s["seconds"] + res.seconds, \

@@ -41,7 +41,7 @@ QUICK_NOTEBOOKS := $(if $(filter all,$(NB_QUICK)),$(NOTEBOOKS),$(filter $(foreac
 # $(call timed,LABEL,COMMAND): echo and run COMMAND, then print how long it took (no commas in COMMAND).
 timed = echo "+ $(2)"; t0=$$(date +%s); $(2); echo "[timing] $(1): $$(( $$(date +%s) - t0 ))s"
 
-.PHONY: all setup lab test unit notebooks-check reproduce bench lint format \
+.PHONY: all setup lab test unit notebooks-check reproduce readme bench lint format \
         sync-notebooks check-sync strip-notebooks slides reset-notebooks clean distclean help
 
 all: setup lab
@@ -50,7 +50,8 @@ help:
 	@echo "make                  set up .venv (once) and launch JupyterLab on notebooks/"
 	@echo "make test             ruff (check + format --check) + pytest (unit and real-model tests) + notebooks-check"
 	@echo "make notebooks-check  papermill NB_QUICK notebooks in quick mode (NB_QUICK=all: every one), then nbval all"
-	@echo "make reproduce        run every notebook with default parameters (regenerates figures/)"
+	@echo "make reproduce        run every notebook with default parameters (regenerates figures/, notebooks/run_times.json)"
+	@echo "make readme           render the README's generated blocks again from their files (headline table, run times)"
 	@echo "make bench            benchmark the decoding methods -> results/bench.json"
 	@echo "make sweep SPEC=data/sweeps/NAME.yaml  a papermill parameter sweep -> results/sweeps/NAME/ (resumes)"
 	@echo "make cluster-extra    the optional Dask extra, for sweeps on a cluster (SWEEP_ARGS=\"--cluster tcp://host:8786\")"
@@ -128,20 +129,32 @@ else
 	@$(call timed,nbval,OMP_NUM_THREADS=$(NB_THREADS) SPECDEC_LAB_FIGURES=$(CURDIR)/results/ci/figures $(BIN)/pytest -q --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg --durations=20 -n $(NB_JOBS) --dist loadfile notebooks/)
 endif
 
-# Headless full run with DEFAULT parameters; the notebooks (re)write figures/ themselves.
+# Headless full run with DEFAULT parameters; the notebooks (re)write figures/ themselves. Each notebook's papermill
+# seconds are collected in RUN_TIMES_LOG and, once every notebook has run, written (atomically) with the machine and
+# the date to RUN_TIMES: the README's notebook map renders them (`make readme`). A failed notebook writes nothing.
+RUN_TIMES := notebooks/run_times.json
+RUN_TIMES_LOG := results/notebooks/run_times.log
 reproduce: $(STAMP)
 ifeq ($(strip $(NOTEBOOKS)),)
 	@echo "reproduce: no notebooks/[0-9]*.ipynb yet; nothing to run"
 else
 	@mkdir -p results/notebooks figures
+	@: > $(RUN_TIMES_LOG)
 	@for nb in $(NOTEBOOKS); do \
 	  out="results/notebooks/$$(basename "$$nb")"; \
-	  echo "== papermill $$nb -> $$out"; t0=$$(date +%s); \
+	  echo "== papermill $$nb -> $$out"; t0=$$(date +%s.%N); \
 	  $(BIN)/papermill "$$nb" "$$out" $(PAPERMILL_FLAGS); \
-	  echo "[timing] papermill $$nb: $$(( $$(date +%s) - t0 ))s"; \
+	  t1=$$(date +%s.%N); echo "$$(basename "$$nb" .ipynb) $$t0 $$t1" >> $(RUN_TIMES_LOG); \
+	  echo "[timing] papermill $$nb: $$(( $${t1%.*} - $${t0%.*} ))s"; \
 	done
-	@echo "== executed notebooks in results/notebooks/, figures in figures/"
+	@$(BIN)/python -m specdec_lab.bench.readme --record-run-times $(RUN_TIMES_LOG) $(RUN_TIMES)
+	@echo "== executed notebooks in results/notebooks/, figures in figures/, run times in $(RUN_TIMES)"
 endif
+
+# The README's generated blocks (the headline table, the notebook map's run times) rendered again from their files;
+# tests/test_readme_blocks.py fails while one is stale.
+readme: $(STAMP)
+	$(BIN)/python -m specdec_lab.bench.readme README.md
 
 bench: $(STAMP)
 	@mkdir -p results
@@ -160,7 +173,7 @@ device-parts: $(STAMP)
 device-check:
 	$(PY) -m specdec_lab.bench.device_check run --parts results/device/parts --out results/device/check.json
 
-# Sweeps (specdec_lab/sweep, README "Sweeps"): a notebook executed once per grid point, resumable.
+# Sweeps (specdec_lab/sweep, notebooks/README.md "Sweeps"): a notebook executed once per grid point, resumable.
 #   make sweep SPEC=data/sweeps/draft_length_temperature.yaml [SWEEP_ARGS="--quick --retry-failed"]
 #   make sweep SPEC=... SWEEP_ARGS="--cluster tcp://host:8786"   (on a Dask cluster: `make cluster-extra` first)
 # -> results/sweeps/<name>/ (table.csv, table.json, <name>_speedup.html/.png, points/<id>/)

@@ -10,7 +10,7 @@ the family has it, weights drawn with a large init so that greedy choices are no
 
 Sliding windows are set *smaller* than the contexts used (Mistral, Phi-3, Gemma 2/3, Qwen2's window layers), so the
 tree mask must compose with the window (`verify.tree_attention_mask`), not merely survive it. The support matrix in
-the README ("Models") is this file's table.
+data/README.md ("The target model and other architectures") is this file's table.
 """
 
 from __future__ import annotations

@@ -511,7 +511,8 @@ SHIPPED = sorted((REPO / "data" / "sweeps").glob("*.yaml"))
 
 
 def test_shipped_specs_exist():
-    """The specs the README lists and `make sweep-check` runs are shipped (an empty glob would run no test below)."""
+    """The specs notebooks/README.md lists and `make sweep-check` runs are shipped (an empty glob would run no test
+    below)."""
     names = {p.name for p in SHIPPED}
     expected = {
         "draft_length_temperature.yaml",

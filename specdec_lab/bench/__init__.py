@@ -25,6 +25,7 @@ Its analysis (each a CLI, `python -m specdec_lab.bench.<name>`):
     compile_levers.py the compiled step's options against the memory wall, in one timing loop
     device_check.py  what a borrowed accelerator should run, as one command and one results file
     literature.py    published results, one row per (method, paper, setting), each checked at its source
+    readme.py        the README's generated blocks (headline table, notebook run times), rendered from files
 Prompts (`Prompt`, `load_prompts`) come from `specdec_lab.io`, shared with self-distillation and the dashboards.
 """
 

@@ -15,7 +15,7 @@ every call). Everything else — and every non-CPU device — is transformers' o
 
 The function is registered with transformers' public `AttentionInterface` under the name `ATTENTION`;
 `use_gqa_attention(model)` selects it through `model.set_attn_implementation` (no class is patched).
-What it saves is measured in notebook 00 and recorded in the README.
+What it saves is measured in notebooks 00 and 12 (results: data/bench/README.md).
 """
 
 from __future__ import annotations

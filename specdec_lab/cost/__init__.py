@@ -12,30 +12,8 @@
 This package's import runs only what decoding needs (curve and step).
 """
 
-from .curve import (
-    CostCurve,
-    CurveInputError,
-    ShapedCurve,
-    cost_curve_for,
-    curve_from_points,
-    flat_curve,
-    measure_cost_curve,
-    set_cost_curve,
-    summarize_times,
-)
-from .step import STEP_KINDS, StepCost, step_kind
+from . import curve, step
+from .curve import *  # noqa: F403 - the package's face: curve.py's and step.py's public names
+from .step import *  # noqa: F403
 
-__all__ = [
-    "CostCurve",
-    "CurveInputError",
-    "ShapedCurve",
-    "curve_from_points",
-    "flat_curve",
-    "measure_cost_curve",
-    "summarize_times",
-    "cost_curve_for",
-    "set_cost_curve",
-    "StepCost",
-    "STEP_KINDS",
-    "step_kind",
-]
+__all__ = [*curve.__all__, *step.__all__]

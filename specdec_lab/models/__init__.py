@@ -16,28 +16,7 @@
 `python -m specdec_lab.models --check` finds the model file, caches its fp32 weights and measures the kernels.
 """
 
-from .load import (
-    LoadedModel,
-    ModelNotFoundError,
-    find_model_file,
-    load_model,
-    match_kernels,
-    model_name,
-    model_record,
-    prompt_ids,
-    tiny_model,
-    unwrap,
-)
+from . import load
+from .load import *  # noqa: F403 - the package's face is load.py's public names
 
-__all__ = [
-    "LoadedModel",
-    "ModelNotFoundError",
-    "find_model_file",
-    "load_model",
-    "tiny_model",
-    "match_kernels",
-    "model_record",
-    "model_name",
-    "prompt_ids",
-    "unwrap",
-]
+__all__ = list(load.__all__)

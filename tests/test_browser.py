@@ -47,6 +47,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
+LAB_SETTINGS = ROOT / "notebooks" / "jupyterlab_settings.json"
 SERVER_TIMEOUT_S = 120  # jupyter lab answering /api/status
 LOAD_TIMEOUT_S = 120  # a notebook page rendered, its kernel idle
 RUN_ALL_TIMEOUT_S = 900  # Run All in quick mode on a busy 2-core machine: only a hang should reach it
@@ -98,12 +99,11 @@ def lab(tmp_path_factory):
     (tmp / "data").symlink_to(ROOT / "data")  # notebooks may read ../data (never written)
     # Lab settings of its own: no news/update toasts over the page, every cell rendered (no windowing, so
     # off-screen figures render too), no workspace restored from another session.
+    # The project's own (notebooks/jupyterlab_settings.json, which make setup installs as the venv's overrides).
     settings = tmp / "lab-settings"
-    for name, value in {
-        "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
-        "notebook-extension/tracker": {"windowingMode": "none"},
-    }.items():
-        path = settings / "@jupyterlab" / f"{name}.jupyterlab-settings"
+    for plugin, value in json.loads(LAB_SETTINGS.read_text()).items():
+        scope, name = plugin.split(":")
+        path = settings / scope / f"{name}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(value))
     env = dict(

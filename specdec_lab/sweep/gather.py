@@ -127,6 +127,8 @@ def sweep_figure(spec: SweepSpec, rows: list[dict]):
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
+    from ..viz.figures import TEMPLATE
+
     metric = spec.metric
     data = [r for r in rows if r["status"] == "done" and _number(r.get(metric))]
     if not data:
@@ -198,7 +200,7 @@ def sweep_figure(spec: SweepSpec, rows: list[dict]):
     n = len(rows)
     fig.update_layout(
         title=f"{spec.name}: {metric} ({len(data)} of {n} points)",
-        template="plotly_white",
+        template=TEMPLATE,
         width=max(700, 380 * len(cols)),
         height=max(450, 330 * len(frows)),
         legend_title_text=", ".join(color_axes) or None,

@@ -20,6 +20,7 @@ from ..cost.theory import (
     optimal_k,
     simulate_tokens_per_step,
 )
+from .figures import TEMPLATE
 
 __all__ = [
     "speedup_surface_figure",
@@ -53,6 +54,7 @@ def speedup_surface_figure(c: float = 0.05, k_max: int = 12, points: int = 50) -
     # The camera looks from the (α = 0, k = 0) corner, so the peak (high α, long drafts) stands at the back,
     # in full view, and the fixed axis ranges keep every corner of the surface inside the scene's box.
     fig.update_layout(
+        template=TEMPLATE,
         title=f"Expected speedup (1 − α^(k+1)) / ((1 − α)(kc + 1)), c = {c}",
         scene={
             "xaxis": {"title": {"text": "α"}, "range": [0.0, 1.0]},
@@ -84,7 +86,12 @@ def speedup_curves_figure(alphas: Sequence[float] = (0.5, 0.7, 0.8, 0.9), c: flo
                        marker={"size": 14, "symbol": "star", "color": color}, hovertext=f"α = {a:g}: k* = {k_best}")
         )  # fmt: skip
     fig.add_hline(y=1.0, line_dash="dot", annotation_text="autoregressive")
-    fig.update_layout(title=f"Speedup vs draft length (c = {c}); ★ = optimal k", xaxis_title="k", yaxis_title="speedup")
+    fig.update_layout(
+        title=f"Speedup vs draft length (c = {c}); ★ = optimal k",
+        xaxis_title="k",
+        yaxis_title="speedup",
+        template=TEMPLATE,
+    )
     return fig
 
 
@@ -94,7 +101,9 @@ def optimal_k_figure(k_max: int = 16, points: int = 40) -> go.Figure:
     cs = np.linspace(0.0, 0.5, points)
     z = np.array([[optimal_k(a, c, k_max) for a in alphas] for c in cs])
     fig = go.Figure(go.Heatmap(x=alphas, y=cs, z=z, colorscale="Blues", colorbar={"title": "k*"}))
-    fig.update_layout(title="Optimal draft length k*(α, c)", xaxis_title="α", yaxis_title="c = T_draft / T_target")
+    fig.update_layout(
+        title="Optimal draft length k*(α, c)", xaxis_title="α", yaxis_title="c = T_draft / T_target", template=TEMPLATE
+    )
     return fig
 
 
@@ -116,7 +125,7 @@ def monte_carlo_figure(ks: Sequence[int] = (1, 3, 5, 8), steps: int = 20_000, se
                 error_y={"type": "data", "array": [2 * s.std() / np.sqrt(len(s)) for s in sims]},
             )
         )  # fmt: skip
-    fig.update_layout(title="Tokens per target forward: formula vs simulation", xaxis_title="α",
+    fig.update_layout(template=TEMPLATE, title="Tokens per target forward: formula vs simulation", xaxis_title="α",
                       yaxis_title="E[tokens per step]")  # fmt: skip
     return fig
 
@@ -125,7 +134,7 @@ def speedup_explorer(alpha: float = 0.7, k: int = 4, c: float = 0.05, k_max: int
     """Slider callback: the distribution of accepted drafts at (α, k) and the speedup numbers."""
     pmf = accepted_length_pmf(alpha, k)
     fig = go.Figure(go.Bar(x=np.arange(k + 1) + 1, y=pmf, name="P(tokens emitted)"))
-    fig.update_layout(
+    fig.update_layout(template=TEMPLATE, 
         title=f"Tokens per step at α = {alpha:.2f}, k = {k}", xaxis_title="tokens emitted (bonus included)",
         yaxis_title="probability", height=320,
     )  # fmt: skip
@@ -165,7 +174,7 @@ def position_figure(stats: dict[str, np.ndarray], alpha: float) -> go.Figure:
                    error_y={"type": "data", "array": 2 * se})
     )  # fmt: skip
     fig.add_hline(y=alpha, line_dash="dash", annotation_text=f"α (mean) = {alpha:.3f}")
-    fig.update_layout(title="Acceptance rate by draft position", xaxis_title="draft position i",
+    fig.update_layout(template=TEMPLATE, title="Acceptance rate by draft position", xaxis_title="draft position i",
                       yaxis_title="acceptance rate", yaxis_range=[0, 1])  # fmt: skip
     return fig
 
@@ -185,7 +194,8 @@ def histogram_figure(
     fig.add_trace(go.Bar(x=[labels[i] for i in order], y=freq[order], name="speculative sampling (empirical)",
                          error_y={"type": "data", "array": 2 * se}))  # fmt: skip
     fig.update_layout(barmode="group", title="Next-token distribution: speculative sampling vs the target",
-                      xaxis_title="token (▁ = space, ↵ = newline)", yaxis_title="probability")  # fmt: skip
+                      xaxis_title="token (▁ = space, ↵ = newline)", yaxis_title="probability",
+                      template=TEMPLATE)  # fmt: skip
     return fig
 
 
@@ -222,7 +232,7 @@ def alpha_temperature_figure(summary: Sequence[dict]) -> go.Figure:
                    name="α_run: accepted / reached in the runs (± 2 binomial SE)",
                    error_y={"type": "data", "array": run_se})
     )  # fmt: skip
-    fig.update_layout(
+    fig.update_layout(template=TEMPLATE, 
         title="Draft acceptance rate against sampling temperature", xaxis_title="temperature T (0 = greedy)",
         yaxis_title="α", yaxis_range=[0, 1], height=420,
         legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(255,255,255,0.7)"},

@@ -20,6 +20,8 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from .figures import TEMPLATE
+
 __all__ = ["comparison_frame", "comparison_figure"]
 
 BASELINE_COLOR = "#7f7f7f"
@@ -92,6 +94,6 @@ def comparison_figure(labs: Sequence, title: str | None = None) -> go.Figure:
     fig.update_yaxes(tickformat=".0%", row=2, col=1)
     top = max((lab.speedup for lab in labs if lab.speedup == lab.speedup), default=1.0)
     fig.update_yaxes(range=[0, max(top, 1.0) * 1.25], row=2, col=2)
-    fig.update_layout(title=title or "The same prompt, several methods", template="plotly_white", barmode="group",
+    fig.update_layout(title=title or "The same prompt, several methods", template=TEMPLATE, barmode="group",
                       width=900, height=680, legend=dict(orientation="h", y=-0.12, x=0))  # fmt: skip
     return fig

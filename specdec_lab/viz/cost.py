@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from ..cost.curve import CostCurve
 from ..cost.theory import expected_tokens_per_step
+from .figures import TEMPLATE
 
 __all__ = ["cost_curve_figure", "cost_curves_figure", "chain_speedup_figure"]
 
@@ -82,7 +83,7 @@ def cost_curve_figure(curve: CostCurve, title: str | None = None) -> go.Figure:
     fig.update_yaxes(title_text="× t(1)", range=[0, max(max(rel) * 1.6, 3.0)], row=1, col=2)
     fig.update_layout(
         title=title or f"Verify cost on {curve.device} (context {curve.context} tokens)",
-        template="plotly_white",
+        template=TEMPLATE,
         width=940,  # fits JupyterLab's output area with the file browser open
         height=420,
         legend={"orientation": "h", "y": -0.2},
@@ -136,7 +137,7 @@ def cost_curves_figure(curves: Mapping[str, CostCurve], title: str | None = None
     fig.update_yaxes(title_text="× t(1)", rangemode="tozero", row=1, col=2)
     fig.update_layout(
         title=title or f"Verify cost by kernel setup on {first.device} (context {first.context} tokens)",
-        template="plotly_white",
+        template=TEMPLATE,
         width=940,
         height=440,
         legend={"orientation": "h", "y": -0.22},
@@ -177,7 +178,7 @@ def chain_speedup_figure(
         title="Expected speed-up of a free chain draft of k tokens (from the measured t(n))",
         xaxis_title="per-token acceptance rate α",
         yaxis_title="speed-up over autoregressive",
-        template="plotly_white",
+        template=TEMPLATE,
         width=800,
         height=420,
     )

@@ -22,6 +22,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..text import PARTIAL, token_pieces
+from .figures import TEMPLATE
 from .tokens import step_pieces
 from .trees import tree_figure
 
@@ -70,7 +71,7 @@ def step_tree_figure(result, step: int = 0, tokenizer=None) -> go.Figure:
     _check_step(result, step)
     s = result.steps[step]
     fig = tree_figure(s.tree, tokenizer, path=s.path, title=step_label(result, step, tokenizer))
-    fig.update_layout(title_font_size=13)
+    fig.update_layout(template=TEMPLATE, title_font_size=13)
     return fig
 
 
@@ -172,7 +173,7 @@ def budget_figure(choice, title: str | None = None) -> go.Figure:
     fig.update_layout(
         title=title
         or f"tree='auto': n = {choice.budget} nodes, depth {choice.depth}, E[L] = {choice.expected_length:.2f}",
-        template="plotly_white",
+        template=TEMPLATE,
         width=900,
         height=380,
         legend={"orientation": "h", "y": -0.2},
@@ -265,7 +266,7 @@ def drift_figure(frame, title: str | None = None) -> go.Figure:
     fig.update_xaxes(title_text="ε (δ = √ε)", type="log")
     fig.update_layout(
         title=title or "typical acceptance is lossy: distance of its first tokens from exact sampling",
-        template="plotly_white",
+        template=TEMPLATE,
         width=900,
         height=400,
         legend={"orientation": "h", "y": -0.25},

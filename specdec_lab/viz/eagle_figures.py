@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..eagle.vocab_cost import VocabTradeoff, chain_speedup
+from .figures import TEMPLATE
 from .trees import MAX_WIDTH
 
 __all__ = ["SOURCE_LABELS", "position_accuracy_figure", "vocab_tradeoff_figure", "vocab_point", "vocab_callback",
@@ -40,7 +41,7 @@ def position_accuracy_figure(record: Mapping, title: str | None = None) -> go.Fi
         ))  # fmt: skip
     fig.update_layout(
         title=title or f"accuracy per draft position: {record['examples']} held-out examples, same tokens for all",
-        template="plotly_white", width=760, height=460,
+        template=TEMPLATE, width=760, height=460,
         xaxis={"title": "draft position k", "dtick": 1},
         yaxis={"title": "top-1 = the target's greedy token", "rangemode": "tozero"},
         legend={"orientation": "h", "y": -0.2},
@@ -64,7 +65,7 @@ def vocab_tradeoff_figure(t: VocabTradeoff, m: int | None = None, shipped: int |
                                xshift=shift, textangle=-90, font={"size": 11})  # fmt: skip
     fig.update_layout(
         title="the drafting vocabulary: a draft step's cost against the tokens it can name",
-        template="plotly_white", width=820, height=470, margin={"t": 60},
+        template=TEMPLATE, width=820, height=470, margin={"t": 60},
         legend={"orientation": "h", "y": -0.25},
     )  # fmt: skip
     fig.update_xaxes(type="log", title="drafting vocabulary size M (most frequent tokens first)")
@@ -124,7 +125,7 @@ def training_figure(live: Sequence[Mapping], curve: Mapping, positions: Sequence
     fig.update_xaxes(title="training tokens", row=1, col=2)
     fig.update_yaxes(title="loss", row=1, col=1)
     fig.update_yaxes(title="accuracy", rangemode="tozero", row=1, col=2)
-    fig.update_layout(template="plotly_white", width=MAX_WIDTH, height=420,
+    fig.update_layout(template=TEMPLATE, width=MAX_WIDTH, height=420,
                       legend={"orientation": "h", "y": -0.2})  # fmt: skip
     return fig
 
@@ -147,7 +148,7 @@ def lineage_figure(runs: Sequence, points: Sequence[Mapping], positions: Sequenc
                            xanchor="left", yanchor="top", hovertext=f"{run.folder}: {run.settings}")  # fmt: skip
     fig.update_xaxes(title="training tokens seen by the drafter (all runs)")
     fig.update_yaxes(title="held-out accuracy", rangemode="tozero")
-    fig.update_layout(template="plotly_white", width=MAX_WIDTH, height=380, legend={"orientation": "h", "y": -0.25},
+    fig.update_layout(template=TEMPLATE, width=MAX_WIDTH, height=380, legend={"orientation": "h", "y": -0.25},
                       title="the shipped drafter's training, run by run")  # fmt: skip
     return fig
 

@@ -14,7 +14,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["save_figure", "SavedFigure"]
+__all__ = ["TEMPLATE", "save_figure", "SavedFigure"]
+
+TEMPLATE = "plotly_white"  # the one plotly template of every figure (the viz functions; notebooks set it as default)
 
 
 @dataclass

@@ -16,6 +16,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ..text import token_pieces, visible
+from .figures import TEMPLATE
 from .lookahead import KIND_COLORS, _need_steps
 
 __all__ = ["jacobi_frame", "jacobi_figure", "JACOBI_STATES"]
@@ -116,7 +117,7 @@ def jacobi_figure(result, tokenizer=None, title: str | None = None) -> go.Figure
             f"Jacobi trajectory: {steps} steps, {accepted} guesses accepted, "
             f"{int((frame['state'] == 1).sum())} right but behind a wrong one"
         ),
-        template="plotly_white",
+        template=TEMPLATE,
         width=min(950, max(560, 70 * width + 260)),  # at most the output area of a laptop screen
         height=max(320, 16 * steps + 160),
         xaxis={"title": "block offset after the root", "dtick": 1, "side": "top"},

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 
 from ..text import PARTIAL
 from .decoding import step_tree_figure
+from .figures import TEMPLATE
 from .tokens import COLORS, step_pieces
 
 __all__ = ["PROVENANCE_COLORS", "provenance_html", "accepted_figure", "numbers_html", "numbers_frame",
@@ -84,7 +85,7 @@ def accepted_figure(lab, title: str | None = None) -> go.Figure:
                   annotation_position="top left")  # fmt: skip
     fig.update_layout(
         title=title or f"{lab.spec}: tokens emitted per step (target forward)",
-        template="plotly_white",
+        template=TEMPLATE,
         barmode="stack",
         xaxis_title="step",
         yaxis_title="tokens",
@@ -189,7 +190,7 @@ def steps_slider_figure(lab, tokenizer=None, step: int = 0, max_steps: int = 64)
         for s in range(len(steps))
     ]
     fig.update_layout(
-        template="plotly_white",
+        template=TEMPLATE,
         width=max(620, *(w for w, _ in sizes)),  # the caption's two lines need the room; the trees cap their own
         height=min(max(h for _, h in sizes), MAX_HEIGHT) + 110,
         margin={"t": 110},
@@ -197,5 +198,5 @@ def steps_slider_figure(lab, tokenizer=None, step: int = 0, max_steps: int = 64)
         xaxis={"visible": False},
         legend={"orientation": "h", "y": 1.0, "yanchor": "bottom"},
     )
-    fig.update_layout(**{k.replace(".", "_"): v for k, v in views[step].items()})
+    fig.update_layout(template=TEMPLATE, **{k.replace(".", "_"): v for k, v in views[step].items()})
     return fig

@@ -24,6 +24,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from ..text import path_pieces, token_pieces, visible
+from .figures import TEMPLATE
 
 __all__ = [
     "node_kinds",
@@ -185,7 +186,7 @@ def lookahead_tree_figure(tree, columns: int, tokenizer=None, path=None, title: 
         )
     fig.update_layout(
         title=title or f"one lookahead step: {len(tree)} nodes ({windows} window cells, {grams} n-grams verified)",
-        template="plotly_white",
+        template=TEMPLATE,
         width=min(950, max(520, 85 * (max(xs) - min(xs) + 3))),  # at most the output area of a laptop screen
         height=max(300, 95 * (levels + 2) + 60),
         legend={"orientation": "h", "y": -0.08},
@@ -261,7 +262,7 @@ def lookahead_mask_figure(
     size = 26 * len(cols) + 200
     fig.update_layout(
         title={"text": title or "lookahead attention mask (row: query, column: key)", "y": 0.98, "yanchor": "top"},
-        template="plotly_white",
+        template=TEMPLATE,
         width=min(950, max(size + 80, 620)),  # at most the output area of a laptop screen
         height=26 * len(labels) + 220,
         margin={"t": 190},

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..proposers.lookahead import TEXT, WINDOW
+from .figures import TEMPLATE
 from .lookahead import KIND_COLORS, _need_steps
 
 __all__ = ["pool_frame", "pool_figure"]
@@ -108,7 +109,7 @@ def pool_figure(frame, title: str | None = None) -> go.Figure:
     )
     fig.update_layout(
         title=title or f"pool and hits over {len(frame)} steps",
-        template="plotly_white",
+        template=TEMPLATE,
         barmode="stack",
         width=900,
         height=700,

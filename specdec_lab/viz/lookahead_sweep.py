@@ -24,6 +24,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..cost.curve import CostCurve
+from .figures import TEMPLATE
 
 __all__ = ["COLUMNS", "sweep_frame", "sweep_figure", "predicted_speedups", "cost_figure", "paper_sizes_figure"]
 
@@ -108,7 +109,7 @@ def sweep_figure(frame, title: str | None = None) -> go.Figure:
     fig.update_xaxes(title_text="window width W", type="category")
     fig.update_layout(
         title=title or f"Lookahead decoding sweep{_no_window(frame)}",
-        template="plotly_white",
+        template=TEMPLATE,
         barmode="group",
         width=940,
         height=460,
@@ -186,7 +187,7 @@ def cost_figure(frame, curves: Mapping[str, CostCurve], title: str | None = None
     fig.update_yaxes(title_text="speed-up", rangemode="tozero", row=2, col=1)
     fig.update_layout(
         title=title or "Where a forward of n tokens costs what one costs, the same tokens per step pay",
-        template="plotly_white",
+        template=TEMPLATE,
         barmode="group",
         width=940,
         height=800,
@@ -224,7 +225,7 @@ def paper_sizes_figure(results: dict, title: str | None = None) -> go.Figure:
     fig.update_xaxes(tickangle=-35)
     fig.update_layout(
         title=title or "Lookahead on this CPU: the paper's sizes beside the sizes it chooses",
-        template="plotly_white",
+        template=TEMPLATE,
         barmode="group",
         width=900,
         height=440,

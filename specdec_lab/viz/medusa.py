@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 from ..medusa.heads import MedusaConfig
 from ..train.medusa1 import HeadAccuracy, TrainLog
 from ..train.medusa2 import Medusa2Log
+from .figures import TEMPLATE
 
 __all__ = [
     "PAPER_VICUNA_7B_TOP1",
@@ -109,6 +110,7 @@ def architecture_figure(config: MedusaConfig, backbone_layers: int | None = None
             _arrow(fig, 8.1, shared_y, 8.4, y)
     variant = "W2 shared with the LM head" if config.shared_lm_head else "a separate W2 per head"
     fig.update_layout(
+        template=TEMPLATE,
         title=f"Medusa heads: K = {k_heads} on the last hidden state, {variant}",
         xaxis={"visible": False, "range": [-1.2, 10.2]},
         yaxis={"visible": False, "range": [min(rows) - 0.8, max(rows) + 0.8]},
@@ -163,6 +165,7 @@ def head_accuracy_figure(
             )
         )
     fig.update_layout(
+        template=TEMPLATE,
         title=title or "Medusa head accuracy on held-out self-distilled text: head k predicts x_{t+k+1}",
         xaxis={"title": "head k", "dtick": 1},
         yaxis={"title": "accuracy", "range": [0, 1]},
@@ -179,7 +182,9 @@ def loss_figure(log: TrainLog | None = None, num_heads: int = 4, title: str = "M
     for k in range(num_heads):
         fig.add_trace(go.Scatter(x=[], y=[], mode="lines", name=f"head {k + 1} CE", line={"color": COLORS[k % 8]}))
     fig.add_trace(go.Scatter(x=[], y=[], mode="lines", name="weighted total", line={"color": "#444", "dash": "dot"}))
-    fig.update_layout(title=title, xaxis={"title": "step"}, yaxis={"title": "loss (nats)"}, height=400, width=820)
+    fig.update_layout(
+        template=TEMPLATE, title=title, xaxis={"title": "step"}, yaxis={"title": "loss (nats)"}, height=400, width=820
+    )
     if log is not None:
         update_loss_figure(fig, log)
     return fig
@@ -214,6 +219,7 @@ def ablation_figure(results: Mapping[str, HeadAccuracy], title: str = "") -> go.
             )
         )
     fig.update_layout(
+        template=TEMPLATE,
         title=title or "loss weights lambda_k: held-out top-1 per head",
         barmode="group",
         yaxis={"title": "top-1 accuracy", "range": [0, min(1.0, 1.3 * top + 0.05)]},  # room for the labels
@@ -251,7 +257,7 @@ def memorisation_figure(epochs: list[dict], metric: str = "top1", title: str = "
         title=title or f"Medusa-1 heads: {name} on training rows (solid) vs held-out rows (dashed), per epoch",
         xaxis={"title": "epoch (0: untrained, each head = the LM head)", "dtick": 1},
         yaxis={"title": f"{name} accuracy", "rangemode": "tozero"},
-        template="plotly_white",
+        template=TEMPLATE,
         height=440,
         width=860,
     )
@@ -301,6 +307,7 @@ def medusa2_figure(logs: Mapping[str, Medusa2Log]) -> go.Figure:
     fig.update_yaxes(title_text="nats", row=1, col=1)
     fig.update_yaxes(title_text="mean KL(p_orig || p) per position, nats", row=1, col=2)
     fig.update_layout(
+        template=TEMPLATE,
         title="Medusa-2 on a tiny model: warmup (heads only) | joint phase",
         height=440,
         width=940,

@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from ..bench.report import categories
+from .figures import TEMPLATE
 
 __all__ = [
     "speedup_frame",
@@ -61,7 +62,7 @@ def category_figure(frames: Mapping[str, pd.DataFrame], title: str) -> go.Figure
     fig.add_hline(y=1.0, line_dash="dot", annotation_text="autoregressive", annotation_position="top left")
     fig.update_layout(barmode="group", title=title, yaxis_title="speedup over autoregressive", height=520,
                       width=900, legend=dict(orientation="h", y=-0.15, x=0, title_text="method"),
-                      margin=dict(r=20))  # fmt: skip
+                      margin=dict(r=20), template=TEMPLATE)  # fmt: skip
     return fig
 
 
@@ -89,7 +90,7 @@ def replay_figure(tables: Mapping[str, Sequence[dict]], band: float = 0.05) -> g
     fig.update_layout(title="Replay: predicted / measured speedup − 1, per method and curve (shaded: ±"
                       f"{band:.0%})", xaxis=dict(categoryorder="array", categoryarray=methods),
                       yaxis=dict(title="predicted / measured − 1", tickformat="+.0%", zeroline=False),
-                      height=480, width=900, legend=dict(orientation="h", y=-0.18, x=0))  # fmt: skip
+                      height=480, width=900, legend=dict(orientation="h", y=-0.18, x=0), template=TEMPLATE)  # fmt: skip
     return fig
 
 
@@ -116,7 +117,7 @@ def ranking_figure(frame: pd.DataFrame, title: str) -> go.Figure:
         fig.add_bar(name=col, y=order, x=frame.loc[order, col], orientation="h",
                     hovertemplate=f"%{{y}}: %{{x:.2f}}x<extra>{col}</extra>")  # fmt: skip
     fig.add_vline(x=1.0, line_dash="dot")
-    fig.update_layout(barmode="group", title=title, xaxis_title="speedup over autoregressive",
+    fig.update_layout(template=TEMPLATE, barmode="group", title=title, xaxis_title="speedup over autoregressive",
                       height=120 + 28 * len(order) * max(len(cols), 2), width=900,
                       legend=dict(orientation="h", y=-0.12, x=0, traceorder="normal"))  # fmt: skip
     return fig
@@ -190,7 +191,7 @@ def waterfall_figure(waterfalls: Sequence, title: str | None = None) -> go.Figur
     fig.add_hline(y=1.0, line=dict(dash="dot", color="gray"), annotation_text="autoregressive",
                   annotation_position="bottom right")  # fmt: skip
     top = max(w.levels["ideal"] for w in waterfalls) if waterfalls else 1.0
-    fig.update_layout(title=title or "From the ideal τ to the measured speedup, per method",
+    fig.update_layout(template=TEMPLATE, title=title or "From the ideal τ to the measured speedup, per method",
                       yaxis=dict(title="speedup over autoregressive", range=[0, top * 1.2]),
                       xaxis=dict(tickangle=-45), showlegend=False, height=500, width=900)  # fmt: skip
     return fig

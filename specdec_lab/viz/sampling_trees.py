@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from .figures import TEMPLATE
+
 __all__ = ["residual_figure", "joint_figure", "accepted_temperature_figure", "typical_tradeoff_figure", "sweep_rate"]
 
 WIDTH = 900
@@ -39,7 +41,7 @@ def residual_figure(steps: dict, step: int = 0) -> go.Figure:
         title = (f"sibling {step + 1}: token {data['token']}, accepted with probability "
                  f"{data['accept']:.3f} (red: rejected before, green: tried now)")  # fmt: skip
     fig.update_layout(barmode="overlay", width=WIDTH, height=380, title=title, yaxis_title="probability",
-                      yaxis_range=[0, 1], legend=dict(x=0.7, y=0.98))  # fmt: skip
+                      yaxis_range=[0, 1], legend=dict(x=0.7, y=0.98), template=TEMPLATE)  # fmt: skip
     return fig
 
 
@@ -51,7 +53,7 @@ def joint_figure(rows: Sequence[dict], names: Sequence[str], top: int = 12) -> g
     fig.add_bar(x=x, y=[r["autoregressive"] for r in rows], name="autoregressive (target)", marker_color="#444444")
     for i, name in enumerate(names):
         fig.add_bar(x=x, y=[r[name] for r in rows], name=name, marker_color=qualitative.Plotly[i % 10])
-    fig.update_layout(barmode="group", width=WIDTH, height=420, xaxis_title="emitted tokens t₁ t₂",
+    fig.update_layout(template=TEMPLATE, barmode="group", width=WIDTH, height=420, xaxis_title="emitted tokens t₁ t₂",
                       yaxis_title="exact probability", legend=dict(x=0.55, y=0.98))  # fmt: skip
     return fig
 
@@ -67,7 +69,7 @@ def accepted_temperature_figure(rows: Sequence[dict], key: Sequence[str], value:
         fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=name,
                         line=dict(color=qualitative.Plotly[i % 10]))  # fmt: skip
     fig.update_layout(width=WIDTH, height=420, title=title, xaxis_title="temperature T", yaxis_title=value,
-                      legend=dict(x=0.01, y=0.01, yanchor="bottom"))  # fmt: skip
+                      legend=dict(x=0.01, y=0.01, yanchor="bottom"), template=TEMPLATE)  # fmt: skip
     return fig
 
 
@@ -99,5 +101,5 @@ def typical_tradeoff_figure(sweep: dict) -> go.Figure:
     fig.add_hline(y=1.0, line_dash="dot", line_color="#888888")
     fig.update_layout(width=WIDTH, height=440, xaxis_title="TV(first emitted token, p)  (exact rule: noise floor)",
                       yaxis_title=("decode " if key != "tokens_per_s" else "") + "speed / autoregressive sampling",
-                      legend=dict(x=0.01, y=0.99))  # fmt: skip
+                      legend=dict(x=0.01, y=0.99), template=TEMPLATE)  # fmt: skip
     return fig

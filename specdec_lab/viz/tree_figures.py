@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
+from .figures import TEMPLATE
 from .trees import MAX_WIDTH, node_labels, tidy_layout, tree_figure, tree_mask_figure
 
 __all__ = [
@@ -57,7 +58,7 @@ def node_view(tree, node: int, tokenizer=None, cache_length: int = 0) -> tuple[g
             hoverinfo="skip",
         )
     )
-    tree_fig.update_layout(showlegend=True)
+    tree_fig.update_layout(template=TEMPLATE, showlegend=True)
     mask_fig = tree_mask_figure(
         tree, tokenizer, cache_length=cache_length, title=f"mask row of {label} (orange band): blue = may attend"
     )
@@ -210,7 +211,7 @@ def rank_tree_figure(
     leaves = max(x for x, _ in pos.values()) + 1
     fig.update_layout(
         title=title or f"rank-path tree: {len(ordered)} nodes, depth {depth}",
-        template="plotly_white",
+        template=TEMPLATE,
         showlegend=highlight is not None,
         legend={"orientation": "h", "y": -0.08},
         width=int(min(MAX_WIDTH, max(520, (34 if small else 22) * leaves + 200))),  # colourbar inside

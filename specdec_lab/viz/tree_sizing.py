@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from .figures import TEMPLATE
 from .trees import MAX_WIDTH
 
 __all__ = ["accuracy_figure", "expected_length_figure", "budget_rate_figure", "predicted_vs_measured_figure"]
@@ -60,7 +61,7 @@ def accuracy_figure(acc, max_rank: int | None = None, title: str | None = None) 
         fig.update_yaxes(autorange="reversed", row=1, col=col)
     fig.update_layout(
         title=title or "head accuracies a[k, i] from calibration",
-        template="plotly_white",
+        template=TEMPLATE,
         width=min(MAX_WIDTH - 10, 430 * len(panels) + 80),
         height=330,
     )
@@ -104,7 +105,7 @@ def expected_length_figure(
         )
     fig.update_layout(
         title=title or "expected tokens per step E[L] (bonus included) vs. node budget",
-        template="plotly_white",
+        template=TEMPLATE,
         xaxis_title="nodes below the root (budget n)",
         yaxis_title="E[L]",
         width=760,
@@ -149,7 +150,7 @@ def budget_rate_figure(choices: Mapping[str, object], title: str | None = None) 
     fig.add_hline(y=1.0, line={"dash": "dash", "color": "gray"})
     fig.update_layout(
         title=title or "predicted speed-up E[L](n) / (t(n+1) + heads) ÷ plain decoding",
-        template="plotly_white",
+        template=TEMPLATE,
         xaxis_title="node budget n",
         yaxis_title="speed-up over plain decoding (predicted)",
         width=760,
@@ -169,7 +170,7 @@ def predicted_vs_measured_figure(rows: Sequence[Mapping], title: str | None = No
             fig.add_trace(go.Bar(x=trees, y=[r[key] for r in rows], name=name, marker_color=color))
     fig.update_layout(
         title=title or "mean accepted per step: predicted vs. measured",
-        template="plotly_white",
+        template=TEMPLATE,
         barmode="group",
         yaxis_title="tokens per target forward",
         width=700,

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from ..text import visible
+from .figures import TEMPLATE
 
 __all__ = ["MAX_WIDTH", "tidy_layout", "node_labels", "tree_figure", "tree_mask_figure"]
 
@@ -125,7 +126,7 @@ def tree_figure(
     )
     fig.update_layout(
         title=title or f"token tree: {len(nodes)} nodes, depth {depth}",
-        template="plotly_white",
+        template=TEMPLATE,
         showlegend=bool(path),
         width=width,
         height=max(260, 90 * (depth + 2)),
@@ -175,7 +176,7 @@ def tree_mask_figure(tree, tokenizer=None, mask=None, cache_length: int = 0, tit
     cell = min(28, (MAX_WIDTH - 200) / len(cols))  # px per cell: 28, less for a mask too wide for MAX_WIDTH
     fig.update_layout(
         title=title or "tree attention mask (row: query node, column: key node)",
-        template="plotly_white",
+        template=TEMPLATE,
         width=int(min(MAX_WIDTH, max(cell * len(cols) + 200, 560))),
         margin={"t": 140},
         height=int(cell * len(labels) + 180),

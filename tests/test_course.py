@@ -1,0 +1,93 @@
+"""`specdec_lab.lab.course`: the sentence follows the numbers (fed both orders, it turns), and an exercise's check
+says what is missing, what is wrong, and what was right."""
+
+from __future__ import annotations
+
+import datetime
+import re
+
+import pytest
+import torch
+
+from specdec_lab.lab.course import ExerciseError, check, compare, ran_on, runs_in, start
+
+ABOVE, BELOW, WITHIN = "{a:.1f} ms is dearer than {b:.1f} ms", "{a:.1f} ms is no dearer than {b:.1f} ms", "about equal"
+
+
+@pytest.mark.parametrize(("a", "b", "expected"), [(30.0, 20.0, "30.0 ms is dearer than 20.0 ms"),
+                                                  (20.0, 30.0, "20.0 ms is no dearer than 30.0 ms")])  # fmt: skip
+def test_the_sentence_turns_when_the_numbers_do(a, b, expected):
+    assert compare(a, b, ABOVE, BELOW) == expected
+    assert compare(b, a, ABOVE, BELOW) != expected  # the opposite numbers, the opposite sentence
+
+
+def test_within_noise_is_its_own_sentence():
+    assert compare(30.0, 29.5, ABOVE, BELOW, WITHIN, rel_tol=0.02) == "about equal"
+    assert compare(30.0, 25.0, ABOVE, BELOW, WITHIN, rel_tol=0.02).startswith("30.0 ms is dearer")
+    assert compare(25.0, 30.0, ABOVE, BELOW, WITHIN, rel_tol=0.02).startswith("25.0 ms is no dearer")
+    assert compare(3.0, 3.0, ABOVE, BELOW, WITHIN) == "about equal"  # rel_tol 0: equal only
+    assert compare(3.0, 3.0, ABOVE, BELOW) == "3.0 ms is no dearer than 3.0 ms"  # no `within`: not above
+    assert compare(2, 1, "{a} over {b} at k = {k}", "", k=4) == "2 over 1 at k = 4"
+    with pytest.raises(ValueError, match="NaN"):
+        compare(float("nan"), 1.0, ABOVE, BELOW)
+
+
+def test_check_names_a_missing_a_wrong_and_a_right_answer(capsys):
+    mask = torch.tensor([[True, False], [True, True]])
+    with pytest.raises(ExerciseError, match="no answer yet — replace the `...`"):
+        check("the mask", ..., mask)
+    with pytest.raises(ExerciseError, match="no answer yet"):
+        check("the mask", None, mask)  # a stub function whose body is `...` returns None
+    with pytest.raises(ExerciseError, match=r"shape \(1, 2\), expected \(2, 2\)"):
+        check("the mask", mask[:1], mask)
+    with pytest.raises(ExerciseError, match="1 of 4 elements differ. Hint: row i"):
+        check("the mask", torch.tensor([[True, True], [True, True]]), mask, hint="Hint: row i.")
+    assert check("the mask", mask.clone(), mask).startswith("✓ the mask: equal to the library's")
+    assert "✓ the mask" in capsys.readouterr().out
+    check("alpha", 0.3001, 0.3, close=1e-3)
+    with pytest.raises(ExerciseError, match="0.31, the library's 0.3"):
+        check("alpha", 0.31, 0.3, close=1e-3)
+    check("a sample", [1, 2], [2, 1], close=lambda a, b: sorted(a) == sorted(b))
+    with pytest.raises(ExerciseError, match="got 3, expected 4"):
+        check("k", 3, 4)
+
+
+def test_the_first_output_names_the_machine_and_the_date(capsys, tmp_path, monkeypatch):
+    line = ran_on(datetime.date(2026, 12, 6))
+    assert re.fullmatch(r"Ran on: .+ · torch ISA \w+ · .+ · \d+ threads · torch \S+ · 2026-12-06", line), line
+    monkeypatch.setenv("SPECDEC_LAB_FIGURES", str(tmp_path))
+    threads = torch.get_num_threads()
+    try:
+        assert start("../figures") == tmp_path  # CI's override wins over the notebook's folder
+        assert capsys.readouterr().out.startswith("Ran on: ")
+        import plotly.io as pio
+
+        assert pio.templates.default == "plotly_white"
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_runs_in_reads_the_last_reproduce_run(tmp_path):
+    record = tmp_path / "run_times.json"
+    assert "not measured yet" in runs_in("00_x", record)
+    record.write_text('{"machine": "M", "seconds": {"00_x": 95.0}}')
+    assert runs_in("00_x", record) == "Runs in about 2 min with its defaults (the last `make reproduce`: M)."
+    assert "not measured yet" in runs_in("01_y", record)
+
+
+def test_every_figure_function_uses_the_one_template():
+    """Every `update_layout` in the figure code names `TEMPLATE` (viz/figures.py), so no figure falls back to
+    plotly's grey default; notebooks make it the default too (`start`)."""
+    import ast
+    from pathlib import Path
+
+    from specdec_lab.lab.course import TEMPLATE
+
+    root = Path(__file__).resolve().parents[1] / "specdec_lab"
+    missing = []
+    for path in [*sorted((root / "viz").glob("*.py")), root / "sweep" / "gather.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "update_layout":
+                if not any(k.arg == "template" for k in node.keywords):
+                    missing.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert TEMPLATE == "plotly_white" and not missing, f"update_layout without template=TEMPLATE: {missing}"

@@ -1,10 +1,12 @@
 """specdec_lab: speculative decoding, implemented once, measured honestly, shown so people understand it.
 
-Every method is one loop (`generate`) with a pluggable proposer; see `specdec_lab.generate`.
+Every method is one loop (`generate`) with a pluggable proposer; see `specdec_lab.generate`. `generate_batch` runs
+that loop's steps for B sequences around one target forward (`specdec_lab.batch`).
 """
 
 from .accept.chain import accept_greedy, accept_speculative
 from .accept.result import Acceptance
+from .batch import BatchResult, generate_batch
 from .cost.curve import CostCurve, measure_cost_curve
 from .cost.step import StepCost
 from .generate import METHODS, GenerationResult, StepTrace, generate, make_proposer, register_method
@@ -30,6 +32,8 @@ __all__ = [
     "GenerationResult",
     "StepTrace",
     "generate",
+    "generate_batch",
+    "BatchResult",
     "make_proposer",
     "register_method",
     "KVCache",

@@ -42,7 +42,7 @@ from .models.load import LoadedModel, prompt_ids, unwrap
 from .proposers import METHODS, DecodeState, Proposer, get_method, make_proposer, register_method
 from .sampling import Sampling
 from .trees.tree import Tree
-from .verify import check_feature_layers, prefill, verify_tree
+from .verify import TreeOutput, check_feature_layers, prefill, verify_tree
 
 # METHODS, register_method and make_proposer live in proposers/registry.py; they are re-exported here
 # because `generate(method=...)` is where users meet them.
@@ -188,6 +188,7 @@ class Decoding:
     clock: Clock
     trace: bool
     prefill_seconds: float = 0.0
+    opened: float = 0.0  # the clock when the sequence was opened (its prefill began)
     new: list[int] = field(default_factory=list)
     steps: list[StepTrace] = field(default_factory=list)
     forwards: int = 0
@@ -199,10 +200,16 @@ class Decoding:
         return min(self.max_new_tokens - len(self.new), self.window - len(self.state.tokens))
 
     def step(self, start: float) -> Step:
-        """One iteration of the six steps (module docstring), begun at `start` on the clock."""
-        s, clock = self.state, self.clock
+        """One iteration of the six steps (module docstring), begun at `start` on the clock. A batch runs the same
+        steps for each of its rows around one forward over them all (`batch.py`)."""
+        tree = self.propose()  # 1.
+        proposed = self.clock.now(drain=self.trace)
+        out = verify_tree(self.model, self.cache, tree, self.layers, step=self.compiled)  # 2.
+        return self.accept(tree, out, start, proposed, self.clock.now(drain=self.trace))  # 3.-6.
 
-        # 1. propose a tree rooted at the last accepted token, cut to what may be verified
+    def propose(self) -> Tree:
+        """1. propose a tree rooted at the last accepted token, cut to what may be verified."""
+        s = self.state
         tree = self.proposer.propose(s)
         if int(tree.tokens[0]) != s.root:
             raise RuntimeError(f"{self.method}: proposed tree's root {int(tree.tokens[0])} != last token {s.root}")
@@ -210,11 +217,12 @@ class Decoding:
             tree = tree.truncate_depth(s.max_depth)
         if self.compiled is not None:  # a compiled step verifies up to its largest bucket (state.max_nodes)
             tree = tree.truncate_nodes(self.compiled.max_nodes)
-        proposed = clock.now(drain=self.trace)
+        return tree
 
-        # 2. verify: one target forward over every node
-        out = verify_tree(self.model, self.cache, tree, self.layers, step=self.compiled)
-        verified = clock.now(drain=self.trace)
+    def accept(self, tree: Tree, out: TreeOutput, start: float, proposed: float, verified: float) -> Step:
+        """Steps 3.-6. on the target's output `out` for `tree` (2. verified it: `verify_tree`, or a batch's one
+        forward over every row); start, proposed, verified: the clock at the step's boundaries so far."""
+        s, clock = self.state, self.clock
 
         # 3. accept  4. keep only the accepted path's K/V
         acc = self.rule(tree, out.logits, sampling=s.sampling, generator=s.generator)
@@ -241,8 +249,8 @@ class Decoding:
 
     def run(self, on_step: Callable[[int, StepTrace | None, int], bool | None] | None = None) -> GenerationResult:
         """Step until the budget, an EOS or `on_step` ends the call; -> its result."""
-        while (budget := self.budget()) > 0:
-            self.state.max_depth = budget - 1  # a path of depth d emits d + 1 tokens (bonus included)
+        while not self.finished():
+            self.state.max_depth = self.budget() - 1  # a path of depth d emits d + 1 tokens (bonus included)
             start = self.clock.now()
             if self.last is not None:  # all the step before took: the one price every sizer asks
                 self.observe(self.last, until=start)
@@ -251,14 +259,22 @@ class Decoding:
                 self.steps.append(self.traced(step))
             stop = on_step is not None and on_step(self.forwards - 1, self.steps[-1] if self.trace else None,
                                                    len(self.new)) is False  # fmt: skip
-            if self.stop_reason == "eos":
-                break
-            if stop and self.budget() > 0:  # else the budget ends it
+            if stop and not self.finished():  # an EOS or the budget ends it first
                 self.stop_reason = "stopped"
                 break
-        else:
-            self.stop_reason = "max_new_tokens" if len(self.new) >= self.max_new_tokens else "context"
-        seconds = self.clock.now(drain=True) - self.clock.start
+        return self.result(self.clock.now(drain=True) - self.clock.start)
+
+    def finished(self) -> bool:
+        """Whether the sequence is done: it emitted an EOS, or no budget is left (`stop_reason` says which)."""
+        if self.stop_reason == "eos":
+            return True
+        if self.budget() > 0:
+            return False
+        self.stop_reason = "max_new_tokens" if len(self.new) >= self.max_new_tokens else "context"
+        return True
+
+    def result(self, seconds: float) -> GenerationResult:
+        """The sequence's result, decoded for `seconds` (its wall time, compiling left out)."""
         text = self.tokenizer.decode(self.new, skip_special_tokens=True) if self.tokenizer is not None else None
         return GenerationResult(tokens=self.new, prompt_tokens=list(self.ids), text=text, stop_reason=self.stop_reason,
                                 method=self.method, seconds=seconds, prefill_seconds=self.prefill_seconds,
@@ -325,55 +341,106 @@ def generate(
                Seconds spent compiling are reported as `compile_seconds` and left out of `seconds`. A model
                the step cannot serve warns why and decodes eagerly.
     """
-    if compile is True and isinstance(model, LoadedModel) and model.step is not None:  # loaded with compile=True
-        compile = model.step
-    model, tokenizer = unwrap(model, tokenizer)
-    step = _compiled(model, compile)
-    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
-    sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p)
-    if proposer is None:
-        spec = get_method(method)
-        proposer = make_proposer(method, **params)
-        rules, method_name = spec.rules_of(proposer), method
-    elif params:
-        raise ValueError(f"pass parameters to the proposer you built, not to generate: {', '.join(params)}")
-    else:
-        rules, method_name = proposer.accept_rules, proposer.name
-    # Checked before any forward: a rule that does not fit the method's trees would fail mid-decoding.
-    rule = rules.pick(accept, sampling, method_name)
-    layers = check_feature_layers(model, proposer.feature_layers)
-
-    vocab = model.config.get_text_config(decoder=True).vocab_size
-    ids = prompt_ids(prompt, tokenizer, chat, vocab)
-    window = _context_window(model)
-    if len(ids) >= window:
-        raise ValueError(
-            f"prompt has {len(ids)} tokens but the model's context window is {window}: "
-            "shorten the prompt (no room is left to generate)"
-        )
-    eos = set(eos_ids(model, tokenizer, eos_token_id))
-    device = next(model.parameters()).device
-    generator = torch.Generator(device=device)
-    generator.manual_seed(seed if seed is not None else int(torch.randint(0, 2**62, ()).item()))
-
-    clock = Clock(device, step)
+    setup, proposer = Setup.of(model, tokenizer, method, params, proposer, accept, max_new_tokens, eos_token_id,
+                               temperature, top_k, top_p, compile, trace)  # fmt: skip
+    ids = setup.prompt_ids(prompt, chat)
+    clock = Clock(setup.device, setup.step)
+    capacity = min(setup.window, len(ids) + max_new_tokens + 64)
+    if setup.step is not None:  # the step's capacity, or the next power of two: a few graphs serve every prompt
+        capacity = max(setup.step.capacity, capacity_for(len(ids) + max_new_tokens))
+    cache = KVCache.for_model(setup.model, capacity=capacity)
     memory = memory if memory is not None else Memory()
-    capacity = min(window, len(ids) + max_new_tokens + 64)
-    if step is not None:  # the step's capacity, or the next power of two: a few graphs serve every prompt
-        capacity = max(step.capacity, capacity_for(len(ids) + max_new_tokens))
-    cache = KVCache.for_model(model, capacity=capacity)
-    prompt_out = prefill(model, cache, torch.tensor(ids[:-1], dtype=torch.long), layers)
-    state = DecodeState(tokens=list(ids), prompt_length=len(ids), cache_length=cache.length, max_depth=0,
-                        max_nodes=step.max_nodes if step is not None else None, model=model, cache=cache,
-                        device=device, sampling=sampling, generator=generator, cost=memory.cost(model, step),
-                        memory=memory)  # fmt: skip
-    proposer.start(state, prompt_out)  # (may measure the cost curve: with a step, compiling its buckets)
-    decoding = Decoding(model=model, tokenizer=tokenizer, compiled=step, proposer=proposer, rule=rule,
-                        method=method_name, ids=ids, layers=layers, eos=eos, max_new_tokens=max_new_tokens,
-                        window=window, cache=cache, state=state, clock=clock, trace=trace,
-                        prefill_seconds=clock.now(drain=True) - clock.start)  # fmt: skip
-    return decoding.run(on_step)
+    return setup.open(ids, cache, proposer, setup.generator(seed), memory, clock).run(on_step)
+
+
+@dataclass
+class Setup:
+    """What `generate` checks once per call, before any forward, and what opening a sequence needs: the target,
+    the compiled step, the method (a proposer per sequence), its rule for the sampling mode, the feature layers,
+    the EOS set, the context window. A batch opens one `Decoding` per prompt from one Setup (`batch.py`)."""
+
+    model: object
+    tokenizer: object
+    step: CompiledStep | None
+    method: str
+    params: dict
+    rule: Callable[..., Acceptance]
+    layers: tuple[int, ...]
+    sampling: Sampling
+    eos: set[int]
+    window: int
+    max_new_tokens: int
+    trace: bool
+    device: torch.device
+
+    @classmethod
+    def of(cls, model, tokenizer, method, params, proposer, accept, max_new_tokens, eos_token_id, temperature,
+           top_k, top_p, compile, trace) -> tuple[Setup, Proposer]:  # fmt: skip
+        """`generate`'s arguments, checked (each error names the fix), and the proposer (the one given, or the
+        method's, built once here to read the rules and feature layers it has)."""
+        if compile is True and isinstance(model, LoadedModel) and model.step is not None:  # loaded compiled
+            compile = model.step
+        model, tokenizer = unwrap(model, tokenizer)
+        step = _compiled(model, compile)
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+        sampling = Sampling(temperature=temperature, top_k=top_k, top_p=top_p)
+        if proposer is None:
+            spec = get_method(method)
+            proposer = make_proposer(method, **params)
+            rules, method_name = spec.rules_of(proposer), method
+        elif params:
+            raise ValueError(f"pass parameters to the proposer you built, not to generate: {', '.join(params)}")
+        else:
+            rules, method_name = proposer.accept_rules, proposer.name
+        # Checked before any forward: a rule that does not fit the method's trees would fail mid-decoding.
+        rule = rules.pick(accept, sampling, method_name)
+        layers = check_feature_layers(model, proposer.feature_layers)
+        eos = set(eos_ids(model, tokenizer, eos_token_id))
+        setup = cls(model=model, tokenizer=tokenizer, step=step, method=method_name, params=dict(params), rule=rule,
+                    layers=layers, sampling=sampling, eos=eos, window=_context_window(model),
+                    max_new_tokens=max_new_tokens, trace=trace, device=next(model.parameters()).device)  # fmt: skip
+        return setup, proposer
+
+    def proposer(self) -> Proposer:
+        """A fresh proposer of the method: each sequence keeps its own state."""
+        return make_proposer(self.method, **self.params)
+
+    def prompt_ids(self, prompt, chat: bool | str = "auto") -> list[int]:
+        """A prompt (text or ids) as token ids, with room left to generate in the context window."""
+        vocab = self.model.config.get_text_config(decoder=True).vocab_size
+        ids = prompt_ids(prompt, self.tokenizer, chat, vocab)
+        if len(ids) >= self.window:
+            raise ValueError(
+                f"prompt has {len(ids)} tokens but the model's context window is {self.window}: "
+                "shorten the prompt (no room is left to generate)"
+            )
+        return ids
+
+    def generator(self, seed: int | None) -> torch.Generator:
+        """The sequence's RNG, seeded (a seed reproduces a run) or from torch's own."""
+        generator = torch.Generator(device=self.device)
+        generator.manual_seed(seed if seed is not None else int(torch.randint(0, 2**62, ()).item()))
+        return generator
+
+    def open(self, ids: list[int], cache: KVCache, proposer: Proposer, generator: torch.Generator, memory: Memory,
+             clock: Clock, rows: int = 1) -> Decoding:  # fmt: skip
+        """Prefill `ids` (but the last: the first tree's root) into `cache`, start the proposer, and return the
+        sequence ready to step; its prefill seconds run from now on `clock`. rows: the sequences verified together
+        with this one (a batch's size: its steps are priced at t(rows, n))."""
+        opened = clock.now()
+        prompt_out = prefill(self.model, cache, torch.tensor(ids[:-1], dtype=torch.long), self.layers)
+        step = self.step
+        state = DecodeState(tokens=list(ids), prompt_length=len(ids), cache_length=cache.length, max_depth=0,
+                            max_nodes=step.max_nodes if step is not None else None, model=self.model, cache=cache,
+                            device=self.device, sampling=self.sampling, generator=generator,
+                            cost=memory.cost(self.model, step, rows=rows), memory=memory)  # fmt: skip
+        proposer.start(state, prompt_out)  # (may measure the cost curve: with a step, compiling its buckets)
+        return Decoding(model=self.model, tokenizer=self.tokenizer, compiled=step, proposer=proposer, rule=self.rule,
+                        method=self.method, ids=ids, layers=self.layers, eos=self.eos,
+                        max_new_tokens=self.max_new_tokens, window=self.window, cache=cache, state=state,
+                        clock=clock, trace=self.trace, prefill_seconds=clock.now(drain=True) - opened,
+                        opened=opened)  # fmt: skip
 
 
 def _context_window(model) -> int:

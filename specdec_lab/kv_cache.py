@@ -157,3 +157,93 @@ class KVCache(DynamicCache):
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.layers[layer_idx].length if layer_idx < len(self.layers) else 0
+
+
+# ---- rows: a batch of sequences, each at its own length ---------------------------------------------------------
+class _RowLayer(BufferedLayer):
+    """One row's layer: a view of the shared (B, H_kv, C, D) buffers at that row (writes land in the batch's
+    memory). The batch's capacity is fixed when it is made, so a row never grows on its own."""
+
+    def __init__(self, k: torch.Tensor, v: torch.Tensor):
+        super().__init__(capacity=k.shape[2])
+        self._k, self._v, self.device, self.is_initialized = k, v, k.device, True
+        self._set_views()
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        raise AssertionError("a row's buffers are the batch's: made with the batch")  # is_initialized is True
+
+    def _grow(self, needed: int) -> None:
+        raise ValueError(
+            f"a row of this batch holds {self.capacity} cache slots and needs {needed}: make the batch with a "
+            "larger capacity (RowsCache(capacity=prompt + max_new_tokens + nodes))"
+        )
+
+
+class _BatchLayer(DynamicLayer):
+    """One layer of a batched forward: row b's N new entries go to its slots [L_b, L_b + N) (ragged rows: each
+    at its own length), and attention reads every row's slots [0, max L + N), masked per row by the caller
+    (`verify.rows_attention_mask`)."""
+
+    def __init__(self, rows: list[BufferedLayer], k: torch.Tensor, v: torch.Tensor):
+        super().__init__()
+        self.rows, self._k, self._v, self.is_initialized = rows, k, v, True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        for b, row in enumerate(self.rows):  # key_states (B, H_kv, N, D)
+            row.update(key_states[b : b + 1], value_states[b : b + 1])  # slots [L_b, L_b + N) of row b
+        span = max(row.length for row in self.rows)  # = max L_b + N
+        return self._k[:, :, :span], self._v[:, :, :span]
+
+    def get_seq_length(self) -> int:
+        return max(row.length for row in self.rows)
+
+
+class RowsCache:
+    """The K/V of B sequences decoded together, each at its own length: one (B, H_kv, C, D) buffer per layer, and
+    per row a `KVCache` over its slice (`row(b)`: prefill, keep(path), rollback and every proposer's reads are
+    the single-sequence code unchanged). `batch()` is what one forward over every row at once writes through.
+
+    Rows advance by different counts (ragged acceptance: each keeps its own accepted path), and a finished row
+    is `reset(b)` for the next prompt while the others go on (continuous batching).
+    """
+
+    def __init__(self, model, rows: int, capacity: int):
+        config = model.config.get_text_config(decoder=True)
+        d = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+        ref = next(model.parameters())
+        shape = (rows, config.num_key_value_heads, capacity, d)
+        self.k = [ref.new_zeros(shape) for _ in range(config.num_hidden_layers)]  # per layer (B, H_kv, C, D)
+        self.v = [ref.new_zeros(shape) for _ in range(config.num_hidden_layers)]
+        self.capacity = capacity
+        self.rows = [self._row(b) for b in range(rows)]
+
+    def _row(self, b: int) -> KVCache:
+        cache = KVCache(len(self.k), capacity=self.capacity)
+        cache.layers = [_RowLayer(k[b : b + 1], v[b : b + 1]) for k, v in zip(self.k, self.v, strict=True)]
+        return cache
+
+    def row(self, b: int) -> KVCache:
+        return self.rows[b]
+
+    def reset(self, b: int) -> None:
+        """Row b starts empty (its next prompt is prefilled into it); its old entries are never read again."""
+        row = self.rows[b]
+        row.length = 0
+        row.rollback()
+
+    @property
+    def lengths(self) -> list[int]:
+        """Each row's committed length L_b."""
+        return [row.length for row in self.rows]
+
+    def batch(self) -> DynamicCache:
+        """The cache one forward over every row passes the model (`verify.verify_rows`)."""
+        from transformers.cache_utils import Cache
+
+        cache = DynamicCache.__new__(DynamicCache)
+        layers = [
+            _BatchLayer([row.layers[i] for row in self.rows], k, v)
+            for i, (k, v) in enumerate(zip(self.k, self.v, strict=True))
+        ]
+        Cache.__init__(cache, layers=layers)
+        return cache

@@ -39,13 +39,15 @@ class Memory:
         """The dict a proposer keeps under `key` (created empty on first use)."""
         return self.slots.setdefault(key, {})
 
-    def cost(self, model, step=None) -> StepCost:
+    def cost(self, model, step=None, rows: int = 1) -> StepCost:
         """The StepCost of `model` kept here (a new one, stored, the first time or for another model, or for
-        another `compiled.CompiledStep`: a compiled step has its own curve)."""
+        another `compiled.CompiledStep` or number of rows verified together: each has its own curve)."""
         slot = self.slot(self.COST)
-        if slot.get("model") is not model or slot.get("step") is not step:
+        if slot.get("model") is not model or slot.get("step") is not step or slot.get("rows", 1) != rows:
             slot.clear()
-            slot.update(model=model, step=step, cost=StepCost(model, step=step))
+            slot.update(model=model, step=step, cost=StepCost(model, step=step, rows=rows))
+            if rows != 1:  # a batch's step: its own curve (one sequence keeps the slot as it always was)
+                slot["rows"] = rows
         return slot["cost"]
 
     def clear(self) -> None:

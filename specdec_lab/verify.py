@@ -41,13 +41,15 @@ from dataclasses import dataclass
 
 import torch
 
-from .kv_cache import KVCache
+from .kv_cache import KVCache, RowsCache
 from .trees.tree import Tree
 
 __all__ = [
     "TreeOutput",
     "PrefillOutput",
     "verify_tree",
+    "verify_rows",
+    "rows_attention_mask",
     "prefill",
     "tree_attention_mask",
     "tree_attention_masks",
@@ -216,3 +218,62 @@ def prefill(model, cache: KVCache, ids: torch.Tensor, feature_layers: Sequence[i
     hidden, features = _body_forward(model, cache, ids.to(device), positions, None, feature_layers)
     cache.commit()
     return PrefillOutput(hidden=hidden, features=features)
+
+
+# ---- rows: one forward over the trees of B sequences ------------------------------------------------------------
+def rows_attention_mask(trees: Sequence[Tree | None], lengths: Sequence[int], dtype: torch.dtype, device=None):
+    """-> (tokens (B, N), positions (B, N), mask (B, 1, N, S)) for one forward over B rows' trees, N = the largest
+    tree, S = max L_b + N slots: row b's node i sees the row's committed slots [0, L_b) and its ancestors at
+    slots L_b + j (`tree.mask`), at position L_b + depth. A row's padding nodes (its tree is smaller, or it has
+    none: None) sit at position L_b and see only their own slot, so every softmax has a term; their K/V land past
+    the row's committed length and are dropped (`keep`, `rollback`)."""
+    n = max((len(t) for t in trees if t is not None), default=1)
+    span = max(lengths) + n
+    b = len(trees)
+    tokens = torch.zeros(b, n, dtype=torch.long)
+    positions = torch.tensor(lengths, dtype=torch.long)[:, None].repeat(1, n)  # (B, N)
+    allowed = torch.zeros(b, n, span, dtype=torch.bool)  # (B, N, S)
+    for row, (tree, length) in enumerate(zip(trees, lengths, strict=True)):
+        m = 0 if tree is None else len(tree)
+        if m:
+            tokens[row, :m] = tree.tokens.cpu()
+            positions[row, :m] = tree.position_ids(length).cpu()
+            allowed[row, :m, :length] = True
+            allowed[row, :m, length : length + m] = tree.mask.cpu()
+        pad = torch.arange(m, n)
+        allowed[row, pad, length + pad] = True  # a padding node sees its own slot only
+    mask = torch.zeros(b, 1, n, span, dtype=dtype).masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
+    return tokens.to(device), positions.to(device), mask.to(device)
+
+
+@torch.inference_mode()
+def verify_rows(
+    model, cache: RowsCache, trees: Sequence[Tree | None], feature_layers: Sequence[int] = ()
+) -> list[TreeOutput | None]:
+    """`verify_tree` for B rows in one target forward: row b's tree at its own cache length (ragged rows), each
+    row's nodes appended to its own cache (`cache.row(b)`, then kept per row with `keep(path)`); a row without a
+    tree (None: finished, or waiting for a prompt) takes part as padding only and is left as it was.
+    -> one TreeOutput per row (None where it had no tree). Full-attention models only (no sliding windows)."""
+    config = model.config.get_text_config(decoder=True)
+    if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
+        raise ValueError(f"{type(model).__name__} has sliding-window layers: verify rows one at a time (batch 1)")
+    device = next(model.parameters()).device
+    lengths = cache.lengths
+    tokens, positions, mask = rows_attention_mask(trees, lengths, model.dtype, device)
+    body, _ = decoder_and_head(model)
+    out = body(input_ids=tokens, position_ids=positions, attention_mask=mask, cache=cache.batch(), use_cache=True,
+               output_hidden_states=bool(feature_layers))  # fmt: skip
+    sizes = [0 if t is None else len(t) for t in trees]
+    hidden = torch.cat([out.last_hidden_state[b, :m] for b, m in enumerate(sizes)])  # (Σ N_b, H): real nodes only
+    logits = lm_logits(model, hidden).split(sizes)  # the head over real nodes only, split per row
+    outputs: list[TreeOutput | None] = []
+    for b, m in enumerate(sizes):
+        if m == 0:
+            cache.row(b).rollback()  # its padding entries go
+            outputs.append(None)
+            continue
+        features = None
+        if feature_layers:
+            features = torch.stack([out.hidden_states[layer][b, :m] for layer in feature_layers], dim=1)  # (N, F, H)
+        outputs.append(TreeOutput(logits=logits[b], hidden=out.last_hidden_state[b, :m], features=features))
+    return outputs

@@ -46,7 +46,7 @@ RANKS = {
     "models": 2, "cost": 2, "memory": 2,  # the target as loaded; the price of a step; what a method carries
     "medusa": 3, "eagle": 3,  # the drafters
     "proposers": 4,
-    "generate": 5, "": 5,  # the loop, and the package's face
+    "generate": 5, "batch": 5, "": 5,  # the loop (one sequence, or B rows around one forward), the face
     "train": 6, "bench": 7, "viz": 8, "lab": 9, "sweep": 9,
 }  # fmt: skip
 CORE_FILES = 10  # top-level modules, __init__ included: the loop, its pieces, base utilities

@@ -181,6 +181,7 @@ def measure_cost_curve(
     tree: bool = False,
     statistic: str = "median",
     step=None,
+    rows: int = 1,
 ) -> CostCurve:
     """Time one cached forward of n tokens (after `context` cached tokens) for each n; median of repeats.
 
@@ -194,20 +195,30 @@ def measure_cost_curve(
     that repeat saw. Sizing decides on such ratios (are 5 tokens worth a few % more accepted than 4?), and
     on a shared machine a ratio of two independent minima or medians moves by more than that margin.
     step: a `compiled.CompiledStep` of `model`: time the compiled verify (the loop's, at its cache capacity).
+    rows: time one forward over that many sequences, each verifying n tokens after `context` of its own
+    (`verify.verify_rows`): the price of a step of a batch, t(rows, n) — bound by the weights' bytes at few rows ×
+    tokens, by compute at many.
     """
     if statistic not in ("median", "min", "paired"):
         raise ValueError(f"statistic must be 'median', 'min' or 'paired', got {statistic!r}")
-    from ..kv_cache import KVCache
+    from ..kv_cache import KVCache, RowsCache
     from ..trees.tree import Tree
-    from ..verify import prefill, verify_tree
+    from ..verify import prefill, verify_rows, verify_tree
 
     device = next(model.parameters()).device
     vocab = model.config.get_text_config(decoder=True).vocab_size
     gen = torch.Generator().manual_seed(0)
     ctx = torch.randint(0, vocab, (context,), generator=gen)
     capacity = context + max(sizes) + 8
-    cache = KVCache.for_model(model, capacity=max(step.capacity, capacity) if step is not None else capacity)
-    prefill(model, cache, ctx)
+    if rows > 1:
+        if step is not None:
+            raise ValueError("a compiled step verifies one sequence: measure rows > 1 eagerly (step=None)")
+        batch = RowsCache(model, rows, capacity)
+        for b in range(rows):
+            prefill(model, batch.row(b), ctx)
+    else:
+        cache = KVCache.for_model(model, capacity=max(step.capacity, capacity) if step is not None else capacity)
+        prefill(model, cache, ctx)
     times: dict[int, list[float]] = {n: [] for n in sizes}
     for rep in range(warmup + repeats):
         for n in sizes:
@@ -218,11 +229,15 @@ def measure_cost_curve(
                 shape = Tree.chain(int(toks[0]), toks[1:])
             sync(device)
             t0 = time.perf_counter()
-            verify_tree(model, cache, shape, step=step)
+            if rows > 1:
+                verify_rows(model, batch, [shape] * rows)
+            else:
+                verify_tree(model, cache, shape, step=step)
             sync(device)
             if rep >= warmup:
                 times[n].append(time.perf_counter() - t0)
-            cache.rollback()
+            for c in batch.rows if rows > 1 else [cache]:
+                c.rollback()
     return CostCurve(
         sizes=list(sizes),
         seconds=summarize_times(times, statistic),
@@ -247,19 +262,21 @@ def summarize_times(times: dict[int, list[float]], statistic: str = "median") ->
 _CURVES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _setup_key(model, step=None) -> tuple:
+def _setup_key(model, step=None, rows: int = 1) -> tuple:
     # the same model moved to another device or dtype, given other linear or attention kernels, int8/int4
-    # weights (`quant`), or run by a compiled step has another curve (these change its shape, not just its
-    # scale); fp32 eager keeps the key it always had
+    # weights (`quant`), run by a compiled step, or verifying several sequences at once has another curve (these
+    # change its shape, not just its scale); fp32 eager, one sequence, keeps the key it always had
     key = (str(next(model.parameters()).device), model.dtype, linear_kind(model), attention_kind(model))
     if (weights := weights_kind(model)) != "fp32":
         key = (*key, weights)
+    if rows > 1:
+        key = (*key, f"rows={rows}")
     return key if step is None else (*key, f"compiled:block={step.block}:capacity={step.capacity}")
 
 
-def set_cost_curve(model, curve: CostCurve, step=None) -> None:
+def set_cost_curve(model, curve: CostCurve, step=None, rows: int = 1) -> None:
     """Use an already measured curve for `model` (e.g. one a notebook just plotted) instead of re-measuring."""
-    _CURVES.setdefault(model, {})[(*_setup_key(model, step), curve.tree)] = curve
+    _CURVES.setdefault(model, {})[(*_setup_key(model, step, rows), curve.tree)] = curve
 
 
 TREE_SIZES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64)
@@ -275,7 +292,7 @@ def _stored_curve(key: str, max_tokens: int) -> CostCurve | None:
     return curve if curve is not None and max(curve.sizes) >= max_tokens else None
 
 
-def cost_curve_for(model, max_tokens: int = 16, tree: bool = False, step=None) -> CostCurve:
+def cost_curve_for(model, max_tokens: int = 16, tree: bool = False, step=None, rows: int = 1) -> CostCurve:
     """The model's cost curve up to `max_tokens`, measured once per process per model object, device, dtype and
     kernels (a fact about the machine, like the kernel plan: no decoding writes to it).
 
@@ -284,9 +301,10 @@ def cost_curve_for(model, max_tokens: int = 16, tree: bool = False, step=None) -
     sizes would guess exactly where tree methods decide). With `SPECDEC_LAB_CURVE_CACHE` set, the processes
     of one job share a measurement through that folder (`curve_store`; the test and notebook checks do).
     step: a `compiled.CompiledStep`: the curve of the compiled verify (its buckets make it a staircase).
+    rows: the curve of a batch's step, `rows` sequences verifying n tokens each (`measure_cost_curve`).
     """
     curves = _CURVES.setdefault(model, {})
-    key = (*_setup_key(model, step), tree)
+    key = (*_setup_key(model, step, rows), tree)
     if key not in curves or max(curves[key].sizes) < max_tokens:
         how = {"repeats": 15, "statistic": "paired", "context": 64}
         stored_as = curve_store.curve_key(model, key, **how)
@@ -297,6 +315,6 @@ def cost_curve_for(model, max_tokens: int = 16, tree: bool = False, step=None) -
             sizes = sorted({n for n in (TREE_SIZES if tree else DEFAULT_SIZES) if n <= max_tokens} | {max_tokens})
             # Paired ratios (`measure_cost_curve`): what a run decides on is how much dearer n tokens are than
             # one, and `StepCost` corrects each size only slowly from the loop's own timings.
-            curves[key] = measure_cost_curve(model, sizes=sizes, tree=tree, step=step, **how)
+            curves[key] = measure_cost_curve(model, sizes=sizes, tree=tree, step=step, rows=rows, **how)
             curve_store.store_curve(stored_as, curves[key].to_dict())
     return curves[key]

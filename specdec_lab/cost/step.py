@@ -55,9 +55,10 @@ class StepCost:
     `StepCost.of(curve)` prices on a given curve instead of a measured one (learn=False: never corrected).
     """
 
-    def __init__(self, model=None, *, learn: bool = True, step=None):
+    def __init__(self, model=None, *, learn: bool = True, step=None, rows: int = 1):
         self.model = model
         self.compiled = step  # a `compiled.CompiledStep` the loop verifies with: its curve is the one to price
+        self.rows = rows  # sequences verified together (a batch): the step is t(rows, n) (`cost_curve_for`)
         self.learn = learn
         self.curves: dict[bool, CostCurve] = {}  # tree? -> the measured curve
         self.load = 1.0
@@ -84,7 +85,9 @@ class StepCost:
         if self.compiled is not None:
             max_tokens = min(max_tokens, self.compiled.max_nodes)
         if self.model is not None and (tree not in self.curves or max(self.curves[tree].sizes) < max_tokens):
-            self.curves[tree] = cost_curve_for(self.model, max_tokens=max_tokens, tree=tree, step=self.compiled)
+            self.curves[tree] = cost_curve_for(
+                self.model, max_tokens=max_tokens, tree=tree, step=self.compiled, rows=self.rows
+            )
         return self.curve(tree)
 
     def curve(self, tree: bool = False) -> CostCurve:

@@ -1,0 +1,169 @@
+"""Speculation in a batch: B sequences decoded together, each by the one loop's steps, one target forward for all.
+
+    rows = RowsCache(target, B)                               # one K/V buffer, each row at its own length
+    while a prompt waits or a row decodes:
+        fill every free row from the queue                    # continuous batching: prefill into that row
+        for each active row:  tree_b = row.propose()          # 1. each row proposes its own tree
+        outs = verify_rows(target, rows, trees)               # 2. ONE forward over every row's tree (4D mask:
+                                                              #    each row's cache and tree, padding masked)
+        for each active row:  row.accept(tree_b, out_b, ...)  # 3.-6. each row accepts its own path: rows advance
+                                                              #    by different counts (ragged acceptance)
+        a row that emitted EOS or spent its budget frees its slot for the next prompt
+
+A row is a `generate.Decoding` (its own proposer, acceptance, KV rows, trace), so every method batches and each
+row's output is what `generate` would emit for its prompt alone — exactly in distribution when sampling, token for
+token under greedy decoding up to fp32 rounding: a batched forward sums in other orders than a one-row one, which
+can flip a near-tie (the bench records the first differing token and its top-1 − top-2 logit gap).
+
+How much to speculate at batch B comes from the one cost model: each row prices its steps on t(B, n), the
+measured seconds of one forward over B rows of n tokens (`cost.cost_curve_for(rows=B)`). A forward over few rows
+× tokens is bound by reading the weights (nearly free to widen); over many it is bound by compute, so the same
+sizers pick shorter drafts and smaller trees as B grows, down to proposing nothing where nothing pays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .generate import Clock, Decoding, GenerationResult, Setup
+from .kv_cache import RowsCache
+from .memory import Memory
+from .trees.tree import Tree
+from .verify import verify_rows
+
+__all__ = ["BatchResult", "generate_batch"]
+
+
+@dataclass
+class BatchResult:
+    """Every prompt's `GenerationResult` (in the order given), and the batch as a whole."""
+
+    results: list[GenerationResult]
+    batch_size: int
+    seconds: float  # wall time of the whole batch, prefills included
+    forwards: int  # batched target forwards (steps)
+    latency: list[float] = field(default_factory=list)  # per prompt: seconds from the start until its last token
+    active: list[int] = field(default_factory=list)  # rows decoding in each step (the rest padding)
+
+    @property
+    def tokens(self) -> int:
+        return sum(len(r.tokens) for r in self.results)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Total throughput: every prompt's new tokens over the batch's wall time."""
+        return self.tokens / self.seconds if self.seconds > 0 else float("nan")
+
+    def summary(self) -> dict:
+        lat = sorted(self.latency)
+        return {
+            "batch_size": self.batch_size,
+            "prompts": len(self.results),
+            "new_tokens": self.tokens,
+            "forwards": self.forwards,
+            "tokens_per_s": round(self.tokens_per_s, 2),
+            "latency_median_s": round(lat[len(lat) // 2], 3) if lat else None,
+            "mean_active_rows": round(sum(self.active) / len(self.active), 2) if self.active else 0.0,
+        }
+
+
+def generate_batch(
+    model,
+    prompts: Sequence,
+    method: str = "autoregressive",
+    max_new_tokens: int = 128,
+    *,
+    batch_size: int = 4,
+    tokenizer=None,
+    chat: bool | str = "auto",
+    eos_token_id: int | Sequence[int] | None = None,
+    accept=None,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    trace: bool = False,
+    progress: bool = False,
+    **params,
+) -> BatchResult:
+    """Decode every prompt with `method`, `batch_size` at a time in one forward per step; a finished row takes the
+    next waiting prompt (continuous batching). Arguments as `generate`'s (the prompts: texts, or token-id lists);
+    prompt i samples with seed + i. -> a `BatchResult` (each prompt's result in the order given)."""
+    prompts = _check_prompts(prompts)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+    if params.get("compile"):
+        raise ValueError("compile= verifies one sequence at a time: decode a batch eagerly (leave compile out)")
+    setup, first = Setup.of(model, tokenizer, method, params, None, accept, max_new_tokens, eos_token_id,
+                            temperature, top_k, top_p, False, trace)  # fmt: skip
+    ids = [setup.prompt_ids(p, chat) for p in prompts]
+    rows = min(batch_size, len(ids))
+    cache = RowsCache(setup.model, rows, capacity=max(len(x) for x in ids) + max_new_tokens + 72)
+    clock = Clock(setup.device, None)
+    queue = list(range(len(ids)))[::-1]  # prompt indices, next last
+    slots: list[tuple[int, Decoding] | None] = [None] * rows
+    results: list[GenerationResult | None] = [None] * len(ids)
+    latency = [0.0] * len(ids)
+    out = BatchResult(results=[], batch_size=batch_size, seconds=0.0, forwards=0)
+    bar = _progress(len(ids), progress)
+    while queue or any(slots):
+        for b in range(rows):  # continuous batching: a free row takes the next prompt
+            if slots[b] is None and queue:
+                i = queue.pop()
+                cache.reset(b)
+                proposer = first if i == 0 else setup.proposer()
+                seq_seed = None if seed is None else seed + i
+                row = setup.open(ids[i], cache.row(b), proposer, setup.generator(seq_seed), Memory(), clock, rows=rows)
+                slots[b] = (i, row)
+        start = clock.now()
+        trees: list[Tree | None] = [None] * rows
+        for b, slot in enumerate(slots):
+            if slot is not None:
+                row = slot[1]
+                row.state.max_depth = row.budget() - 1
+                if row.last is not None:
+                    row.observe(row.last, until=start)
+                trees[b] = row.propose()  # 1.
+        proposed = clock.now()
+        outputs = verify_rows(setup.model, cache, trees, setup.layers)  # 2. one forward over every row
+        verified = clock.now()
+        out.forwards += 1
+        out.active.append(sum(t is not None for t in trees))
+        for b, slot in enumerate(slots):
+            if slot is None:
+                continue
+            i, row = slot
+            step = row.accept(trees[b], outputs[b], start, proposed, verified)  # 3.-6.
+            if row.trace:
+                row.steps.append(row.traced(step))
+            if row.finished():
+                now = clock.now()
+                results[i], latency[i] = row.result(now - row.opened), now - clock.start
+                slots[b] = None
+                bar.update()
+    bar.close()
+    out.results, out.latency = results, latency
+    out.seconds = clock.now(drain=True) - clock.start
+    return out
+
+
+def _check_prompts(prompts) -> list:
+    """The prompts as a list; a clear error for none, for a single prompt, or for a mix of text and token ids."""
+    if isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts and isinstance(prompts[0], int)):
+        raise ValueError("generate_batch takes a list of prompts (texts or token-id lists); for one prompt, wrap it "
+                         "in a list or call generate()")  # fmt: skip
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("no prompts: pass at least one prompt (a text, or a list of token ids)")
+    kinds = {"text" if isinstance(p, str) else "ids" for p in prompts}
+    if len(kinds) > 1:
+        raise ValueError("the prompts mix texts and token-id lists: texts go into the chat template (chat='auto') "
+                         "and ids do not, so pass all as texts or all as ids")  # fmt: skip
+    return prompts
+
+
+def _progress(total: int, show: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="prompts", disable=not show)

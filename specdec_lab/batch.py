@@ -45,6 +45,9 @@ class BatchResult:
     forwards: int  # batched target forwards (steps)
     latency: list[float] = field(default_factory=list)  # per prompt: seconds from the start until its last token
     active: list[int] = field(default_factory=list)  # rows decoding in each step (the rest padding)
+    # per step, per row: (the prompt it decodes, tokens it emitted) or None where the row was padding: the
+    # ragged acceptance of a batch, drawn as a rows × steps heatmap (`viz.batching.ragged_figure`)
+    grid: list[list[tuple[int, int] | None]] = field(default_factory=list)
 
     @property
     def tokens(self) -> int:
@@ -130,11 +133,13 @@ def generate_batch(
         verified = clock.now()
         out.forwards += 1
         out.active.append(sum(t is not None for t in trees))
+        out.grid.append([None] * rows)
         for b, slot in enumerate(slots):
             if slot is None:
                 continue
             i, row = slot
             step = row.accept(trees[b], outputs[b], start, proposed, verified)  # 3.-6.
+            out.grid[-1][b] = (i, len(step.emitted))
             if row.trace:
                 row.steps.append(row.traced(step))
             if row.finished():

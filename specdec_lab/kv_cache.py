@@ -189,9 +189,18 @@ class _BatchLayer(DynamicLayer):
         self.rows, self._k, self._v, self.is_initialized = rows, k, v, True
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        for b, row in enumerate(self.rows):  # key_states (B, H_kv, N, D)
-            row.update(key_states[b : b + 1], value_states[b : b + 1])  # slots [L_b, L_b + N) of row b
-        span = max(row.length for row in self.rows)  # = max L_b + N
+        b, h, n, d = key_states.shape  # (B, H_kv, N, D): row r's N entries go to its slots [L_r, L_r + N)
+        starts = torch.tensor([row.length for row in self.rows], device=key_states.device)  # (B,)
+        slots = starts[:, None] + torch.arange(n, device=key_states.device)  # (B, N)
+        if int(slots.max()) >= self._k.shape[2]:
+            self.rows[int(slots.max(dim=1).values.argmax())]._grow(int(slots.max()) + 1)  # raises, naming the fix
+        index = slots[:, None, :, None].expand(b, h, n, d)
+        self._k.scatter_(2, index, key_states)  # one write for every row
+        self._v.scatter_(2, index, value_states)
+        for row in self.rows:
+            row.length += n
+            row._set_views()
+        span = int(starts.max()) + n  # = max L_r + N
         return self._k[:, :, :span], self._v[:, :, :span]
 
     def get_seq_length(self) -> int:

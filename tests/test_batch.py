@@ -115,6 +115,8 @@ def test_every_method_per_row_equals_its_prompt_alone(model, batch_size):
         assert [r.tokens for r in out.results] == ref, name
         assert len(set(out.active)) > 1 and max(out.active) == batch_size, (name, out.active)  # ragged, then drained
         assert out.forwards < sum(r.forwards for r in out.results), name  # rows shared their forwards
+        emitted = [sum(cell[1] for step in out.grid for cell in step if cell and cell[0] == i) for i in range(6)]
+        assert emitted == [len(r) for r in ref], name  # the rows × steps grid holds every emitted token
 
 
 def test_sampling_on_a_batch_emits_the_targets_distribution():

@@ -1,0 +1,103 @@
+"""Figures of speculation in a batch (notebook 13): data in (curves, a BatchResult's grid, a batched bench's summary),
+plotly figures out.
+
+    cost_by_batch_figure(curves)            t(B, n): a step's seconds by tokens per row, one line per batch size B
+    ragged_figure(grid)                     rows × steps, each cell the tokens a row emitted (padding blank)
+    speedup_by_batch_figure(summary, ...)   speedup over batched autoregressive against B, published rows beside
+    throughput_latency_figure(summary)      total tokens/s against median request latency, one line per method
+    policy_view(curves, b, accuracies)      what the sizers choose at batch size b (a dashboard's callback)
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+
+from .figures import TEMPLATE
+
+__all__ = ["cost_by_batch_figure", "ragged_figure", "speedup_by_batch_figure", "throughput_latency_figure",
+           "policy_view", "WIDTH"]  # fmt: skip
+
+WIDTH = 900  # px: inside the 950 px output area
+
+
+def cost_by_batch_figure(curves: dict, title: str = "The price of a step: t(B, n)") -> go.Figure:
+    """One line per batch size B: seconds of one forward over B rows of n tokens each, against n; and dashed, the
+    seconds per token verified (t / (B·n)), which falls while the step is bound by reading the weights."""
+    fig = go.Figure()
+    for i, (b, curve) in enumerate(sorted(curves.items())):
+        color = qualitative.Plotly[i % 10]
+        ms = [t * 1e3 for t in curve.seconds]
+        fig.add_scatter(x=curve.sizes, y=ms, mode="lines+markers", name=f"B = {b}", line={"color": color},
+                        hovertemplate=f"B={b}, n=%{{x}}: %{{y:.1f}} ms per step<extra></extra>")  # fmt: skip
+        fig.add_scatter(x=curve.sizes, y=[t / (b * n) for t, n in zip(ms, curve.sizes, strict=True)], yaxis="y2",
+                        mode="lines", line={"color": color, "dash": "dot"}, showlegend=False,
+                        hovertemplate=f"B={b}, n=%{{x}}: %{{y:.2f}} ms per token<extra></extra>")  # fmt: skip
+    fig.update_layout(template=TEMPLATE, title=title, width=WIDTH, height=440, xaxis_title="tokens per row n",
+                      yaxis={"title": "ms per step (solid)", "rangemode": "tozero"},
+                      yaxis2={"title": "ms per token (dotted)", "overlaying": "y", "side": "right", "type": "log"},
+                      legend={"x": 1.08, "y": 1})  # fmt: skip
+    return fig
+
+
+def ragged_figure(grid: list, title: str = "Ragged acceptance: tokens each row emitted per step") -> go.Figure:
+    """Rows × steps of a batch: a cell is the tokens the row emitted in that step (accepted drafts + bonus), blank
+    where the row was padding (finished, or waiting for a prompt); the hover names the prompt."""
+    rows = len(grid[0]) if grid else 0
+    z = [[cell[1] if cell else None for cell in (step[r] for step in grid)] for r in range(rows)]
+    text = [[f"prompt {cell[0]}" if cell else "padding" for cell in (step[r] for step in grid)] for r in range(rows)]
+    fig = go.Figure(go.Heatmap(z=z, text=text, colorscale="Blues", zmin=0, colorbar={"title": "tokens"},
+                               hovertemplate="row %{y}, step %{x}: %{z} tokens (%{text})<extra></extra>"))  # fmt: skip
+    fig.update_layout(template=TEMPLATE, title=title, width=WIDTH, height=160 + 30 * rows, xaxis_title="step",
+                      yaxis={"title": "row", "dtick": 1, "autorange": "reversed"},
+                      plot_bgcolor="#eeeeee")  # fmt: skip
+    return fig
+
+
+def speedup_by_batch_figure(
+    summary: list[dict], published: dict | None = None, title: str = "Speedup over batched autoregressive, by B"
+) -> go.Figure:
+    """One line per method: tokens/s over batched autoregressive's at the same B (a batched bench's summary rows);
+    `published`: {label: {B: speedup}} drawn dashed (another model and device: its shape, not its level)."""
+    fig = go.Figure()
+    methods = list(dict.fromkeys(r["method"] for r in summary if r.get("speedup") is not None))
+    for i, m in enumerate(methods):
+        pts = sorted((r["batch_size"], r["speedup"]) for r in summary if r["method"] == m and r.get("speedup"))
+        fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=m,
+                        line={"color": qualitative.Plotly[i % 10]})  # fmt: skip
+    for label, points in (published or {}).items():
+        pts = sorted(points.items())
+        fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=label,
+                        line={"dash": "dash", "color": "#888888"})  # fmt: skip
+    fig.add_hline(y=1.0, line_dash="dot", line_color="#444444")
+    fig.update_layout(template=TEMPLATE, title=title, width=WIDTH, height=440,
+                      xaxis={"title": "batch size B", "type": "log", "dtick": 0.30103},
+                      yaxis_title="speedup", legend={"orientation": "h", "y": -0.2})  # fmt: skip
+    return fig
+
+
+def throughput_latency_figure(summary: list[dict], title: str = "Throughput against latency") -> go.Figure:
+    """One line per method through its batch sizes: total tokens/s against the median request latency (each
+    point labelled with its B): larger batches buy throughput with latency."""
+    fig = go.Figure()
+    methods = list(dict.fromkeys(r["method"] for r in summary if r.get("tokens_per_s")))
+    for i, m in enumerate(methods):
+        pts = sorted((r["batch_size"], r["latency_median_s"], r["tokens_per_s"]) for r in summary
+                     if r["method"] == m and r.get("tokens_per_s"))  # fmt: skip
+        fig.add_scatter(x=[p[1] for p in pts], y=[p[2] for p in pts], mode="lines+markers+text", name=m,
+                        text=[f"B={p[0]}" for p in pts], textposition="top center",
+                        line={"color": qualitative.Plotly[i % 10]})  # fmt: skip
+    fig.update_layout(template=TEMPLATE, title=title, width=WIDTH, height=460, xaxis_title="median latency (s)",
+                      yaxis_title="total tokens/s", legend={"orientation": "h", "y": -0.2})  # fmt: skip
+    return fig
+
+
+def policy_view(curves: dict, b: int, accuracies=None) -> tuple[go.Figure, dict]:
+    """What the sizers choose at batch size `b` (the nearest measured B at or below it): its curve, and the row of
+    `bench.batch_policy.chosen_sizes` (draft lengths by α, Medusa's tree nodes, vLLM's documented k)."""
+    from ..bench.batch_policy import chosen_sizes
+
+    at = max((x for x in curves if x <= b), default=min(curves))
+    row = chosen_sizes({at: curves[at]}, accuracies)[0]
+    fig = cost_by_batch_figure({at: curves[at]}, title=f"t(B, n) at B = {at}")
+    return fig, row

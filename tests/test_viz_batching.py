@@ -11,6 +11,7 @@ from specdec_lab.viz.batching import (
     cost_by_batch_figure,
     policy_view,
     ragged_figure,
+    rows_mask_figure,
     speedup_by_batch_figure,
     throughput_latency_figure,
 )
@@ -49,3 +50,15 @@ def test_policy_view_is_the_dashboards_callback():
     fig, row = policy_view(CURVES, 10, acc)  # B = 10: the nearest measured batch size at or below, 8
     assert row["batch_size"] == 8 and row["k_at_alpha_0.9"] < policy_view(CURVES, 1, acc)[1]["k_at_alpha_0.9"]
     assert fig.layout.title.text == "t(B, n) at B = 8"
+
+
+def test_rows_mask_draws_one_panel_per_row():
+    from specdec_lab.trees.tree import Tree
+    from specdec_lab.verify import rows_attention_mask
+
+    trees = [Tree(torch.tensor([1, 2, 3]), torch.tensor([-1, 0, 0])), Tree.root(4), None]
+    _, _, mask = rows_attention_mask(trees, [2, 4, 3], torch.float32)
+    fig = rows_mask_figure(mask, [2, 4, 3])
+    assert len(fig.data) == 3 and fig.layout.width <= WIDTH
+    assert [list(r) for r in fig.data[0].z[:3]] == [[1, 1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 1, 0, 0]]
+    assert [list(r) for r in fig.data[2].z] == [[0, 0, 0, 1, 0, 0, 0], [0, 0, 0, 0, 1, 0, 0], [0, 0, 0, 0, 0, 1, 0]]

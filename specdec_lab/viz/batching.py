@@ -5,6 +5,7 @@ plotly figures out.
     ragged_figure(grid)                     rows × steps, each cell the tokens a row emitted (padding blank)
     speedup_by_batch_figure(summary, ...)   speedup over batched autoregressive against B, published rows beside
     throughput_latency_figure(summary)      total tokens/s against median request latency, one line per method
+    rows_mask_figure(mask, lengths)         one batched verify's attention mask, one panel per row
     policy_view(curves, b, accuracies)      what the sizers choose at batch size b (a dashboard's callback)
 """
 
@@ -16,7 +17,7 @@ from plotly.colors import qualitative
 from .figures import TEMPLATE
 
 __all__ = ["cost_by_batch_figure", "ragged_figure", "speedup_by_batch_figure", "throughput_latency_figure",
-           "policy_view", "WIDTH"]  # fmt: skip
+           "rows_mask_figure", "policy_view", "WIDTH"]  # fmt: skip
 
 WIDTH = 900  # px: inside the 950 px output area
 
@@ -89,6 +90,27 @@ def throughput_latency_figure(summary: list[dict], title: str = "Throughput agai
                         line={"color": qualitative.Plotly[i % 10]})  # fmt: skip
     fig.update_layout(template=TEMPLATE, title=title, width=WIDTH, height=460, xaxis_title="median latency (s)",
                       yaxis_title="total tokens/s", legend={"orientation": "h", "y": -0.2})  # fmt: skip
+    return fig
+
+
+def rows_mask_figure(mask, lengths, title: str = "One forward over every row: who sees what") -> go.Figure:
+    """The (B, 1, N, S) additive mask of `verify.rows_attention_mask` as B panels, nodes × cache slots: a dark cell is
+    a slot the node attends to (the row's committed prefix, its ancestors in its own tree, or, for a padding node,
+    its own slot alone), a dashed line each row's committed length."""
+    from plotly.subplots import make_subplots
+
+    b = mask.shape[0]
+    fig = make_subplots(rows=1, cols=b, subplot_titles=[f"row {r} (L = {lengths[r]})" for r in range(b)],
+                        horizontal_spacing=0.04)  # fmt: skip
+    for r in range(b):
+        seen = (mask[r, 0] == 0).int().tolist()  # (N, S) 1 where the node attends
+        cells = go.Heatmap(z=seen, colorscale=[[0, "#f4f4f4"], [1, "#1f4e99"]], showscale=False,
+                           hovertemplate="node %{y}, slot %{x}: %{z}<extra></extra>")  # fmt: skip
+        fig.add_trace(cells, row=1, col=r + 1)
+        fig.add_vline(x=lengths[r] - 0.5, line_dash="dash", line_color="#d62728", row=1, col=r + 1)
+        fig.update_yaxes(autorange="reversed", dtick=1, row=1, col=r + 1, title_text="node" if r == 0 else None)
+        fig.update_xaxes(title_text="cache slot", row=1, col=r + 1)
+    fig.update_layout(template=TEMPLATE, title=title, width=WIDTH, height=330)
     return fig
 
 

@@ -114,18 +114,17 @@ def is_stub(answer) -> bool:
     return answer is Ellipsis or answer is None
 
 
-def check(what: str, answer, reference, *, close: Callable | float | None = None, hint: str = "") -> str:
-    """Compare an exercise's `answer` with the library's `reference`; print and return what was right, or raise
+def check(what: str, answer, reference, *, close: Callable | float | None = None, hint: str = "") -> None:
+    """Compare an exercise's `answer` with the library's `reference`; print what was right, or raise
     `ExerciseError` saying what is wrong (and `hint`). `close`: None compares exactly (tensors with torch.equal,
-    numbers with ==), a float is a relative tolerance, a callable close(answer, reference) -> bool decides."""
+    numbers with ==), a float is a relative tolerance, a callable close(answer, reference) -> bool decides.
+    Returns nothing, so a notebook cell ending in `check(...)` shows the printed line once."""
     if is_stub(answer):
         raise ExerciseError(f"{what}: no answer yet — replace the `...` in the cell above with your code. {hint}")
     ok, detail = _agrees(answer, reference, close)
     if not ok:
         raise ExerciseError(f"{what}: not yet — {detail}. {hint}".rstrip())
-    message = f"✓ {what}: {detail}"
-    print(message)
-    return message
+    print(f"✓ {what}: {detail}")
 
 
 def _agrees(answer, reference, close) -> tuple[bool, str]:

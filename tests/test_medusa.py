@@ -258,7 +258,8 @@ def test_figures_and_the_live_plot_callback():
     assert update_loss_figure(fig, log) is False  # "keep training"
     assert list(fig.data[1].y) == [2.0, 1.5] and list(fig.data[2].y) == [3.0, 2.0]
     acc = HeadAccuracy(top1=[0.6, 0.3], top5=[0.8, 0.5], loss=[1.0, 2.0], count=[5, 5], base_top1=1.0)
-    assert len(head_accuracy_figure({"a": acc}).data) == 3  # top-1, top-5, the paper
+    paper = head_accuracy_figure({"a": acc}).data
+    assert len(paper) == 3 and "Cai et al. 2024" in paper[2].name  # top-1, top-5, the paper named by its source
     assert len(ablation_figure({"a": acc, "b": acc}).data) == 2
     m2 = Medusa2Log(
         step=[1, 2],

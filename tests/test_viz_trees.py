@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from specdec_lab import Tree
-from specdec_lab.lab.trees import EXPLORER_PLACEHOLDER, Explorer, node_explorer
+from specdec_lab.lab.trees import EXPLORER_PLACEHOLDER, Explorer, curve_shape, node_explorer, speedup_reason
 from specdec_lab.trees import BudgetChoice, HeadAccuracies, choose_budget, greedy_steps, greedy_tree
 from specdec_lab.viz.tree_figures import greedy_step_figure, node_view, rank_tree_figure, rank_tree_graph
 from specdec_lab.viz.tree_sizing import (
@@ -166,3 +166,41 @@ def test_predicted_vs_measured_figure_groups_three_bars():
     rows = [{"tree": "chain:1", "measured": 1.4, "independent": 1.42, "conditional": 1.42}]
     fig = predicted_vs_measured_figure(rows)
     assert len(fig.data) == 3 and fig.layout.barmode == "group"
+
+
+# ---- notebook 05's sentences ----------------------------------------------------------------------------
+def _curve(seconds):
+    from specdec_lab.cost import CostCurve
+
+    return CostCurve(sizes=[1, 2, 4, 8, 16][: len(seconds)], seconds=seconds, tree=True)
+
+
+def test_curve_shape_follows_a_dip_and_never_says_climbs_there():
+    text = curve_shape(_curve([1.0, 0.9, 0.9, 1.2, 2.0]))
+    assert text.startswith("t(n) dips below t(1) up to n = 4") and "t(2) = 0.90 t(1)" in text
+    assert "above t(1) from n = 8 on" in text and "16 tokens costs 2.0 single-token ones" in text
+
+
+def test_curve_shape_of_a_rising_a_flat_and_a_bumpy_curve():
+    assert curve_shape(_curve([1.0, 1.3, 1.6, 2.0])).startswith("t(n) is above t(1) from n = 2 on (t(2) = 1.30 t(1))")
+    assert "a flat curve" in curve_shape(_curve([1.0, 1.01, 0.99, 1.0]))
+    bumpy = curve_shape(_curve([1.0, 1.0, 1.3, 1.0]))  # above t(1) at 4, back at 8: not "from n = 4 on"
+    assert bumpy.startswith("t(n) stays at t(1) up to n = 2") and "above t(1) at n = 4;" in bumpy
+    with pytest.raises(ValueError, match="no size above 1"):
+        curve_shape(_curve([1.0]))
+
+
+def test_speedup_reason_turns_with_the_step_price(acc):
+    cheap = choose_budget(
+        acc.top, lambda n: 1.0 if n == 1 else 0.9 + 0.5 * max(n - 4, 0), max_budget=8
+    )  # t(2..4) < t(1)
+    assert cheap.speedup > cheap.expected_length
+    reason = speedup_reason(cheap)
+    assert "exceeds the tree's E[L]" in reason and "the price per token falls below t(1)" in reason
+    dear = choose_budget(acc.top, lambda n: 1.0 + 0.1 * (n - 1), max_budget=8)
+    assert dear.budget > 0 and dear.speedup < dear.expected_length
+    assert "is below the tree's E[L]" in speedup_reason(dear)
+    plain = choose_budget(acc.top, lambda n: 1.0 + 10.0 * (n - 1), max_budget=8)  # nothing pays: n = 0, E[L] = 1
+    assert plain.budget == 0 and speedup_reason(plain).startswith("Plain decoding (n = 0) is predicted fastest")
+    free = choose_budget(acc.top, lambda n: 1.0, max_budget=8)  # flat, no heads: speed-up = E[L]
+    assert "is the tree's E[L]" in speedup_reason(free)

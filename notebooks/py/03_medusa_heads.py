@@ -17,16 +17,39 @@
 # %% [markdown]
 # # 03 · Medusa heads: extra decoding heads on the target's last hidden state
 #
-# A draft model is a second network with its own KV cache. **Medusa** (Cai et al., 2024) drafts with
-# almost nothing: a few small *heads* that read the hidden state the target has already computed. At
-# position *t* the target's LM head ("head 0") reads the last hidden state $h_t$ and predicts
-# $x_{t+1}$; Medusa head $k$ reads the **same** $h_t$ and predicts $x_{t+k+1}$:
+# A draft model ([Leviathan et al. 2023](https://arxiv.org/abs/2211.17192)) is a second network with its own KV
+# cache. **Medusa** ([Cai et al. 2024](https://arxiv.org/abs/2401.10774)) drafts with almost nothing: a few small
+# *heads* that read the hidden state the target has already computed. At position *t* the target's LM head
+# ("head 0") reads the last hidden state $h_t$ and predicts $x_{t+1}$; Medusa head $k$ reads the **same** $h_t$
+# and predicts $x_{t+k+1}$:
 #
 # $$p_t^{(k)} = \mathrm{softmax}\big(W_2^{(k)} \cdot (\mathrm{SiLU}(W_1^{(k)} h_t + b^{(k)}) + h_t)\big)$$
 #
 # One decoding step then proposes $x_{t+1}$ (the target's own prediction) followed by the heads' guesses
-# for $x_{t+2}, \dots, x_{t+K+1}$, and the target verifies them all in one forward (the next notebook
-# decodes with them). Here we build and train the heads:
+# for $x_{t+2}, \dots, x_{t+K+1}$, and the target verifies them all in one forward (notebooks 04–06 decode with
+# them). Here we build and train the heads.
+#
+# ### Learning objectives
+#
+# - **Explain** the Medusa head architecture and **count** its parameters when $W_2$ is shared with the LM head.
+# - **Derive** each head's training labels (head $k$ at position $t$ learns $x_{t+k+1}$) and check them against
+#   the library's.
+# - **Measure** per-head accuracy on held-out text, and **explain** why head $k$ is harder than head $k-1$ and
+#   why training accuracy overstates it.
+# - **Train** Medusa-1 heads live and **explain** why the loss weights $\lambda_k$ change nothing when the heads
+#   share no parameter.
+# - **Measure** how Medusa-2's self-distillation term limits the drift of a backbone trained with the heads.
+#
+# ### Prerequisites
+#
+# Notebook 00 (the decoding loop, the KV cache) and notebooks 01–02 (drafting and verifying with a draft model).
+# Notation as in notebook 00's table: p = the target, q = the draft, α = the chance a drafted token is accepted,
+# E[L] = expected tokens emitted per target forward (bonus included). Here $K$ = the number of heads and $k$
+# indexes them: head $k$ drafts the token $k + 1$ places ahead, so heads $1..k$ draft $k$ tokens (notebook 00's
+# draft length). $\lambda_k$ is head $k$'s loss weight, and top-1 / top-5 accuracy = how often the true token is
+# a head's first guess / among its five best.
+#
+# ### Plan
 #
 # 1. the architecture, and the variant we ship: $W_2$ **shared with the frozen LM head**;
 # 2. self-distillation data: the target's own greedy answers, and the labels of each head;
@@ -58,53 +81,14 @@ rerun_out: str = "../results/medusa/memorisation.json"  # where a rerun writes
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
 
 # %%
+from specdec_lab import load_model
+from specdec_lab.lab.course import start
+
 if quick:
     train_examples, heldout_examples, train_steps, batch_size, ablation_steps = 12, 6, 20, 64, 10
     figures_dir = "../results/figures"  # CI runs leave the committed figures alone
-
-import json
-import os
-import time
-from pathlib import Path
-
-import pandas as pd
-import torch
-from IPython.display import Markdown, display
-from transformers.utils import logging as hf_logging
-
-from specdec_lab import load_model, tiny_model
-from specdec_lab.io import write_json
-from specdec_lab.lab.medusa import MedusaTrainingDashboard
-from specdec_lab.lab.widgets import Snapshot
-from specdec_lab.medusa import IGNORE_INDEX, MedusaHeads, load_heads, loss_weights, medusa_labels
-from specdec_lab.text import WHITESPACE_LEGEND, token_pieces, visible
-from specdec_lab.train.distill import (
-    cache_hidden_states,
-    distillation_stats,
-    generate_distillation_data,
-    load_distillation_data,
-    split_heldout,
-)
-from specdec_lab.train.medusa1 import Medusa1Config, build_rows, head_accuracy, train_medusa1
-from specdec_lab.train.medusa2 import Medusa2Config, train_medusa2
-from specdec_lab.train.medusa_memorisation import MemorisationConfig, memorisation_run
-from specdec_lab.viz.figures import save_figure
-from specdec_lab.viz.medusa import (
-    PAPER_VICUNA_7B_TOP1,
-    ablation_figure,
-    architecture_figure,
-    head_accuracy_figure,
-    loss_figure,
-    medusa2_figure,
-    memorisation_figure,
-)
-
-FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
-if threads > 0:
-    torch.set_num_threads(threads)
-torch.manual_seed(0)
-hf_logging.disable_progress_bar()
-print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={quick}")
+FIGURES = start(figures_dir, threads, stem="03_medusa_heads")
+lm = load_model(model_name)
 
 # %% [markdown]
 # ## 1. The heads
@@ -120,7 +104,13 @@ print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={qui
 # $x_{t+1}$. Training moves head $k$ forward by $k$ tokens.
 
 # %%
-lm = load_model(model_name)
+import json
+from pathlib import Path
+
+from specdec_lab.medusa import load_heads
+from specdec_lab.viz.figures import save_figure
+from specdec_lab.viz.medusa import architecture_figure
+
 model = lm.model
 n_layers = model.config.num_hidden_layers
 shipped = load_heads(heads_dir, model)  # attaches the target's LM head (shared storage, no copy)
@@ -132,6 +122,8 @@ if not quick:
 fig
 
 # %% tags=["nbval-check-output"]
+import pandas as pd
+
 H, V = model.config.hidden_size, model.config.vocab_size
 blocks = shipped.config.num_layers  # residual blocks per head, from the shipped heads' config
 block = H * H + H  # one residual block: W1 (H x H) and b1 (H)
@@ -159,6 +151,8 @@ pd.DataFrame(
 # (N·K, H) features in one product; `head_logits(h, k)` is the plain per-head reference.
 
 # %% tags=["nbval-check-output"]
+import torch
+
 h = torch.randn(8, H)  # 8 hidden states
 with torch.no_grad():
     batched = shipped(h)  # (8, K, V)
@@ -176,6 +170,8 @@ print(f"batched logits {tuple(batched.shape)}; max |difference| to per-head matm
 # committed under `data/distill/`. Every tenth prompt is held out for measuring accuracy.
 
 # %% tags=["nbval-check-output"]
+from specdec_lab.train.distill import distillation_stats, load_distillation_data, split_heldout
+
 data = load_distillation_data(distill_dir)
 stats = distillation_stats(distill_dir)
 train_all, held_out = split_heldout(data, every=heldout_every)
@@ -202,6 +198,11 @@ print(lm.tokenizer.decode(ex.prompt_ids) + "\u2502" + lm.tokenizer.decode(ex.res
 # place (`specdec_lab.text.token_pieces`), with whitespace made visible:
 
 # %% tags=["nbval-check-output"]
+from IPython.display import Markdown, display
+
+from specdec_lab.medusa import IGNORE_INDEX, medusa_labels
+from specdec_lab.text import WHITESPACE_LEGEND, token_pieces, visible
+
 ids, P = torch.tensor(ex.ids), len(ex.prompt_ids)
 naive = torch.full((len(ids), K + 1), IGNORE_INDEX)
 for t in range(len(ids)):
@@ -227,6 +228,11 @@ pd.DataFrame(
 # accuracy on every held-out prompt of the three sets) plus `train_examples` training ones.
 
 # %%
+import time
+
+from specdec_lab.train.distill import cache_hidden_states
+from specdec_lab.train.medusa1 import build_rows
+
 train_ex = train_all[:train_examples]
 held_ex = held_out[:: max(len(held_out) // heldout_examples, 1)][:heldout_examples]  # evenly spread
 t0 = time.perf_counter()
@@ -245,6 +251,8 @@ print(f"hidden states of {len(cache)} examples in {time.perf_counter() - t0:.1f}
 # documentation prose (`data/doc_prompts.py`). The sizes, from the data and the manifest:
 
 # %%
+from specdec_lab.viz.medusa import PAPER_VICUNA_7B_SOURCE
+
 SET_NAMES = {"smollm2-135m": "hand-written", "smollm2-135m-extra": "template bank", "smollm2-135m-docs": "real prose"}
 set_sizes = {}  # set -> (train prompts, held-out prompts), split by the manifest's rule (every 10th question_id)
 for folder in manifest["data"]["distill_dir"].split(","):
@@ -254,10 +262,14 @@ Markdown(
     "Training prompts: " + ", ".join(f"{n_tr} {name}" for name, (n_tr, _) in set_sizes.items())
     + f" ({manifest['data']['train_rows'] / 1e3:.0f}k positions); held out: "
     + ", ".join(f"{n_ho} {name}" for name, (_, n_ho) in set_sizes.items())
-    + ". Their recipe and held-out accuracy, as recorded in the manifest:"
+    + ". Their recipe and held-out accuracy, as recorded in the manifest: per head, top-1 and top-5 accuracy and the "
+    "mean cross-entropy (nats) on the held-out positions, next to the Vicuna-7B heads' top-1 from the "
+    f"{PAPER_VICUNA_7B_SOURCE}."
 )
 
 # %% tags=["nbval-check-output"]
+from specdec_lab.viz.medusa import PAPER_VICUNA_7B_TOP1
+
 tr = manifest["training"]
 acc_m = manifest["heldout_accuracy"]
 print(f"command: {manifest['command']}")
@@ -266,7 +278,7 @@ print(f"{tr['steps']} steps x {tr['batch_size']} rows on {manifest['data']['trai
       f"{tr['wall_seconds'] / 60:.1f} min on {manifest['machine']['cpu']}")
 pd.DataFrame(
     {"top-1": acc_m["top1"], "top-5": acc_m["top5"], "CE (nats)": acc_m["loss"],
-     "paper, Vicuna-7B top-1": list(PAPER_VICUNA_7B_TOP1[:K]) + [None] * (K - 4)},
+     "Medusa paper, Vicuna-7B top-1": list(PAPER_VICUNA_7B_TOP1[:K]) + [None] * (K - 4)},
     index=pd.Index([f"head {k} -> x_t+{k + 1}" for k in range(1, K + 1)], name="held-out"),
 )
 
@@ -278,6 +290,10 @@ Markdown(
 )
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.medusa import MedusaHeads
+from specdec_lab.train.medusa1 import head_accuracy
+from specdec_lab.viz.medusa import head_accuracy_figure
+
 acc_shipped = head_accuracy(shipped, held_rows, bf16=None)  # bf16 logits where native (same argmax up to rare ties)
 acc_untrained = head_accuracy(MedusaHeads.for_model(model, num_heads=K), held_rows, bf16=None)
 print(f"LM head top-1 on its own greedy text: {acc_shipped.base_top1:.3f} (1.0 up to fp16 rounding of h_t)")
@@ -293,9 +309,13 @@ fig
 # Whatever the target will say next is a branch point; the further ahead, the more branches multiply, and
 # a head can only bet on the most likely one. Its top-5 keeps four more branches than its top-1 — which is
 # why Medusa verifies a *tree* of each head's top candidates, not a chain. What the manifest's held-out
-# table says, head by head, and how it compares with the paper's Vicuna-7B heads (Cai et al. 2024):
+# table says, head by head, and how it compares with the Vicuna-7B heads of the Medusa paper
+# ([Cai et al. 2024](https://arxiv.org/abs/2401.10774); which of its tables or figures holds these accuracies
+# could not be checked, see `specdec_lab.viz.medusa.PAPER_VICUNA_7B_SOURCE`):
 
 # %%
+from specdec_lab.lab.course import compare
+
 paper = PAPER_VICUNA_7B_TOP1[:K]
 top1, top5 = acc_m["top1"], acc_m["top5"]
 falls = all(a > b for a, b in zip(top1, top1[1:], strict=False))
@@ -305,8 +325,8 @@ Markdown(
     + (", lower at every step of $k$" if falls else ", though not at every step of $k$")
     + f"; top-5 from {top5[0]:.2f} to {top5[-1]:.2f}. Head {K} keeps {keep5:.0%} of head 1's top-5 accuracy and "
     f"{keep1:.0%} of its top-1: the wider candidate list loses "
-    + ("less" if keep5 > keep1 else "more")
-    + " with depth. Against the paper's Vicuna-7B heads, top-1: "
+    + compare(keep5, keep1, "less", "more", within="about as much", rel_tol=0.02)
+    + " with depth. Against the Medusa paper's Vicuna-7B heads, top-1: "
     + "; ".join(f"head {k + 1}: {ours:.2f} vs {theirs:.2f}" for k, (ours, theirs) in enumerate(zip(top1, paper, strict=False)))
     + f" ({manifest['data']['train_rows'] / 1e3:.0f}k training positions, {shipped.config.num_layers} residual "
     "blocks per head)."
@@ -354,6 +374,10 @@ Markdown(
 # `rerun=True` measures it afresh here.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.io import write_json
+from specdec_lab.train.medusa_memorisation import MemorisationConfig, memorisation_run
+from specdec_lab.viz.medusa import memorisation_figure
+
 if rerun:
     folders = [Path("..") / f for f in manifest["data"]["distill_dir"].split(",")]
     examples = [e for folder in folders for e in load_distillation_data(folder)]
@@ -379,6 +403,8 @@ gap_frame = pd.DataFrame(
     index=pd.Index([e["epoch"] for e in epochs], name="epoch"),
 )  # fmt: skip
 gap_frame["head 1: gap"] = gap_frame["head 1: training"] - gap_frame["head 1: held-out"]
+display(Markdown("Per epoch, each head's top-1 on the sampled training rows and on the held-out rows, and head 1's "
+                 "gap (training minus held-out):"))
 display(gap_frame.round(3))
 held1 = [e["heldout"]["top1"][0] for e in epochs]
 train1 = [e["train"]["top1"][0] for e in epochs]
@@ -411,6 +437,10 @@ Markdown(
 # settings the dashboard trains exactly this run.
 
 # %%
+from specdec_lab.train.medusa1 import Medusa1Config, train_medusa1
+from specdec_lab.viz.medusa import loss_figure
+
+
 def train_fn(steps, lr_, decay, callback=None):
     """Fresh heads, Medusa-1 on the cached training rows; (TrainLog, held-out HeadAccuracy)."""
     torch.manual_seed(0)
@@ -452,6 +482,9 @@ Markdown(
 # snapshot shows its default view: the run above, which its default settings reproduce.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.lab.medusa import MedusaTrainingDashboard
+from specdec_lab.lab.widgets import Snapshot
+
 MedusaTrainingDashboard(
     train_fn, K, steps=train_steps, lr=lr,
     snapshot=Snapshot(fig, "held-out top-1 per head: " + ", ".join(f"{x:.3f}" for x in acc_live.top1),
@@ -465,6 +498,8 @@ MedusaTrainingDashboard(
 # We train the same heads with three schedules — same data order, same steps:
 
 # %%
+from specdec_lab.viz.medusa import ablation_figure
+
 ablation = {}
 trained_w1 = {}
 for decay in (0.8, 1.0, 0.5):
@@ -480,13 +515,23 @@ if not quick:
 fig
 
 # %% tags=["nbval-check-output"]
+from specdec_lab.medusa import loss_weights
+
+rel = {decay: ((trained_w1[decay] - trained_w1[0.8]).norm() / trained_w1[0.8].norm()).item() for decay in (1.0, 0.5)}
 for decay in (1.0, 0.5):
-    rel = ((trained_w1[decay] - trained_w1[0.8]).norm() / trained_w1[0.8].norm()).item()
-    print(f"lambda_k = {decay}^k vs 0.8^k: relative difference of the trained W1 below 1%: {rel < 0.01}")
+    print(f"lambda_k = {decay}^k vs 0.8^k: relative difference of the trained W1 below 1%: {rel[decay] < 0.01}")
 print("weights of the three schedules:", {d: [round(x, 3) for x in loss_weights(K, d).tolist()] for d in (0.8, 1.0, 0.5)})
 
+# %%
+Markdown(compare(
+    max(rel.values()), 0.01,
+    "**The weighting changed the trained heads** here: their $W_1$ differ from the $0.8^k$ run's by up to {a:.1%}.",
+    "**The weighting changes nothing here — and that is the lesson.** The three schedules' trained $W_1$ differ by "
+    "at most {a:.2%}.",
+))
+
 # %% [markdown]
-# **The weighting changes nothing here — and that is the lesson.** In Medusa-1 with a frozen backbone
+# Why: in Medusa-1 with a frozen backbone
 # and a frozen shared $W_2$, the heads share *no* parameter: head $k$'s weights get gradient only from
 # $\lambda_k \mathrm{CE}_k$. Scaling one head's loss by $\lambda_k$ scales only its own gradient, and
 # Adam divides every gradient by its running RMS, so the update is (up to Adam's ε) unchanged. The
@@ -504,6 +549,11 @@ print("weights of the three schedules:", {d: [round(x, 3) for x in loss_weights(
 # Llama and its own greedy text; drift = mean KL from the original per response position.
 
 # %%
+from specdec_lab import tiny_model
+from specdec_lab.train.distill import generate_distillation_data
+from specdec_lab.train.medusa2 import Medusa2Config, train_medusa2
+from specdec_lab.viz.medusa import medusa2_figure
+
 tiny = tiny_model(eos_token_id=3)
 gen = torch.Generator().manual_seed(0)
 tiny_prompts = [torch.randint(4, 256, (6,), generator=gen).tolist() for _ in range(48)]
@@ -523,6 +573,11 @@ fig = medusa2_figure(runs)
 if not quick:
     print(f"saved {save_figure(fig, '03_medusa2_drift', FIGURES)}")
 fig
+
+# %% [markdown]
+# The table gives each run's drift (mean KL from the original model per response position, in nats) after the
+# warmup and at the end, the share of response positions whose argmax (the greedy token) is unchanged, and the
+# heads' summed cross-entropy at the last step.
 
 # %% tags=["nbval-ignore-output"]
 pd.DataFrame(
@@ -552,7 +607,8 @@ flipped = 1 - kl_run.drift[-1]["top1_agreement"]
 Markdown(
     f"At the end of the joint phase the backbone has drifted by {kl_kl:.3f} nats per position with the KL term "
     f"and {kl_ce:.3f} with cross-entropy: "
-    + (f"{kl_ce / kl_kl:.1f}× more drift without the KL term." if kl_ce > kl_kl else "no less drift with the KL term.")
+    + compare(kl_ce, kl_kl, "{r:.1f}× more drift without the KL term.", "no less drift with the KL term.",
+              within="about as much drift either way.", rel_tol=0.05, r=kl_ce / max(kl_kl, 1e-12))
     + f" Even with the KL term the argmax changed at {flipped:.0%} of the response positions: a random tiny model "
     "has many near-ties, so its argmax flips at a small KL."
 )
@@ -579,9 +635,10 @@ print(f"{d['train_examples']} training prompts, {d['heldout_examples']} held-out
 print(f"training: {tr['steps']} steps in {tr['wall_seconds'] / 60:.1f} min; hidden states "
       f"{d['hidden_cache_seconds'] / 60:.1f} min; self-distillation data {d['generation_seconds'] / 60:.1f} min "
       f"({manifest['machine']['cpu']}, {manifest['machine']['torch_threads']} thread(s))")
-print(f"what head 1's top-1 of {a1:.3f} buys: a one-node tree (head 1's top guess) accepts E[L] = 1 + a1 = "
-      f"{1 + a1:.2f} tokens per target forward (the paper's Vicuna-7B head 1, {p1:.2f}: {1 + p1:.2f}); a chain of "
-      f"all {K} heads' top guesses, if their errors were independent, 1 + a1 + a1 a2 + ... = {1 + chain:.2f}")
+print(f"what head 1's top-1 of {a1:.3f} buys: a one-node tree (head 1's top guess) emits E[L] = 1 + a1 = "
+      f"{1 + a1:.2f} tokens per target forward, bonus included (the Medusa paper's Vicuna-7B head 1, {p1:.2f}: "
+      f"{1 + p1:.2f}); a chain of all {K} heads' top guesses, if their errors were independent, "
+      f"1 + a1 + a1 a2 + ... = {1 + chain:.2f}")
 closing
 
 # %%
@@ -589,14 +646,150 @@ by_set = manifest["heldout_accuracy_by_set"]
 set_top1 = {SET_NAMES.get(name, name): acc["top1"][0] for name, acc in by_set.items()}
 Markdown(
     f"Head 1 reaches a held-out top-1 of {acc_m['top1'][0]:.2f} (top-5 {acc_m['top5'][0]:.2f}) on the "
-    f"{manifest['data']['heldout_examples']} held-out prompts; the paper's Vicuna-7B head 1 scores "
-    f"{PAPER_VICUNA_7B_TOP1[0]:.2f} (Cai et al. 2024). By prompt set, head 1 top-1: "
+    f"{manifest['data']['heldout_examples']} held-out prompts; the Vicuna-7B head 1 scores "
+    f"{PAPER_VICUNA_7B_TOP1[0]:.2f} ({PAPER_VICUNA_7B_SOURCE}). By prompt set, head 1 top-1: "
     + ", ".join(f"{name} {v:.2f}" for name, v in set_top1.items())
     + (" — the template-bank prompts, highest, share templates and passages with training prompts. "
        if max(set_top1, key=set_top1.get) == "template bank" else ". ")
     + "`data/medusa/README.md` records the ablations behind the recipe (residual blocks per head, soft targets, "
     "twice the steps, the amount of self-distilled text); the memorisation curve of section 3 shows what more "
     "passes over the same text buy. For decoding, what counts is the "
-    "accepted length of a *tree* built from each head's top candidates, which is why top-5 matters: the "
-    "decoding notebook that follows measures what it buys."
+    "accepted length of a *tree* built from each head's top candidates, which is why top-5 matters: notebooks "
+    "04–06 verify, size and decode such trees."
 )
+
+# %% [markdown]
+# ## Check your understanding
+#
+# 1. At position $t$, which token does head 2 learn to predict, and does the last **prompt** position get a label?
+#
+#    <details><summary>Answer</summary>Head 2 learns $x_{t+3}$. The last prompt position $t = P - 1$ does get
+#    labels: its targets $x_{P}, x_{P+1}, \dots$ are response tokens, the target's own text. Only a label that
+#    falls inside the prompt (or past the end) is ignored.</details>
+#
+# 2. Why can all $K$ heads' logits come from **one** matmul in the shipped variant?
+#
+#    <details><summary>Answer</summary>Every head's $W_2$ is the same frozen matrix, the LM head. So the heads'
+#    residual features, stacked as $(N, K, H)$, are multiplied by one $(H, V)$ matrix — one product instead of
+#    $K$, and no per-head copy of a 28 M-parameter projection.</details>
+#
+# 3. Why did the loss weights $\lambda_k$ not change Medusa-1 training here, and when would they?
+#
+#    <details><summary>Answer</summary>The heads share no trained parameter, so head $k$'s weights get gradient
+#    only from $\lambda_k \mathrm{CE}_k$; Adam divides each gradient by its running RMS, which cancels the
+#    constant $\lambda_k$. The weights matter where heads share parameters (Medusa-2's backbone) or with an
+#    optimiser that does not rescale, such as plain SGD.</details>
+#
+# ## Exercises
+#
+# Each exercise is a stub to fill in (`...`), then a cell that checks your answer against the library. The
+# solutions are in the teacher's copy. They reuse what the notebook computed: the example `ex` (its token ids `ids`,
+# prompt length `P`), the heads `shipped`, the held-out rows `held_rows` and $K$.
+
+# %% [markdown] tags=["exercise-1"]
+# ### Exercise 1 ★ — What each head predicts at the last prompt position
+#
+# At the last prompt position $t = P - 1$, head $k$ (with $k = 0$ the LM head) is trained on the token $k + 1$
+# places ahead. Give the $K + 1$ token ids it is trained on there, LM head first, as a list of ints. Reference:
+# row $P - 1$ of `specdec_lab.medusa.medusa_labels(ids, P, K)`.
+
+# %% tags=["exercise", "exercise-1"]
+answer = ...  # [LM head's target, head 1's, ..., head K's]: K + 1 token ids
+
+# %% tags=["solution", "exercise-1"]
+answer = [int(ids[P - 1 + k + 1]) for k in range(K + 1)]
+
+# %% tags=["check", "exercise-1", "nbval-check-output"]
+from specdec_lab.lab.course import check
+
+_ = check("the targets at the last prompt position", answer, medusa_labels(ids, P, K)[P - 1].tolist(),
+          close=lambda a, r: [int(x) for x in a] == r,
+          hint="Head k at position t learns x_{t+k+1}; at t = P - 1 those are the first K + 1 response tokens.")
+
+# %% [markdown] tags=["exercise-2"]
+# ### Exercise 2 ★ — The loss weights
+#
+# Medusa-1 weights head $k$'s cross-entropy by $\lambda_k = 0.8^k$ for $k = 1, \dots, K$. Build them as a float
+# tensor of shape $(K,)$. Reference: `specdec_lab.medusa.loss_weights(K, 0.8)`.
+
+# %% tags=["exercise", "exercise-2"]
+answer = ...  # (K,) tensor: lambda_1, ..., lambda_K
+
+# %% tags=["solution", "exercise-2"]
+answer = 0.8 ** torch.arange(1, K + 1, dtype=torch.float32)
+
+# %% tags=["check", "exercise-2", "nbval-check-output"]
+_ = check("the loss weights", answer, loss_weights(K, 0.8),
+          close=lambda a, r: torch.allclose(torch.as_tensor(a, dtype=torch.float64), r.double(), rtol=1e-6),
+          hint="The exponent starts at 1 (head 1), not 0: the LM head is not trained.")
+
+# %% [markdown] tags=["exercise-3"]
+# ### Exercise 3 ★★ — How many targets each head gets
+#
+# Guess first: from the example `ex`, does head $K$ get fewer training targets than the LM head, since it looks
+# further ahead? Then count, for $k = 0, \dots, K$, the positions $t$ at which head $k$ has a label ($x_{t+k+1}$
+# exists and is a response token), as a list of $K + 1$ ints. Reference: the labelled entries of
+# `medusa_labels(ids, P, K)`, counted per column.
+
+# %% tags=["exercise", "exercise-3"]
+answer = ...  # [labels of the LM head, of head 1, ..., of head K]
+
+# %% tags=["solution", "exercise-3"]
+answer = [sum(1 for t in range(len(ids)) if P <= t + k + 1 < len(ids)) for k in range(K + 1)]
+
+# %% tags=["check", "exercise-3", "nbval-check-output"]
+_ = check("targets per head", answer, (medusa_labels(ids, P, K) != IGNORE_INDEX).sum(0).tolist(),
+          close=lambda a, r: [int(x) for x in a] == r,
+          hint="Head k's label at t is x_{t+k+1}: count the t with P <= t + k + 1 < len(ids).")
+
+# %% [markdown]
+# Every head gets the same number of targets — one per response token: head $k$'s window of positions is the LM
+# head's, shifted $k$ places back into the prompt (as long as the prompt is longer than $K$).
+
+# %% [markdown] tags=["exercise-4"]
+# ### Exercise 4 ★★★ — The Medusa-1 loss by hand
+#
+# For the first 64 held-out rows, the stub computes every head's logits and labels. Compute the Medusa-1 loss
+# $L = \sum_k \lambda_k \mathrm{CE}_k$, where $\mathrm{CE}_k$ is head $k$'s mean cross-entropy over the rows where
+# it has a label (`IGNORE_INDEX` elsewhere) and $\lambda_k = 0.8^k$, as a float. Reference:
+# `specdec_lab.medusa.medusa_loss(logits, labels, loss_weights(K))`, whose first result is $L$.
+
+# %% tags=["exercise", "exercise-4"]
+rows = torch.arange(64)  # the first 64 held-out rows
+with torch.no_grad():
+    logits = shipped(held_rows.hidden(rows).float())  # (64, K, V): every head's logits at each row's h_t
+labels = held_rows.labels[rows, 1:]  # (64, K): head k's target, IGNORE_INDEX where it has none
+answer = ...  # a float: sum_k lambda_k * CE_k
+
+# %% tags=["solution", "exercise-4"]
+import torch.nn.functional as F
+
+ce = torch.stack([F.cross_entropy(logits[:, k].float(), labels[:, k], ignore_index=IGNORE_INDEX) for k in range(K)])
+answer = float((0.8 ** torch.arange(1, K + 1) * ce).sum())
+
+# %% tags=["check", "exercise-4", "nbval-check-output"]
+from specdec_lab.medusa import medusa_loss
+
+_ = check("the Medusa-1 loss of 64 held-out rows", answer, float(medusa_loss(logits, labels, loss_weights(K))[0]),
+          close=1e-4, hint="Average each head's cross-entropy over its labelled rows only, then weight and sum.")
+
+# %% [markdown]
+# ## Takeaways
+#
+# - A Medusa head is a residual block on the target's last hidden state; sharing $W_2$ with the frozen LM head
+#   makes a head a few percent of the model and all heads' logits one matmul.
+# - Head $k$ at position $t$ is trained on $x_{t+k+1}$, and only where that token is the target's own response:
+#   the labels are the target's text shifted, once per head.
+# - Head $k$ guesses $k$ tokens ahead without seeing the ones in between, which is why Medusa verifies a tree of
+#   each head's top candidates rather than a chain of top-1 guesses (notebooks 04–05).
+# - Accuracy on training positions counts memorisation as well as learning; only held-out text measures what a
+#   head learned (section 3 measures the gap epoch by epoch).
+# - With heads that share no parameter, Adam makes Medusa-1's loss weights irrelevant; Medusa-2 trains the
+#   verifier itself, and section 6 measures how much drift its KL self-distillation term prevents.
+#
+# ## Further reading
+#
+# - [Medusa (Cai et al. 2024)](https://arxiv.org/abs/2401.10774): the heads, Medusa-1 and Medusa-2 training,
+#   self-distillation and the loss weights (every section here).
+# - [Fast Inference from Transformers via Speculative Decoding (Leviathan et al. 2023)](https://arxiv.org/abs/2211.17192):
+#   the draft-and-verify scheme the heads replace the draft model in.

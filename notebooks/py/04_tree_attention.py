@@ -22,6 +22,26 @@
 # position; a **tree** holds them all, and the target checks every root-to-leaf path in **one** forward.
 # The trick is the attention mask: flatten the tree into a sequence and let each node attend only to the
 # cached prefix, its own ancestors and itself, so every node sees exactly the context of its own path.
+# Token trees verified this way come from SpecInfer ([Miao et al. 2024](https://arxiv.org/abs/2305.09781))
+# and Medusa ([Cai et al. 2024](https://arxiv.org/abs/2401.10774)).
+#
+# ### Learning objectives
+#
+# - **Count** the nodes and root-to-leaf paths of a Cartesian candidate tree, and explain why it explodes.
+# - **Flatten** a token tree into tokens, parent pointers, depths and position ids.
+# - **Build** the tree attention mask from parent pointers and check it against the library's.
+# - **Verify** that one tree forward gives the logits of decoding every path on its own.
+# - **Measure** what a tree forward costs against a single-token forward on this machine.
+#
+# ### Prerequisites
+#
+# Notebook 00 (the decoding loop, the KV cache, the cost curve) and notebook 03 (Medusa heads and their
+# ranked candidates). Notation as in notebook 00's table: p = the target, q = the draft, k = the draft length
+# (for a tree, its nodes besides the root), t(n) = the cost of one target forward over n tokens. Here K = the
+# number of heads (the deepest depth), a tree has N = k + 1 nodes, node 0 (the root) is the last accepted token —
+# every other node is a draft — and $P$ is the number of tokens already in the KV cache (the prefix).
+#
+# ### Plan
 #
 # 1. why not all combinations: the Cartesian explosion, counted;
 # 2. a small tree flattened to a sequence: node order, parents, depths and position ids;
@@ -30,8 +50,7 @@
 # 5. on SmolLM2-135M with the shipped heads: one tree forward gives the same logits as decoding each
 #    path on its own, and what it costs against a single-token forward.
 #
-# Notation: p = target, q = draft; a node's tokens are all drafts except the root, the last accepted
-# token. The library pieces: `specdec_lab.trees.tree.Tree`, `specdec_lab.verify` (`verify_tree`,
+# The library pieces: `specdec_lab.trees.tree.Tree`, `specdec_lab.verify` (`verify_tree`,
 # `tree_attention_mask`), `specdec_lab.viz.trees` and `specdec_lab.viz.tree_figures`.
 
 # %% tags=["parameters"]
@@ -41,48 +60,32 @@ prompt_index: int = 0  # which benchmark prompt (data/prompts.jsonl) feeds the r
 tree_nodes: int = 16  # nodes below the root of the real Medusa tree (greedy, conditional model)
 top: int = 10  # candidates per head (ranks available to the tree)
 repeats: int = 3  # timing rounds (median; each round times every way once, in rotated order)
+threads: int = 0  # torch CPU threads (0: the torch default)
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
 
 # %%
+from specdec_lab import load_model
+from specdec_lab.lab.course import start
+
 if quick:
     repeats = 1
     figures_dir = "../results/figures"  # CI runs leave the committed figures alone
-
-import json
-import os
-import statistics
-from pathlib import Path
-
-import pandas as pd
-import torch
-from IPython.display import Markdown, display
-from transformers.utils import logging as hf_logging
-
-from specdec_lab import KVCache, Tree, load_model
-from specdec_lab.cost.timing import interleaved
-from specdec_lab.io import load_prompts
-from specdec_lab.lab.trees import node_explorer
-from specdec_lab.medusa import load_shipped_heads, shipped_heads_path
-from specdec_lab.text import WHITESPACE_LEGEND, path_pieces, visible
-from specdec_lab.trees import HeadAccuracies, cartesian_paths, cartesian_size, greedy_tree
-from specdec_lab.verify import prefill, tree_attention_mask, verify_tree
-from specdec_lab.viz.figures import save_figure
-from specdec_lab.viz.tree_figures import node_view
-from specdec_lab.viz.trees import node_labels, tree_figure
-
-FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
-torch.manual_seed(0)
-hf_logging.disable_progress_bar()
-print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={quick}")
+FIGURES = start(figures_dir, threads, stem="04_tree_attention")
+lm = load_model(model_name)
 
 # %% [markdown]
 # ## 1. The Cartesian explosion
 #
 # The obvious tree takes head $k$'s top-$s$ at every depth and all their combinations: depth $d$ holds
 # $s^d$ nodes, so $K$ heads give $\sum_{d=1}^{K} s^d$ nodes and $s^K$ root-to-leaf paths. A verify
-# forward's cost grows with its tokens (notebook 00's cost curve; section 5 below), and the mask is $N \times N$:
+# forward's cost grows with its tokens (notebook 00's cost curve; section 5 below), and the mask is $N \times N$.
+# Each cell of the table is *nodes / paths*:
 
 # %% tags=["nbval-check-output"]
+import pandas as pd
+
+from specdec_lab.trees import cartesian_paths, cartesian_size
+
 rows = []
 for k in range(1, 5):
     for s in (1, 2, 3, 5, 8, 10):
@@ -97,10 +100,10 @@ print(f"K = 4 heads, top-8 each: {k4s8['nodes']} nodes, {k4s8['paths']} paths, "
 explosion.rename_axis(columns="top-s  (cells: nodes / paths)")
 
 # %% [markdown]
-# Nearly all of those paths are hopeless: head 4's rank-7 guess is rarely right even *on its own* (notebook 03 measures each head's accuracy by rank),
-# and a depth-4 node is accepted only if all four of its tokens are right. Notebook 05 picks the few
-# dozen nodes worth verifying. Whatever the tree, verifying it works the same way, which is what this
-# notebook is about.
+# Most of those paths are hopeless: a depth-4 node is accepted only if all four of its tokens are right, so its
+# chance is a product of four accuracies, and a low rank's accuracy is small to begin with (notebook 03 measures
+# each head's accuracy, notebook 05 each rank's). Notebook 05 picks the few dozen nodes worth verifying. Whatever
+# the tree, verifying it works the same way, which is what this notebook is about.
 #
 # ## 2. A small tree, flattened
 #
@@ -108,10 +111,16 @@ explosion.rename_axis(columns="top-s  (cells: nodes / paths)")
 # " down", head 3 " the". A tree is named by **rank paths** (`(0, 1)` = head 1's rank-0 token, then head
 # 2's rank-1 token) and stored as two vectors, `tokens` and `parents`, in topological order (a parent
 # before its children). Note that Medusa's candidates for depth 2 are the same under every depth-1 node
-# (head 2 reads the same hidden state whichever token comes first): " on" appears twice.
+# (head 2 reads the same hidden state whichever token comes first): " on" appears twice. The table lists each
+# node's token, its rank path, its parent's index, its depth (edges from the root) and its position id.
 
 # %% tags=["nbval-check-output"]
-lm = load_model(model_name)
+import torch
+from IPython.display import Markdown, display
+
+from specdec_lab import Tree
+from specdec_lab.text import WHITESPACE_LEGEND, path_pieces, visible
+
 tok = lm.tokenizer
 words = {"root": " cat", 1: [" sat", " is"], 2: [" on", " down"], 3: [" the", " a"]}
 ids_of = {w: tok(w, add_special_tokens=False)["input_ids"] for w in [words["root"], *sum([words[d] for d in (1, 2, 3)], [])]}
@@ -120,7 +129,7 @@ cand = torch.tensor([[ids_of[w][0] for w in words[d]] for d in (1, 2, 3)])  # (d
 rank_paths = [(0,), (1,), (0, 0), (0, 1), (1, 0), (0, 0, 0)]
 small = Tree.from_rank_paths(ids_of[" cat"][0], rank_paths, cand)
 prefix_ids = tok("The black", add_special_tokens=False)["input_ids"]
-L = len(prefix_ids)  # cache length: the prefix's K/V are already cached; the root " cat" is not
+P = len(prefix_ids)  # cache length: the prefix's K/V are already cached; the root " cat" is not
 ordered = [()] + sorted(rank_paths, key=lambda p: (len(p), p))
 small_text = path_pieces(small.tokens, small.parents, tok, context=prefix_ids)  # each node's text, on its path
 display(Markdown(f"Token text in tables and figures: {WHITESPACE_LEGEND}."))
@@ -130,7 +139,7 @@ pd.DataFrame(
         "rank path": [str(p) if p else "(root)" for p in ordered],
         "parent": small.parents.tolist(),
         "depth": small.depths.tolist(),
-        f"position id (= {L} + depth)": small.position_ids(L).tolist(),
+        f"position id (= {P} + depth)": small.position_ids(P).tolist(),
     },
     index=pd.Index(range(len(small)), name="node"),
 )
@@ -145,24 +154,28 @@ pd.DataFrame(
 # ## 3. The mask, by hand
 #
 # Query node $i$ may attend to key $j$ iff $j$ is a cached prefix token, or $j$ is $i$ itself or one of
-# its ancestors. Walking the parent pointers in plain Python:
+# its ancestors. Walking the parent pointers in plain Python, for the $N$ nodes against the $P + N$ keys
+# (the prefix, then the nodes):
 
 # %% tags=["nbval-check-output"]
+from specdec_lab.verify import tree_attention_mask
+from specdec_lab.viz.trees import node_labels
+
 parents = small.parents.tolist()
 N = len(small)
-naive = [[False] * (L + N) for _ in range(N)]
+naive = [[False] * (P + N) for _ in range(N)]
 for i in range(N):
-    for j in range(L):  # the whole cached prefix
+    for j in range(P):  # the whole cached prefix
         naive[i][j] = True
     node = i
     while node != -1:  # itself, then each ancestor up to the root
-        naive[i][L + node] = True
+        naive[i][P + node] = True
         node = parents[node]
 naive = torch.tensor(naive)
-assert torch.equal(naive[:, L:], small.mask)  # the library's ancestor mask (one pass: mask[i] = mask[parent] | {i})
-additive = tree_attention_mask(small, L, torch.float32)[0, 0]  # what verify_tree hands the model: 0 / -inf
+assert torch.equal(naive[:, P:], small.mask)  # the library's ancestor mask (Exercise 2 builds it in one pass)
+additive = tree_attention_mask(small, P, torch.float32)[0, 0]  # what verify_tree hands the model: 0 / -inf
 assert torch.equal(naive, additive == 0)
-print(f"hand-made mask == Tree.mask == (tree_attention_mask == 0): {tuple(naive.shape)} (N × (L + N))")
+print(f"hand-made mask == Tree.mask == (tree_attention_mask == 0): {tuple(naive.shape)} (N × (P + N))")
 print("\n".join(f"{lab:>8} sees " + "".join("■" if v else "·" for v in row.tolist()) for lab, row in
                 zip(node_labels(small, tok), naive, strict=True)))
 
@@ -177,8 +190,11 @@ print("\n".join(f"{lab:>8} sees " + "".join("■" if v else "·" for v in row.to
 # function, `specdec_lab.viz.tree_figures.node_view`.
 
 # %%
+from specdec_lab.viz.figures import save_figure
+from specdec_lab.viz.tree_figures import node_view
+
 selected = N - 1
-tree_fig, mask_fig = node_view(small, selected, tok, cache_length=L)
+tree_fig, mask_fig = node_view(small, selected, tok, cache_length=P)
 if not quick:
     print(f"saved {save_figure(tree_fig, '04_linked_tree', FIGURES)}")
     print(f"saved {save_figure(mask_fig, '04_linked_mask', FIGURES)}")
@@ -189,10 +205,12 @@ mask_fig
 
 # %% tags=["nbval-check-output"]
 print(f"node {node_labels(small, tok)[selected]}: path {small.path_to(selected)}, "
-      f"attends to the {L} prefix tokens + nodes {torch.nonzero(small.mask[selected]).flatten().tolist()}")
+      f"attends to the {P} prefix tokens + nodes {torch.nonzero(small.mask[selected]).flatten().tolist()}")
 
 # %% tags=["nbval-skip"]
-node_explorer(small, tok, cache_length=L, node=selected)
+from specdec_lab.lab.trees import node_explorer
+
+node_explorer(small, tok, cache_length=P, node=selected)
 
 # %% [markdown]
 # ## 5. On the real model: one forward = every path decoded on its own
@@ -202,6 +220,15 @@ node_explorer(small, tok, cache_length=L, node=selected)
 # conditional accuracy model). The root is the prompt's last token.
 
 # %%
+import json
+
+from specdec_lab import KVCache
+from specdec_lab.io import load_prompts
+from specdec_lab.medusa import load_shipped_heads, shipped_heads_path
+from specdec_lab.trees import HeadAccuracies, greedy_tree
+from specdec_lab.verify import prefill
+from specdec_lab.viz.trees import tree_figure
+
 model = lm.model
 heads = load_shipped_heads(model)
 acc = HeadAccuracies.from_dict(json.loads((shipped_heads_path() / "calibration.json").read_text()))
@@ -224,9 +251,13 @@ fig
 # **One forward over the tree** (cached prefix, tree mask, position ids = cache length + depth) against
 # the plainest reference there is: for each root-to-leaf path, the model's ordinary causal forward over
 # prompt + path, with no cache and no mask of ours. Every node's logits must match the reference's
-# logits at that node's position.
+# logits at that node's position. The table lists each path (its node indices and text), the largest
+# difference between the two forwards' logits on it, and whether their argmax (the greedy token) agrees
+# at every node.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.verify import verify_tree
+
 out = verify_tree(model, cache, tree)  # (N, V) logits, one forward
 cache.rollback()  # drop the tree's K/V: the cache is back to the prefix
 rows, worst, largest = [], 0.0, 0.0
@@ -257,9 +288,15 @@ print(f"fp32: max |Δ logit| over all {len(tree)} nodes and {len(rows)} paths < 
 # (each a chain: what a chain verifier would need for the same candidates); and plain decoding, one
 # forward per token of each path. The unit is a single-token forward, one step of plain decoding. The
 # four are timed in one loop, each round in a rotated order, so that a change in the machine's load
-# falls on all of them alike.
+# falls on all of them alike. The table gives each way's forwards, the tokens they score, the median
+# time, and that time in single-token forwards.
 
 # %% tags=["nbval-ignore-output"]
+import statistics
+
+from specdec_lab.cost.timing import interleaved
+
+
 def single():
     verify_tree(model, cache, Tree.root(int(tree.tokens[0])))
     cache.rollback()
@@ -302,13 +339,29 @@ cost_table["× a single-token forward"] = (cost_table["ms"] / ms[names[0]]).roun
 cost_table
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.lab.course import compare
+
 unit, tree_ms = ms["one single-token forward"], ms["one tree forward"]
-Markdown(
-    f"One tree forward scored all {len(tree)} nodes in {tree_ms / unit:.1f}× the time of a single-token forward: "
-    f"{len(tree) * unit / tree_ms:.1f}× less time per token than scoring them one at a time. Verifying the same "
-    f"candidates path by path took {ms['one forward per path'] / tree_ms:.1f}× the tree forward ({n_paths} "
-    f"forwards), and plain decoding {ms['one forward per token of each path'] / tree_ms:.1f}× ({n_tokens} forwards)."
-)
+per_path_ms, per_token_ms = ms["one forward per path"], ms["one forward per token of each path"]
+display(Markdown(
+    compare(tree_ms, len(tree) * unit,
+            "One tree forward of {n} nodes took longer ({a:.1f} ms) than {n} single-token forwards would ({b:.1f} ms): "
+            "on this machine the tree saves no time per token.",
+            "One tree forward scored all {n} nodes in {r:.1f}× the time of a single-token forward: {s:.1f}× less time "
+            "per token than scoring them one at a time.",
+            within="One tree forward of {n} nodes took about what {n} single-token forwards would ({a:.1f} against "
+            "{b:.1f} ms).", rel_tol=0.05, n=len(tree), r=tree_ms / unit, s=len(tree) * unit / tree_ms)
+    + " " + compare(per_path_ms, tree_ms,
+                    "Verifying the same candidates path by path ({f} forwards) took {r:.1f}× the tree forward",
+                    "Verifying the same candidates path by path ({f} forwards) was faster than the tree forward "
+                    "({r:.2f}×)",
+                    within="Verifying the same candidates path by path ({f} forwards) took about the tree forward's "
+                    "time", rel_tol=0.05, f=n_paths, r=per_path_ms / tree_ms)
+    + compare(per_token_ms, tree_ms, ", and plain decoding {r:.1f}× ({f} forwards).",
+              ", and plain decoding was faster than the tree forward ({r:.2f}×, {f} forwards).",
+              within=", and plain decoding about the same ({f} forwards).", rel_tol=0.05,
+              f=n_tokens, r=per_token_ms / tree_ms)
+))
 
 # %% [markdown]
 # Why: a forward costs roughly a fixed part — reading every weight once, whatever the number of tokens —
@@ -319,3 +372,156 @@ Markdown(
 # This is the whole reason trees pay: extra candidates are verified for a fraction of their own forward —
 # as long as what they add to the forward's cost stays below what they add to the accepted length. Which
 # nodes to spend that budget on is notebook 05.
+#
+# ## Check your understanding
+#
+# 1. Two sibling nodes carry different tokens. Why do they get the **same** position id?
+#
+#    <details><summary>Answer</summary>A position id is the cache slot a token would occupy if it were accepted:
+#    cache length + depth. Siblings are alternatives for the same slot — at most one of them is accepted — so
+#    RoPE must rotate both as that same distance from the prefix; the accepted one's K/V can then stay in the
+#    cache as they are.</details>
+#
+# 2. In the small tree, how many keys does the row of node 6 (" the", depth 3) allow, and which?
+#
+#    <details><summary>Answer</summary>$P + 4$: the $P$ cached prefix tokens, then the root " cat", its ancestors
+#    " sat" (node 1) and " on" (node 3), and itself. Its siblings' and cousins' columns stay masked, so it sees
+#    exactly the text "The black cat sat on the".</details>
+#
+# 3. Why can `verify_tree` pass no mask at all when the tree is a chain?
+#
+#    <details><summary>Answer</summary>In a chain node $i$'s parent is $i-1$, so its ancestors are all nodes
+#    before it: the ancestor mask is lower-triangular, which is the model's own causal mask. The ordinary forward
+#    already applies it.</details>
+#
+# ## Exercises
+#
+# Each exercise is a stub to fill in (`...`), then a cell that checks your answer against the library. The
+# solutions are in the teacher's copy.
+
+# %% [markdown] tags=["exercise-1"]
+# ### Exercise 1 ★ — Position ids from parent pointers
+#
+# From the small tree's `parents` (a list, `parents[0] = -1`) and the cache length `P`, compute every node's
+# position id, cache length + depth, as a `torch.long` tensor. Walk the nodes in order: a parent comes before its
+# children, so `depth[i] = depth[parents[i]] + 1`. Reference: `Tree.position_ids`.
+
+# %% tags=["exercise", "exercise-1"]
+answer = ...  # (N,) torch.long: P + depth of each node
+
+# %% tags=["solution", "exercise-1"]
+depth = [0] * len(parents)
+for i in range(1, len(parents)):
+    depth[i] = depth[parents[i]] + 1
+answer = torch.tensor(depth) + P
+
+# %% tags=["check", "exercise-1", "nbval-check-output"]
+from specdec_lab.lab.course import check
+
+_ = check("position ids of the small tree", answer, small.position_ids(P),
+          hint="Position id = cache length P + depth; the root has depth 0.")
+
+# %% [markdown] tags=["exercise-2"]
+# ### Exercise 2 ★★ — The ancestor mask in one pass
+#
+# Section 3 walked up from every node to the root. Topological order allows a single pass down instead:
+# `mask[i] = mask[parents[i]] | {i}` — a node sees what its parent sees, plus itself. Write
+# `ancestor_mask(parents)` returning the (N, N) `torch.bool` mask and apply it to the **real** tree of section 5.
+# Reference: `Tree.mask`.
+
+# %% tags=["exercise", "exercise-2"]
+def ancestor_mask(parents: list[int]) -> torch.Tensor:
+    """(N, N) bool: mask[i, j] = node j is node i or one of its ancestors."""
+    ...
+
+# %% tags=["solution", "exercise-2"]
+def ancestor_mask(parents: list[int]) -> torch.Tensor:  # noqa: F811 - the solution replaces the stub
+    """(N, N) bool: mask[i, j] = node j is node i or one of its ancestors."""
+    mask = torch.zeros(len(parents), len(parents), dtype=torch.bool)
+    for i, p in enumerate(parents):
+        if p >= 0:
+            mask[i] = mask[p]  # built already: p < i
+        mask[i, i] = True
+    return mask
+
+# %% tags=["check", "exercise-2", "nbval-check-output"]
+_ = check("the real tree's ancestor mask", ancestor_mask(tree.parents.tolist()), tree.mask,
+          hint="Start every row from its parent's row (a copy), then set the diagonal.")
+
+# %% [markdown] tags=["exercise-3"]
+# ### Exercise 3 ★★ — The mask the model receives
+#
+# `verify_tree` hands the model an **additive** mask of shape (1, 1, N, P + N) for the real tree: 0 where a node
+# may attend, the dtype's most negative value (`torch.finfo(torch.float32).min`) where it may not. Every node
+# sees the whole cached prefix (`cache.length` tokens), then its ancestors. Build it from `tree.mask` (or your
+# `ancestor_mask`). Reference: `specdec_lab.verify.tree_attention_mask(tree, cache.length, torch.float32)`.
+
+# %% tags=["exercise", "exercise-3"]
+answer = ...  # (1, 1, N, cache.length + N) float32: 0 = attend, finfo.min = masked
+
+# %% tags=["solution", "exercise-3"]
+allowed = torch.cat([torch.ones(len(tree), cache.length, dtype=torch.bool), tree.mask], dim=1)
+answer = torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)[None, None]
+
+# %% tags=["check", "exercise-3", "nbval-check-output"]
+_ = check("the additive tree mask", answer, tree_attention_mask(tree, cache.length, torch.float32),
+          hint="Concatenate a block of ones (the prefix) to the left of the ancestor mask, then map True -> 0 and "
+               "False -> torch.finfo(torch.float32).min, and add two leading dimensions.")
+
+# %% [markdown] tags=["exercise-4"]
+# ### Exercise 4 ★★★ — Greedy acceptance on the tree forward
+#
+# `out.logits[i]` (section 5) is the target's distribution of the token that follows node $i$'s path. Under
+# greedy verification node $i$ is accepted iff its parent is accepted and its token is the argmax of its
+# parent's logits. Return `(path, bonus)`: the node indices of the deepest accepted path, root first (among equally
+# deep ones the lowest index), and the bonus token, the argmax after the path's last node. Reference:
+# `specdec_lab.accept.accept_greedy(tree, out.logits)`.
+
+# %% tags=["exercise", "exercise-4"]
+def greedy_accept(tree: Tree, logits: torch.Tensor) -> tuple[list[int], int]:
+    """(accepted node indices, root first; the bonus token)."""
+    ...
+
+# %% tags=["solution", "exercise-4"]
+def greedy_accept(tree: Tree, logits: torch.Tensor) -> tuple[list[int], int]:  # noqa: F811 - the solution replaces the stub
+    """(accepted node indices, root first; the bonus token)."""
+    pred = logits.argmax(-1).tolist()  # the target's greedy token after each node
+    tokens, parents = tree.tokens.tolist(), tree.parents.tolist()
+    accepted, depth, best = {0}, [0] * len(tree), 0
+    for i in range(1, len(tree)):
+        depth[i] = depth[parents[i]] + 1
+        if parents[i] in accepted and tokens[i] == pred[parents[i]]:
+            accepted.add(i)
+            best = i if depth[i] > depth[best] else best
+    return tree.path_to(best), pred[best]
+
+# %% tags=["check", "exercise-4", "nbval-check-output"]
+from specdec_lab.accept import accept_greedy
+
+reference = accept_greedy(tree, out.logits)
+_ = check("greedy acceptance on the real tree", greedy_accept(tree, out.logits), (reference.path, reference.bonus),
+          close=lambda a, r: (list(a[0]), int(a[1])) == r,
+          hint="Walk the nodes in index order; a node can be accepted only if its parent was.")
+
+# %% [markdown]
+# ## Takeaways
+#
+# - A Cartesian tree of $K$ heads' top-$s$ has $\sum_d s^d$ nodes and $s^K$ paths: it explodes long before it
+#   is useful, so trees are chosen node by node (notebook 05).
+# - A tree travels as two vectors, `tokens` and `parents`, in topological order; each node's position id is
+#   cache length + depth, shared by siblings.
+# - The tree attention mask is the prefix plus each node's ancestors — one pass over the parent pointers — and a
+#   chain's mask is the ordinary causal one.
+# - One tree forward gives every node the logits its own path would get on its own (section 5's table and check),
+#   so greedy acceptance on the tree accepts exactly what path-by-path decoding would.
+# - What a tree forward costs against a single-token forward is a property of the machine (section 5's timing
+#   table): that ratio decides how many nodes are worth verifying.
+#
+# ## Further reading
+#
+# - [SpecInfer (Miao et al. 2024)](https://arxiv.org/abs/2305.09781): token trees verified in one forward with a
+#   tree attention mask (sections 2–3 here).
+# - [Medusa (Cai et al. 2024)](https://arxiv.org/abs/2401.10774): trees of the heads' top candidates, the
+#   candidates of section 5.
+# - [Sequoia (Chen et al. 2024)](https://arxiv.org/abs/2402.12374): choosing the tree for the hardware's cost of a
+#   forward — the question section 5's cost table raises, answered in notebook 05.

@@ -19,14 +19,37 @@
 #
 # Notebook 04 verified a tree of Medusa candidates in one forward. The full Cartesian tree is far too
 # big (K = 4 heads × top-8: 4680 nodes), and most of its nodes are almost never accepted. Medusa's answer
-# is a **sparse tree**: keep only the nodes whose acceptance probability is high. Under greedy
-# verification a node is accepted iff every token on its path is the target's, so with
-# $a_k^{(i)}$ = P(head $k$'s rank-$i$ candidate is right), a node with rank path $(r_1, \dots, r_d)$ has
-# value $\prod_{k=1}^{d} a_k^{(r_k)}$ (heads assumed independent), and
+# ([Cai et al. 2024](https://arxiv.org/abs/2401.10774)) is a **sparse tree**: keep only the nodes whose
+# acceptance probability is high. Under greedy verification a node is accepted iff every token on its path is
+# the target's, so with $a_k^{(i)}$ = P(head $k$'s rank-$i$ candidate is right), a node with rank path
+# $(r_1, \dots, r_d)$ has value $\prod_{k=1}^{d} a_k^{(r_k)}$ (heads assumed independent), and
 #
 # $$E[L] = 1 + \sum_{v \in \text{tree}} \prod_{k=1}^{d(v)} a_k^{(r_k(v))}$$
 #
-# tokens per step, the bonus token included (the 1). This notebook:
+# tokens per step, the bonus token included (the 1). How many nodes to verify is then a question about the
+# machine, as in Sequoia ([Chen et al. 2024](https://arxiv.org/abs/2402.12374)): a bigger tree accepts more but
+# its forward costs more.
+#
+# ### Learning objectives
+#
+# - **Compute** the E[L] of a tree of rank paths from per-head accuracies, under the independent and the
+#   conditional model.
+# - **Build** the greedy sparse tree for a node budget and **explain** why it equals the dynamic-programming
+#   optimum.
+# - **Size** a tree to a machine's measured cost curve with `choose_budget`, and explain why a flat curve picks
+#   another tree.
+# - **Compare** predicted E[L] with the mean accepted of real decodes, and test which accuracy model predicts
+#   better.
+#
+# ### Prerequisites
+#
+# Notebooks 03 (the heads and their accuracy) and 04 (verifying a tree in one forward), and notebook 00's cost
+# curve. Notation as in notebook 00's table: p = the target, q = the draft, E[L] = expected tokens emitted per
+# target forward and *mean accepted* (τ) = the measured value, bonus included in both; t(n) = seconds of one
+# verify forward of n tokens. Here K = the number of heads, S = candidates per head, and n = nodes below the root,
+# the budget (notebook 00's draft length k, for a tree).
+#
+# ### Plan
 #
 # 1. the calibrated accuracies $a_k^{(i)}$ of the shipped heads, independent and conditional;
 # 2. the greedy construction, node by node;
@@ -52,52 +75,16 @@ n_prompts: int = 3  # benchmark prompts decoded in section 6 (evenly spread over
 max_new_tokens: int = 64  # tokens per prompt in section 6
 curve_repeats: int = 3  # timing repeats per size of the tree cost curve
 default_step: int = 8  # greedy step shown by the plain cell of section 2
+threads: int = 0  # torch CPU threads (0: the torch default)
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
 
 # %%
+from specdec_lab.lab.course import start
+
 if quick:
     dp_budget, n_prompts, max_new_tokens, curve_repeats = 12, 2, 24, 1
     figures_dir = "../results/figures"  # CI runs leave the committed figures alone
-
-import json
-import math
-import os
-from pathlib import Path
-
-import pandas as pd
-import torch
-from IPython.display import Markdown
-from transformers.utils import logging as hf_logging
-
-from specdec_lab import generate, load_model, make_proposer
-from specdec_lab.cost import CostCurve, measure_cost_curve, set_cost_curve
-from specdec_lab.io import load_prompts
-from specdec_lab.lab.trees import Explorer
-from specdec_lab.trees import (
-    HeadAccuracies,
-    brute_force_tree,
-    cartesian_paths,
-    cartesian_size,
-    choose_budget,
-    expected_length,
-    greedy_steps,
-    greedy_tree,
-    optimal_tree,
-)
-from specdec_lab.viz.cost import cost_curve_figure
-from specdec_lab.viz.figures import save_figure
-from specdec_lab.viz.tree_figures import greedy_step_figure, rank_tree_figure
-from specdec_lab.viz.tree_sizing import (
-    accuracy_figure,
-    budget_rate_figure,
-    expected_length_figure,
-    predicted_vs_measured_figure,
-)
-
-FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
-torch.manual_seed(0)
-hf_logging.disable_progress_bar()
-print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={quick}")
+FIGURES = start(figures_dir, threads, stem="05_optimized_trees")
 
 # %% [markdown]
 # ## 1. Calibrated head accuracies
@@ -109,8 +96,18 @@ print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={qui
 # * **independent** (Medusa's): $a_k^{(i)}$ = P(head $k$'s rank $i$ is right), over all positions;
 # * **conditional**: the same, over the positions where heads $1..k-1$ all had the truth in their top-10
 #   (a tree node at depth $k$ is only reached when its ancestors were right).
+#
+# The table gives each head's top-1 accuracy (rank 0 right) and top-10 accuracy (the truth among its 10
+# candidates) under both models.
 
 # %% tags=["nbval-check-output"]
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from specdec_lab.trees import HeadAccuracies
+
 acc = HeadAccuracies.from_dict(json.loads((Path(heads_dir) / "calibration.json").read_text()))
 A = acc.model(accuracy_model)  # (K, S) the factors used for the trees below
 K, S = acc.num_heads, acc.num_candidates
@@ -122,12 +119,17 @@ pd.DataFrame(
 ).round(3)
 
 # %%
+from specdec_lab.viz.figures import save_figure
+from specdec_lab.viz.tree_sizing import accuracy_figure
+
 fig = accuracy_figure(acc)
 if not quick:
     print(f"saved {save_figure(fig, '05_head_accuracies', FIGURES)}")
 fig
 
 # %%
+from IPython.display import Markdown
+
 higher = [k + 1 for k in range(1, K) if acc.conditional[k, 0] > acc.top[k, 0]]
 later = [f"head {k}" for k in range(2, K + 1)]
 Markdown(
@@ -135,10 +137,12 @@ Markdown(
     + (f"every later head ({', '.join(later)})" if len(higher) == K - 1
        else f"{len(higher)} of the {K - 1} later heads ({', '.join(f'head {k}' for k in higher) or 'none'})")
     + " the conditional top-1 accuracy is the higher one in the table above"
-    + (": positions where heads 1..k−1 were right are the predictable ones (formulaic text, copied spans), and "
-       "head k is right more often there too. The independent model multiplies marginals and so *under*-estimates "
-       "deep paths; the conditional one undoes part of that correlation." if higher else
-       ": on this calibration the heads' errors are not correlated the way Medusa's usually are.")
+    + (": positions where heads 1..k−1 were right are more predictable than the average position, and head k is "
+       "right more often there too. That suggests a **hypothesis**, which section 6 tests against real decodes: "
+       "the independent model, which multiplies marginals, under-estimates deep paths, and the conditional model "
+       "predicts them better." if higher else
+       ": on this calibration the heads' errors are not correlated the way Medusa's usually are, and the two "
+       "models should predict about alike (section 6 measures both).")
 )  # fmt: skip
 
 # %% [markdown]
@@ -146,19 +150,27 @@ Markdown(
 #
 # Start from the root. The **frontier** holds every child of a chosen node (for a node of rank path $p$:
 # $p + (i,)$ for each rank $i$ of the next head). Greedy adds the frontier node of largest value, $n$
-# times; each addition raises E[L] by exactly that node's value.
+# times; each addition raises E[L] by exactly that node's value. The table lists the first additions: the
+# node's rank path, its value (`gain`) and the tree's E[L] after it.
 
 # %% tags=["nbval-check-output"]
+from specdec_lab.trees import greedy_steps
+
 steps = greedy_steps(A, max_budget)
 pd.DataFrame(steps[:12]).set_index("step").round(4)
 
 # %%
+from specdec_lab.viz.tree_figures import greedy_step_figure
+
 fig = greedy_step_figure(steps, default_step, A)
 if not quick:
     print(f"saved {save_figure(fig, '05_greedy_step', FIGURES)}")
 fig
 
 # %%
+import math
+
+
 def value(path):  # a node's value: the product of its heads' factors along its rank path
     return math.prod(float(A[k, r]) for k, r in enumerate(path))
 
@@ -177,6 +189,8 @@ Markdown(
 # %% tags=["nbval-skip"]
 import ipywidgets as w
 
+from specdec_lab.lab.trees import Explorer
+
 Explorer(
     w.IntSlider(value=default_step, min=1, max=len(steps), description="step", continuous_update=False),
     lambda s: greedy_step_figure(steps, s, A),
@@ -188,10 +202,21 @@ Explorer(
 # ## 3. E[L] against the budget: greedy, DP and Cartesian trees
 #
 # `optimal_tree` solves the same problem exactly by dynamic programming over (depth, nodes) — a knapsack
-# over each node's children ranks, as in Sequoia — and `brute_force_tree` enumerates every subtree
-# (tiny cases). Cartesian trees (top-$s_1$ × top-$s_2$ × ...) are evaluated at their own sizes.
+# over each node's children ranks, as in Sequoia ([Chen et al. 2024](https://arxiv.org/abs/2402.12374)) — and
+# `brute_force_tree` enumerates every subtree (tiny cases). Cartesian trees (top-$s_1$ × top-$s_2$ × ...) are
+# evaluated at their own sizes: the table gives each one's nodes and root-to-leaf paths, its E[L], and the E[L]
+# of the greedy tree with as many nodes.
 
 # %% tags=["nbval-check-output"]
+from specdec_lab.trees import (
+    brute_force_tree,
+    cartesian_paths,
+    cartesian_size,
+    expected_length,
+    greedy_tree,
+    optimal_tree,
+)
+
 budgets = list(range(1, max_budget + 1))
 greedy_e = {m: [steps_m["expected_length"] for steps_m in greedy_steps(acc.model(m), max_budget)]
             for m in ("independent", "conditional")}
@@ -217,6 +242,8 @@ cart = pd.DataFrame(cartesian).T
 cart.round(3)
 
 # %%
+from specdec_lab.viz.tree_sizing import expected_length_figure
+
 points = {name: (row["nodes"], row[f"E[L] Cartesian ({accuracy_model})"]) for name, row in cartesian.items()
           if row["nodes"] <= max_budget + 30}
 fig = expected_length_figure(
@@ -237,12 +264,32 @@ fig
 # tree — and, being the $n$ largest values, no other $n$-node set (tree or not) has a larger sum. Greedy
 # picks exactly those nodes: the next node in the order always has its parent chosen, so it is on the
 # frontier. The DP needs no such argument; it agrees to the last bit, and would still be right for
-# factors > 1 (e.g. weights that are not probabilities), where greedy is not.
-#
-# The Cartesian trees lie well below the greedy curve: at the same size they spend nodes on deep
-# low-rank combinations. The Cartesian tree of four heads' top 8 each (4680 nodes, against 64) adds only a fraction of a token to
-# the 64-node greedy tree's E[L] (the table above), and greedy with 4680 nodes would beat it again.
-#
+# factors > 1 (e.g. weights that are not probabilities), where greedy is not. The same argument says no
+# Cartesian tree can beat the greedy tree of its size; how far below it each one lies, from the table:
+
+# %%
+from specdec_lab.lab.course import compare
+
+cart_col = f"E[L] Cartesian ({accuracy_model})"
+below = [name for name, row in cartesian.items() if row[cart_col] < row["E[L] greedy, same nodes"] - 1e-12]
+full, e_top = cartesian["8×8×8×8"], greedy_e[accuracy_model][-1]
+Markdown(
+    f"{len(below)} of the {len(cartesian)} Cartesian trees lie below the greedy tree of the same size "
+    f"({', '.join(below) or 'none'})" + ("; the others are greedy trees themselves. " if len(below) < len(cartesian)
+                                         else ". ")
+    + compare(full[cart_col], e_top,
+              "The Cartesian tree of four heads' top 8 ({n} nodes) reaches E[L] {a:.3f}, {d:.3f} more than the "
+              "{m}-node greedy tree's {b:.3f}: {r:.0f}× the nodes for that, and the greedy tree of {n} nodes "
+              "would beat it again ({g:.3f}).",
+              "The Cartesian tree of four heads' top 8 ({n} nodes) reaches E[L] {a:.3f}, below even the {m}-node "
+              "greedy tree's {b:.3f}.",
+              within="The Cartesian tree of four heads' top 8 ({n} nodes) reaches about the {m}-node greedy "
+              "tree's E[L] ({a:.3f} against {b:.3f}).",
+              rel_tol=0.001, n=int(full["nodes"]), m=max_budget, d=full[cart_col] - e_top,
+              r=full["nodes"] / max_budget, g=full["E[L] greedy, same nodes"])
+)  # fmt: skip
+
+# %% [markdown]
 # ## 4. The 64-node sparse tree
 
 # %% tags=["nbval-check-output"]
@@ -254,6 +301,8 @@ print("nodes per depth:", per_depth.to_dict())
 print("depth-1 ranks:", sorted(p[0] for p in tree64 if len(p) == 1))
 
 # %%
+from specdec_lab.viz.tree_figures import rank_tree_figure
+
 fig = rank_tree_figure(tree64, A, title=f"greedy sparse tree, {len(tree64)} nodes ({accuracy_model} model): "
                                         "colour = P(node accepted)")
 if not quick:
@@ -277,10 +326,15 @@ Markdown(
 #
 # More nodes raise E[L] but a verify forward of n + 1 tokens costs t(n + 1), plus the heads' cost
 # h(depth). `choose_budget` maximises the predicted rate E[L](n) / (t(n + 1) + h) over n = 0..64 (n = 0
-# is plain decoding). First the cost curve of **branching** trees on this CPU (a tree mask, not the
-# model's causal one):
+# is plain decoding). This is Sequoia's hardware-aware sizing ([Chen et al. 2024](https://arxiv.org/abs/2402.12374))
+# on a measured curve. First the cost curve of **branching** trees on this CPU (a tree mask, not the model's
+# causal one):
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab import load_model
+from specdec_lab.cost import measure_cost_curve, set_cost_curve
+from specdec_lab.viz.cost import cost_curve_figure
+
 lm = load_model(model_name)
 model = lm.model
 sizes = [1, 2, 4, 8, 12, 16, 24, 32, 48, max_budget + 1] if not quick else [1, 2, 4, 8, 16, 32, max_budget + 1]
@@ -297,9 +351,16 @@ fig
 # model, this cost curve, and the heads' drafting cost measured per depth — with the heads' weights in
 # fp32 or weight-only int8, whichever drafts faster on this device (int8 can change which tokens are
 # proposed, never the output: the target verifies every node in fp32). A two-token warm-up decode builds
-# it; `choose_budget` called here on the same inputs must agree.
+# it; `choose_budget` called here on the same inputs must agree. The table gives, per cost curve, the chosen
+# budget n, the tree's depth and E[L], the predicted seconds of one step (verify + heads) and the predicted
+# speed-up over plain decoding under that curve.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab import generate, make_proposer
+from specdec_lab.cost import CostCurve
+from specdec_lab.io import load_prompts
+from specdec_lab.trees import choose_budget
+
 prompts = load_prompts()
 proposer = make_proposer("medusa", tree="auto", max_budget=max_budget, accuracy=accuracy_model)
 generate(lm, prompts[0].text, proposer=proposer, max_new_tokens=2, chat=True)
@@ -321,31 +382,38 @@ assert gpu.budget >= 20  # a flat curve makes every node free: tens of nodes
 print(f"flat curve picks n = {gpu.budget} nodes (E[L] = {gpu.expected_length:.3f})")
 
 # %%
+from specdec_lab.viz.tree_sizing import budget_rate_figure
+
 fig = budget_rate_figure({"this CPU (measured t)": cpu, "flat t(n) = t(1) (GPU-like)": gpu})
 if not quick:
     print(f"saved {save_figure(fig, '05_budget_rate', FIGURES)}")
 fig
 
 # %% tags=["nbval-ignore-output"]
-top = max_budget + 1
+from specdec_lab.lab.trees import curve_shape, speedup_reason
+
 Markdown(
     "On the flat curve every extra node is free, the predicted rate is E[L] itself, and "
     + (f"the whole {max_budget}-node budget is taken (E[L] still rises with n)" if gpu.budget == max_budget
        else f"n = {gpu.budget} of the {max_budget} allowed is taken")
-    + f". On this CPU t(n) climbs with n (a {top}-token forward costs {curve(top) / curve(1):.1f} single-token ones "
-    f"on the curve above) and each extra head adds its drafting cost, so the predicted rate peaks at "
+    + f". On this CPU's curve {curve_shape(curve)} A deeper tree also runs more heads, each adding its drafting "
+    "cost (per depth, above). So the predicted rate peaks at "
     + (f"n = {cpu.budget} node{'s' if cpu.budget != 1 else ''}" if cpu.budget else "n = 0: plain decoding")
-    + f" (E[L] {cpu.expected_length:.2f}, predicted speed-up {cpu.speedup:.2f}×): the same accuracies, a different "
-    "machine, a different tree."
+    + f" (E[L] {cpu.expected_length:.2f}, predicted speed-up {cpu.speedup:.2f}×): "
+    + compare(gpu.budget, cpu.budget, "the same accuracies, another cost curve, a bigger tree under the flat one.",
+              "the same accuracies, another cost curve, a smaller tree under the flat one.",
+              within="the same accuracies pick the same tree under both curves.")
+    + "\n\n" + speedup_reason(cpu)
 )  # fmt: skip
 
 # %% [markdown]
 # **Which question this answers.** The flat-curve column *re-decides*: it asks which tree a machine with
 # a flat cost curve would choose for these heads, and sizes the tree again under that curve. A second
 # question can only give a smaller answer (the re-decided tree is the best one under that curve): what the
-# trees *this CPU chose* would gain if each forward cost t(1) — the same small trees, *re-priced*. Notebook 09's what-if shows both for every method, side by side: its
-# **re-decided** replay (each method's sizes — tree budget, draft length, window — chosen again under the
-# other curve), which is the question answered here, and its re-priced replay of the CPU's own choices.
+# trees *this CPU chose* would gain if each forward cost t(1) — the same trees, *re-priced*. Notebook 09's what-if
+# shows both for every method, side by side: its **re-decided** replay (each method's sizes — tree budget, draft
+# length, window — chosen again under the other curve), which is the question answered here, and its re-priced
+# replay of the CPU's own choices.
 #
 # ## 6. Predicted vs. measured E[L]
 #
@@ -354,8 +422,10 @@ Markdown(
 # section 5, the 16-node greedy tree, and the tree the flat curve picked. Each tree is fixed for the whole
 # decode, so the prediction and the measurement are about the same nodes (a `tree="auto"` decode re-prices
 # its trees every few steps as it learns the machine's costs, and may verify other sizes on the way: notebook
-# 06 shows how many steps verified each). Measured mean accepted = tokens / target forwards (bonus included).
-# Greedy verification is exact, so each output must equal plain autoregressive decoding.
+# 06 shows how many steps verified each). Greedy verification is exact, so each output must equal plain
+# autoregressive decoding. The table gives each tree's nodes and depth, the **measured** mean accepted (tokens /
+# target forwards over all its decodes, bonus included), the E[L] each accuracy model predicts, and the
+# absolute difference between each prediction and the measurement.
 
 # %% tags=["nbval-ignore-output"]
 chosen = prompts[:: max(len(prompts) // n_prompts, 1)][:n_prompts]  # evenly spread over the categories
@@ -364,7 +434,7 @@ if cpu.budget > 0:  # n = 0 (plain decoding) has no tree to verify
     trees[f"this CPU's choice (n = {cpu.budget})"] = [tuple(q) for q in cpu.paths]
 trees[f"greedy {greedy_nodes}"] = greedy_tree(A, greedy_nodes)
 trees[f"flat curve's choice (n = {gpu.budget})"] = [tuple(q) for q in gpu.paths]
-totals = {name: {"tokens": 0, "forwards": 0} for name in trees}
+decodes = {name: [] for name in trees}  # name -> its GenerationResults, one per prompt
 identical = []
 for p in chosen:
     ar = generate(lm, p.text, method="autoregressive", max_new_tokens=max_new_tokens, chat=True)
@@ -373,13 +443,12 @@ for p in chosen:
         r = generate(lm, p.text, proposer=run, max_new_tokens=max_new_tokens, chat=True)
         assert sorted(map(tuple, run.paths)) == sorted(paths)  # the tree decoded is the tree predicted
         identical.append(r.tokens == ar.tokens)
-        totals[name]["tokens"] += len(r.tokens)
-        totals[name]["forwards"] += r.forwards
+        decodes[name].append(r)
 rows = []
 for name, paths in trees.items():
-    t = totals[name]
+    runs = decodes[name]
     rows.append({"tree": name, "nodes": len(paths), "depth": max(len(q) for q in paths),
-                 "measured": t["tokens"] / t["forwards"],
+                 "measured": sum(len(r.tokens) for r in runs) / sum(r.forwards for r in runs),
                  "independent": expected_length(paths, acc.top),
                  "conditional": expected_length(paths, acc.conditional)})
 table = pd.DataFrame(rows).set_index("tree")
@@ -393,6 +462,8 @@ assert all(identical)
 print(f"greedy Medusa output identical to autoregressive: {len(identical)} of {len(identical)} decodes")
 
 # %%
+from specdec_lab.viz.tree_sizing import predicted_vs_measured_figure
+
 fig = predicted_vs_measured_figure(rows)
 if not quick:
     print(f"saved {save_figure(fig, '05_predicted_vs_measured', FIGURES)}")
@@ -400,11 +471,10 @@ fig
 
 # %% tags=["nbval-ignore-output"]
 err = {m: table[f"|error| {m}"].mean() for m in ("independent", "conditional")}
-better, worse = sorted(err, key=err.get)
 
 
 def versus(measured, predicted):
-    return "above" if measured > predicted else "below" if measured < predicted else "equal to"
+    return compare(measured, predicted, "above", "below", within="equal to")
 
 
 bullets = []
@@ -428,19 +498,166 @@ Markdown(
     f"In this run ({len(chosen)} prompts × {max_new_tokens} tokens, {len(identical)} decodes, "
     f"{sum(identical)} identical to autoregressive):\n\n" + "\n".join(bullets) + "\n\n"
     + (f"{under} of the {len(deep)} deeper trees were accepted more often than the independent model's product of "
-       "marginals predicts: the heads are right *together* (on predictable spans), which the conditional model "
-       "conditions on" if under else f"None of the {len(deep)} deeper trees was accepted more often than the "
+       "marginals predicts" if under else f"None of the {len(deep)} deeper trees was accepted more often than the "
        "independent model's product of marginals predicts")
-    + (f"; the conditional model overshoots {over} of them." if over else ".")
-    + f" The **{better} model predicts better** here (mean |error| {err[better]:.3f} against {err[worse]:.3f}); the "
-    f"largest error of either model is on `{worst}`" + (", the deepest tree" if worst == deepest else "")
+    + (f"; the conditional model overshoots {over} of them. " if over else ". ")
+    + compare(err["independent"], err["conditional"],
+              "The **conditional model predicts better** here (mean |error| {b:.3f} against {a:.3f}): the hypothesis "
+              "of section 1 holds on these decodes — the heads are right *together* on predictable spans, which "
+              "the conditional model conditions on.",
+              "The **independent model predicts better** here (mean |error| {a:.3f} against {b:.3f}): the "
+              "hypothesis of section 1 does not hold on these decodes — the conditional model's correction, "
+              "calibrated on held-out distillation text, does not carry over to these prompts.",
+              within="Both models predict about equally well here (mean |error| {a:.3f} and {b:.3f}): these decodes "
+              "do not decide the hypothesis of section 1.", rel_tol=0.05)
+    + f" The largest error of either model is on `{worst}`" + (", the deepest tree" if worst == deepest else "")
     + ". Part of the remaining error is the setting, not the model: a handful of prompts, benchmark text instead of "
     "the held-out distillation text the accuracies were calibrated on, candidates restricted to the "
     "drafting vocabulary when decoding (the calibration ranked the full vocabulary), and the last step of each "
     "answer cut short by `max_new_tokens`.\n\n"
-    f"On this CPU the budget stays small whatever the model says, because t(n) grows with n. Sized again under a "
-    f"flat cost curve (section 5), the same accuracies buy the {gpu.budget}-node tree: predicted E[L] "
+    + compare(gpu.budget, cpu.budget,
+              "On this CPU's curve the chosen tree has {b} node{s}, the flat curve's {a}: this CPU's t(n) "
+              "(section 5) prices the extra nodes out.",
+              "On this CPU's curve the chosen tree has {b} node{s}, more than the flat curve's {a}.",
+              within="Both curves choose {a} nodes.", s="" if cpu.budget == 1 else "s")
+    + f" Sized under the flat cost curve, the same accuracies buy the {gpu.budget}-node tree: predicted E[L] "
     f"{gpu.expected_length:.3f}, measured here {table.loc[flat_name, 'measured']:.3f} tokens per forward — the "
     "speed-up a machine with a flat curve (and heads that cost next to nothing) would get from these heads, where this "
     f"CPU's forward of {gpu.budget + 1} tokens costs {curve(gpu.budget + 1) / curve(1):.1f} single-token ones."
 )  # fmt: skip
+
+# %% [markdown]
+# ## Check your understanding
+#
+# 1. Why is a node never worth more than its parent, and what does that buy the greedy construction?
+#
+#    <details><summary>Answer</summary>A node's value is its parent's value times one more accuracy factor
+#    $a_k^{(i)} \le 1$. So ordering all nodes by value puts every parent before its children: the $n$ most
+#    valuable nodes always form a tree, and greedy — which takes the most valuable frontier node each time —
+#    picks exactly them. That is why greedy equals the dynamic program.</details>
+#
+# 2. How can a predicted speed-up exceed the tree's E[L]?
+#
+#    <details><summary>Answer</summary>speed-up = E[L] · t(1) / (t(n + 1) + h). Where a forward of n + 1 tokens
+#    plus the heads costs less than a single-token forward — a dip in the cost curve — the time per step falls
+#    while the tokens per step rise, so tokens per second grow by more than E[L].</details>
+#
+# 3. Under a flat cost curve, why does `choose_budget` take (nearly) the whole budget?
+#
+#    <details><summary>Answer</summary>Every node adds its value, a positive number, to E[L], and on a flat curve
+#    (with free heads) it costs nothing: the rate E[L](n) / t(1) rises with every node, so the largest tree
+#    allowed wins.</details>
+#
+# ## Exercises
+#
+# Each exercise is a stub to fill in (`...`), then a cell that checks your answer against the library. The
+# solutions are in the teacher's copy.
+
+# %% [markdown] tags=["exercise-1"]
+# ### Exercise 1 ★ — E[L] of a small tree by hand
+#
+# For the tree of rank paths `[(0,), (1,), (0, 0), (0, 0, 0)]`, compute E[L] = 1 + Σ over nodes of the product of
+# `A[d, r_d]` along the node's rank path (`A` is the (K, S) accuracy matrix of section 1; row d is head d + 1).
+# Reference: `specdec_lab.trees.expected_length`.
+
+# %% tags=["exercise", "exercise-1"]
+small_tree = [(0,), (1,), (0, 0), (0, 0, 0)]
+answer = ...  # a float: 1 + sum over the 4 nodes of prod_d A[d, r_d]
+
+# %% tags=["solution", "exercise-1"]
+answer = 1 + sum(math.prod(float(A[d, r]) for d, r in enumerate(path)) for path in small_tree)
+
+# %% tags=["check", "exercise-1", "nbval-check-output"]
+from specdec_lab.lab.course import check
+
+_ = check("E[L] of the 4-node tree", answer, expected_length(small_tree, A), close=1e-9,
+          hint="Each node contributes the product of one factor per depth; the 1 is the bonus token.")
+
+# %% [markdown] tags=["exercise-2"]
+# ### Exercise 2 ★★ — Prune a tree to a node budget
+#
+# Prune the 64-node tree `tree64` of section 4 to `budget = 10` nodes, greedily by node value: keep the 10 rank
+# paths of largest value (ties: shallower first). Section 3 argued that the result is always a tree — check that
+# every kept path's parent is kept too — and that it is the greedy tree of 10 nodes. Reference:
+# `specdec_lab.trees.greedy_tree(A, 10)`.
+
+# %% tags=["exercise", "exercise-2"]
+budget = 10
+answer = ...  # a list of `budget` rank paths (tuples) from tree64
+
+# %% tags=["solution", "exercise-2"]
+by_value = sorted(tree64, key=lambda path: (-value(path), len(path), path))
+answer = by_value[:budget]
+assert all(len(path) == 1 or path[:-1] in answer for path in answer)  # prefix-closed: a tree
+
+# %% tags=["check", "exercise-2", "nbval-check-output"]
+_ = check("the pruned tree", answer, greedy_tree(A, budget), close=lambda a, r: sorted(map(tuple, a)) == sorted(r),
+          hint="Sort by value, largest first (the value is the product of A along the path), then keep the first.")
+
+# %% [markdown] tags=["exercise-3"]
+# ### Exercise 3 ★★ — The predicted speed-up of this CPU's tree
+#
+# From the cost curve `curve` (call it: `curve(n)` = t(n) in seconds), the heads' cost per depth
+# `head_seconds` (a dict depth → seconds) and the E[L] of the tree `cpu.paths`, compute the speed-up the cost
+# model predicts for this CPU's choice: E[L] · t(1) / (t(n + 1) + h(depth)), with n = the tree's nodes and
+# h(0) = 0 (plain decoding runs no heads). Reference: `cpu.speedup` (`specdec_lab.trees.choose_budget`).
+
+# %% tags=["exercise", "exercise-3"]
+answer = ...  # a float: predicted tokens/second of cpu's tree over plain decoding's
+
+# %% tags=["solution", "exercise-3"]
+n_cpu = len(cpu.paths)
+depth_cpu = max((len(path) for path in cpu.paths), default=0)
+answer = expected_length(cpu.paths, A) * curve(1) / (curve(n_cpu + 1) + head_seconds.get(depth_cpu, 0.0))
+
+# %% tags=["check", "exercise-3", "nbval-check-output"]
+_ = check("the predicted speed-up", answer, cpu.speedup, close=1e-9,
+          hint="A step verifies the root plus n nodes: t(n + 1); the heads run to the tree's depth.")
+
+# %% [markdown] tags=["exercise-4"]
+# ### Exercise 4 ★★★ — Predicted E[L] against the decodes of section 6
+#
+# `decodes[name]` holds section 6's `GenerationResult`s of each tree (one per prompt), each with its step traces
+# `r.steps` (a `StepTrace` per target forward; `len(step.emitted)` is the tokens that step emitted, bonus included).
+# For every tree, compute its measured mean accepted **from the step traces**, pooled over its decodes (tokens
+# emitted over all steps / number of steps), and divide it by the conditional model's E[L] of its paths
+# (`trees[name]`, `acc.conditional`). Return `{name: measured / predicted}`: below 1 where the model over-predicts.
+# Reference: the results' own counts (`len(r.tokens)`, `r.forwards`) and `expected_length`.
+
+# %% tags=["exercise", "exercise-4"]
+answer = ...  # {tree name: measured mean accepted / predicted E[L]}
+
+# %% tags=["solution", "exercise-4"]
+answer = {}
+for name, runs in decodes.items():
+    emitted = sum(len(step.emitted) for r in runs for step in r.steps)
+    n_steps = sum(len(r.steps) for r in runs)
+    answer[name] = emitted / n_steps / expected_length(trees[name], acc.conditional)
+
+# %% tags=["check", "exercise-4", "nbval-check-output"]
+reference = {name: sum(len(r.tokens) for r in runs) / sum(r.forwards for r in runs)
+             / expected_length(trees[name], acc.conditional) for name, runs in decodes.items()}  # fmt: skip
+_ = check("measured / predicted per tree", answer, reference,
+          close=lambda a, r: a.keys() == r.keys() and all(math.isclose(a[k], r[k], rel_tol=1e-9) for k in r),
+          hint="Pool before dividing: total emitted tokens over total steps, not the mean of per-prompt ratios.")
+
+# %% [markdown]
+# ## Takeaways
+#
+# - A tree's E[L] is 1 (the bonus token) plus the sum of its nodes' acceptance probabilities, each a product of
+#   per-depth accuracies along its rank path.
+# - A node is never worth more than its parent, so the greedy tree is the optimal one (it matched the dynamic
+#   program at every budget in section 3), and a Cartesian tree spends nodes on combinations greedy skips.
+# - The best tree size is a property of the machine: `choose_budget` maximises E[L] per second of a step, and
+#   this CPU's measured curve and a flat curve chose different trees from the same accuracies (section 5).
+# - Which accuracy model predicts real decodes better is an empirical question: section 6 measured it on
+#   benchmark prompts, and its sentence reports the answer this run gave.
+#
+# ## Further reading
+#
+# - [Medusa (Cai et al. 2024)](https://arxiv.org/abs/2401.10774): sparse trees of the heads' top candidates,
+#   chosen by calibrated accuracy (sections 1–4).
+# - [Sequoia (Chen et al. 2024)](https://arxiv.org/abs/2402.12374): the optimal tree by dynamic programming and
+#   its size chosen for the hardware (sections 3 and 5).
+# - [SpecInfer (Miao et al. 2024)](https://arxiv.org/abs/2305.09781): token trees verified in one forward, the
+#   mechanism notebook 04 built and this notebook sizes.

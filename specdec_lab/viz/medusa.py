@@ -21,6 +21,7 @@ from .figures import TEMPLATE
 
 __all__ = [
     "PAPER_VICUNA_7B_TOP1",
+    "PAPER_VICUNA_7B_SOURCE",
     "architecture_figure",
     "head_accuracy_figure",
     "loss_figure",
@@ -30,8 +31,15 @@ __all__ = [
     "medusa2_figure",
 ]
 
-# Medusa paper (Cai et al. 2024), Vicuna-7B Medusa-1 heads: top-1 accuracy of heads 1-4
+# The Medusa paper's Vicuna-7B Medusa-1 heads, top-1 accuracy of heads 1-4 (Cai et al. 2024, arXiv 2401.10774).
+# Which table or figure of the paper they were read from was not recorded when they were added, and could not be
+# checked since (data/literature/published.csv holds the paper's speed-ups, read from its §3.1 text, not these);
+# PAPER_VICUNA_7B_SOURCE says so wherever they are shown.
 PAPER_VICUNA_7B_TOP1 = (0.56, 0.32, 0.20, 0.15)
+PAPER_VICUNA_7B_SOURCE = (
+    "Medusa paper (Cai et al. 2024, [arXiv 2401.10774](https://arxiv.org/abs/2401.10774)); the table or figure "
+    "these values come from could not be checked"
+)
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
 
@@ -159,7 +167,7 @@ def head_accuracy_figure(
                 x=list(range(1, len(paper) + 1)),
                 y=list(paper),
                 mode="lines+markers",
-                name="paper, Vicuna-7B: top-1",
+                name="Medusa paper (Cai et al. 2024), Vicuna-7B: top-1",
                 line={"color": "#444", "dash": "dash"},
                 marker={"symbol": "square"},
             )

@@ -8,9 +8,17 @@ import torch
 
 from specdec_lab import tiny_model
 from specdec_lab.io import load_prompts
-from specdec_lab.lab.experiment import PROVENANCE, experiment_record, forward_sizes, provenance, run_experiment
+from specdec_lab.lab.experiment import (
+    PROVENANCE,
+    experiment_record,
+    fastest,
+    forward_sizes,
+    provenance,
+    run_experiment,
+)
 from specdec_lab.lab.lookup_ceiling import ceiling_by_method, lookup_ceiling
-from specdec_lab.lab.speedup import OWN_PROMPT, LabDashboard
+from specdec_lab.lab.speedup import LIVE_ONLY, OWN_PROMPT, LabDashboard
+from specdec_lab.lab.widgets import PLACEHOLDER, Snapshot
 from specdec_lab.proposers import METHODS, register_method
 from specdec_lab.proposers.base import param
 from specdec_lab.proposers.prompt_lookup import PromptLookupProposer
@@ -239,3 +247,68 @@ def test_dashboard_run_stop_and_step_slider(model, mixed):
     assert lab.stopped and lab.result.tokens == [] and "stopped" in dash.numbers.value
     dash.prompt.value = ""
     assert dash.on_run(background=False) is None and "empty" in dash.status.value
+
+
+def test_fastest_ties_runs_within_the_tolerance(mixed):
+    """The fastest run, or every run within rel_tol of it (course.compare's rule), fastest first; a run stopped
+    before its baseline (no speed-up) is never among them."""
+    from dataclasses import replace
+
+    from specdec_lab.generate import GenerationResult
+
+    def at(speedup: float):
+        base = replace(mixed.baseline, seconds=1.0, tokens=[1] * 10)
+        return replace(mixed, result=replace(mixed.result, seconds=1.0 / speedup, tokens=[1] * 10), baseline=base)
+
+    a, b, c = at(1.30), at(1.25), at(0.90)
+    assert [r.speedup for r in (a, b, c)] == pytest.approx([1.30, 1.25, 0.90])
+    assert fastest([c, b, a]) == [a]
+    assert fastest([c, b, a], rel_tol=0.05) == [a, b]  # 0.05 is within 5% of 1.30: tied
+    assert fastest([c, b, a], rel_tol=0.5) == [a, b, c]
+    unfinished = replace(mixed, baseline=None, result=GenerationResult([], [], "", "stopped", "x", 0.0, 0.0))
+    assert fastest([unfinished]) == [] and fastest([]) == [] and fastest([unfinished, c]) == [c]
+
+
+@pytest.fixture
+def shown(monkeypatch):
+    """What `IPython.display.display` publishes, with display handles that record their updates."""
+    import IPython.display
+
+    out: list = []
+
+    class Handle:
+        def __init__(self):
+            self.updates = []
+
+        def update(self, obj, raw=False):
+            self.updates.append(obj)
+
+    def fake_display(*objs, raw=False, display_id=None, **kwargs):
+        out.extend(objs)
+        return Handle() if display_id else None
+
+    monkeypatch.setattr(IPython.display, "display", fake_display)
+    return out
+
+
+def test_dashboard_shows_the_snapshot_it_promises_and_retires_it(model, mixed, shown):
+    """A stored notebook keeps no widget state: under the placeholder ("the default view follows below") the
+    dashboard displays a static snapshot of its default view, which gives way when the live view redraws."""
+    dash = LabDashboard(model, initial=mixed)
+    dash._ipython_display_()
+    widget, *snapshot = shown
+    assert widget["text/plain"] == PLACEHOLDER and "application/vnd.jupyter.widget-view+json" in widget
+    assert "Default view" in snapshot[0]["text/html"]
+    assert sum("application/vnd.plotly.v1+json" in b for b in snapshot) == 2  # tokens per step, the step's tree
+    assert dash.snapshot.handles
+    dash.step.value = 0 if dash.step.value else 1  # the live view redraws: the copy goes
+    assert dash.snapshot.handles == []
+
+    shown.clear()
+    LabDashboard(model)._ipython_display_()  # nothing to show yet: no snapshot, and no promise of one
+    assert [b["text/plain"] for b in shown] == [LIVE_ONLY]
+
+    shown.clear()
+    given = Snapshot("<b>mine</b>", what="a view of my own")
+    LabDashboard(model, initial=mixed, snapshot=given)._ipython_display_()
+    assert "a view of my own" in shown[1]["text/html"] and shown[2]["text/html"] == "<b>mine</b>"

@@ -75,12 +75,13 @@ def test_step_tree_figure_highlights_the_accepted_path(trace):
     assert len(path.x) == 3  # root, node 1, node 3
     nodes = fig.data[2]
     assert list(nodes.marker.color).count("#2ca02c") == 3
-    assert "step 0/1" in fig.layout.title.text and "2 of 3 proposed accepted" in fig.layout.title.text
+    assert fig.layout.title.text.startswith("step 0 (of steps 0–1): ")  # counted from 0, the range spelled out
+    assert "2 of 3 proposed accepted" in fig.layout.title.text
 
 
 def test_step_tree_figure_callback_every_step_and_bounds(trace):
     for s in range(len(trace.steps)):
-        assert f"step {s}/1" in step_tree_figure(trace, s).layout.title.text
+        assert step_tree_figure(trace, s).layout.title.text.startswith(f"step {s} (of steps 0–1)")
     rejected = step_tree_figure(trace, 1)
     assert list(rejected.data[-1].marker.color).count("#2ca02c") == 1  # only the root is on the path
     with pytest.raises(IndexError, match="steps 0..1"):
@@ -94,11 +95,11 @@ def test_step_callback_drives_an_ipywidgets_slider(trace):
 
     callback = step_callback(trace, FakeTokenizer())
     assert callback.__name__ == "show_step"
-    assert "step 1/1" in callback(1).layout.title.text
+    assert callback(1).layout.title.text.startswith("step 1 (of steps 0–1)")
     seen = []
     ui = w.interactive(lambda step: seen.append(callback(step)), step=w.IntSlider(value=0, min=0, max=1))
     ui.children[0].value = 1  # moving the slider calls the callback
-    assert [f.layout.title.text.split(":")[0] for f in seen[-1:]] == ["step 1/1"]
+    assert [f.layout.title.text.split(":")[0] for f in seen[-1:]] == ["step 1 (of steps 0–1)"]
     assert "<11>" in seen[0].layout.title.text
 
 
@@ -147,15 +148,18 @@ def test_budget_figure_marks_the_chosen_budget():
 
 def test_speed_table_from_a_bench_summary():
     summary = {
-        "autoregressive": {"tokens_per_s": 10.0, "mean_accepted": 1.0, "speedup": 1.0, "new_tokens": 64,
-                           "identical_to_autoregressive": 1.0},
-        "medusa": {"tokens_per_s": 13.0, "mean_accepted": 1.8, "speedup": 1.3, "new_tokens": 64,
-                   "identical_to_autoregressive": 1.0},
+        "autoregressive": {"tokens_per_s": 10.0, "mean_accepted": 1.0, "speedup": 1.0, "new_tokens": 149,
+                           "prompts": 4, "identical_to_autoregressive": 1.0},
+        "medusa": {"tokens_per_s": 13.0, "mean_accepted": 1.8, "speedup": 1.3, "new_tokens": 149,
+                   "prompts": 4, "identical_to_autoregressive": 1.0},
     }  # fmt: skip
     df = speed_table(summary)
     assert list(df.index) == ["autoregressive", "medusa"]
     assert df.loc["medusa", "speed-up vs autoregressive"] == 1.3
     assert df.loc["medusa", "mean accepted"] == 1.8
+    # the bench's new_tokens is a sum over the prompts: the column says so, and a count stays an int
+    assert df.loc["medusa", "new tokens (all prompts)"] == 149 and df.loc["medusa", "prompts"] == 4
+    assert df["new tokens (all prompts)"].dtype.kind == "i" and "new tokens" not in df.columns
 
 
 @pytest.fixture(scope="module")
@@ -190,6 +194,8 @@ def test_drift_frame_and_figure_on_a_tiny_model(drift_tables):
     assert list(fig.data[0].x) == [0.01, 0.25]
     assert list(fig.data[0].y) == list(frame.xs(0.7, level="temperature")["TV"])
     assert fig.data[1].line.dash == "dash"
+    for axis in (fig.layout.xaxis, fig.layout.xaxis2):  # log axes ticked at the measured ε only, readable
+        assert axis.type == "log" and list(axis.tickvals) == [0.01, 0.25] and list(axis.ticktext) == ["0.01", "0.25"]
 
 
 def test_figures_of_a_real_medusa_run_on_a_tiny_model():

@@ -194,3 +194,18 @@ def test_predicted_speedup_on_a_flat_curve_is_the_mean_accepted():
     fig = cost_figure(_frame(), {"cpu": curve, "flat": flat})
     assert _trace(fig, "predicted on flat").y.tolist() == pytest.approx([1.2, 1.5])
     assert _trace(fig, "measured").y.tolist() == [1.1, 0.8]
+
+
+def test_paper_sizes_figure_names_the_machine_the_bench_ran_on():
+    """Notebook 07 reads a committed bench file: its figure names that file's CPU, not the one drawing it."""
+    from specdec_lab.viz.lookahead_sweep import paper_sizes_figure
+
+    rows = [
+        {"question_id": "1", "category": "coding", "method": m, "tokens_per_s": tps, "mean_accepted": acc}
+        for m, tps, acc in (("autoregressive", 20.0, 1.0), ("lookahead:W=15:N=5:G=15", 10.0, 2.0))
+    ]
+    results = {"methods": ["autoregressive", "lookahead:W=15:N=5:G=15"], "rows": rows}
+    assert paper_sizes_figure(results | {"machine": {"cpu": "AMD EPYC"}}).layout.title.text.startswith(
+        "Lookahead on AMD EPYC: "
+    )
+    assert paper_sizes_figure(results).layout.title.text.startswith("Lookahead on a CPU: ")

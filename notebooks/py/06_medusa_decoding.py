@@ -17,38 +17,54 @@
 # %% [markdown]
 # # 06 · Medusa decoding: the heads draft, the target verifies a tree
 #
-# Notebook 03 trained Medusa heads: head $k$ reads the target's last hidden state $h_a$ at the last
-# accepted token and guesses the token $k$ positions after the next one. Decoding with them needs no
-# second model: per step (`generate(method="medusa")`, `proposers/medusa.py`)
+# Notebook 03 trained [Medusa](https://arxiv.org/abs/2401.10774) heads (Cai et al. 2024): head $k$ reads the
+# target's last hidden state $h_a$ at the last accepted token and guesses the token $k$ positions after the
+# next one. Decoding with them needs no second model: per step (`generate(method="medusa")`,
+# `proposers/medusa.py`)
 #
 # 1. **propose** — run heads $1..D$ on $h_a$ (a few small matmuls), take each head's top candidates and
 #    place them on a token tree: the node with *rank path* $(r_1, \dots, r_d)$ carries head $d$'s
 #    rank-$r_d$ candidate below the node $(r_1, \dots, r_{d-1})$;
 # 2. **verify** — one target forward over every node with tree attention (each node sees the cache and
-#    its own ancestors);
+#    its own ancestors: notebook 04);
 # 3. **accept** — the longest root-to-node path the target agrees with, plus the target's own bonus token;
 #    its hidden state is the next step's $h_a$ (no extra forward).
 #
-# Notation: **p** = target, **q** = draft (here: the heads). "Mean accepted" = tokens emitted per target
-# forward, **bonus included** (autoregressive = 1).
+# ## Learning objectives
 #
-# Sections: (1) one prompt decoded live, step by step; (2) greedy Medusa equals autoregressive decoding,
-# and what it buys in speed here; (3) sampling: the exact tree rule Medusa uses by default, *typical*
-# acceptance, and the measured (lossy) drift of typical acceptance from exact sampling.
+# After this notebook you can
+#
+# - read one Medusa step: which rank path each node is, which path the target accepted, and what it emitted;
+# - explain why `tree="auto"` chooses the tree it does on this machine, from $E[L](n)$ and the cost curve;
+# - verify that greedy Medusa emits exactly the autoregressive tokens, and measure what a larger tree costs;
+# - compute typical acceptance's threshold $\min(\varepsilon, \delta e^{-H(p)})$ and explain why the rule is lossy
+#   when sampling.
+#
+# **Prerequisites.** 02 (speculative sampling), 03 (Medusa heads), 04 (tree attention) and 05 (optimized trees).
+#
+# **Notation** (notebook 00's table): $p$ = target, $q$ = draft (here: the heads), $E[L]$ = expected tokens per
+# step, $\tau$ = temperature. "Mean accepted" = tokens emitted per target forward, **bonus included**
+# (autoregressive = 1).
+#
+# Sections: (1) one prompt decoded on a fixed demonstration tree, step by step; (2) which tree pays on this
+# machine: what `tree="auto"` picks and why; (3) greedy Medusa equals autoregressive decoding, and what it buys
+# in speed here; (4) sampling: the exact tree rule Medusa uses by default, *typical* acceptance, and the measured
+# (lossy) drift of typical acceptance from exact sampling.
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: fewer prompts and tokens, fewer drift trials (same code paths)
 model_name: str = "smollm2-135m"  # target: shipped name, HF directory or .gguf
 prompt_id: int = 3  # question_id in data/prompts.jsonl for the live demo
 max_new_tokens: int = 48  # tokens generated in the live demo
+demo_tree: str = "cartesian:3,2"  # section 1's tree, whatever tree="auto" picks: head 1's top 3, each with head 2's top 2
 max_budget: int = 16  # tree="auto": largest node budget considered (a CPU picks a handful)
 default_step: int = -1  # step shown (and saved) before the slider; -1: the step that accepted most (ties: the larger tree)
 bench_prompts: int = 4  # prompts in the live speed comparison (spread over categories)
-bench_tokens: int = 48  # new tokens per prompt in the live speed comparison
-temperature: float = 0.7  # sampling temperature of section 3
-sample_tokens: int = 32  # tokens per sampled generation in section 3
-epsilon: float = 0.09  # typical acceptance: hard threshold ε of section 3's decode and drift (reference default)
-delta: float = 0.3  # typical acceptance: entropy threshold δ of section 3's decode and drift (reference default, = sqrt(ε))
+bench_tokens: int = 48  # new tokens per prompt in the live speed comparison (at most: a prompt may end earlier)
+temperature: float = 0.7  # sampling temperature of section 4
+sample_tokens: int = 32  # tokens per sampled generation in section 4
+epsilon: float = 0.09  # typical acceptance: hard threshold ε of section 4's decode and drift (reference default)
+delta: float = 0.3  # typical acceptance: entropy threshold δ of section 4's decode and drift (reference default, = sqrt(ε))
 drift_epsilons: str = "0.01,0.25"  # further ε of the drift measurement beside (epsilon, delta), each with δ = sqrt(ε)
 drift_trials: int = 400  # episodes per point of the drift measurement
 drift_vocab: int = 8  # vocabulary of the tiny model used for the drift
@@ -56,84 +72,148 @@ seed: int = 0  # random seed
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
 
 # %%
+from specdec_lab import load_model
+from specdec_lab.lab.course import start
+
 if quick:
     max_new_tokens, bench_prompts, bench_tokens = 24, 2, 24
     sample_tokens, drift_trials = 16, 150
     figures_dir = "../results/figures"  # CI runs leave the committed figures alone
-
-import math
-import os
-import time
-from pathlib import Path
-
-import pandas as pd
-import torch
-from IPython.display import Markdown
-from transformers.utils import logging as hf_logging
-
-from specdec_lab import generate, load_model, tiny_model
-from specdec_lab.accept import typical_rule
-from specdec_lab.accept.losslessness import LogitsTable, drift_baseline, typical_drift
-from specdec_lab.bench import run_benchmark
-from specdec_lab.io import load_prompts
-from specdec_lab.lab.trees import Explorer
-from specdec_lab.proposers.medusa import MedusaDecodeConfig, MedusaProposer
-from specdec_lab.sampling import Sampling, warp_probs
-from specdec_lab.viz.decoding import (
-    budget_figure,
-    drift_figure,
-    drift_frame,
-    show_steps,
-    speed_table,
-    step_callback,
-    step_tree_figure,
-)
-from specdec_lab.viz.figures import save_figure
-from specdec_lab.viz.tokens import trace_table
-
-T_START = time.perf_counter()
-FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
-hf_logging.disable_progress_bar()
-torch.manual_seed(seed)
-all_prompts = load_prompts("../data/prompts.jsonl")
-prompts = {p.question_id: p for p in all_prompts}
-print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={quick}")
-
-# %% [markdown]
-# ## 1. One prompt, decoded live
-#
-# Which tree? `tree="auto"` sizes it for *this* machine: it measures the target's verify cost $t(n)$ for
-# trees of $n$ tokens and the heads' cost, and picks the node budget $n$ maximising
-# $E[L](n) \,/\, (t(n+1) + \text{heads})$, where $E[L](n)$ is the expected tokens per step of the best
-# $n$-node tree under the heads' calibrated accuracies (`specdec_lab/trees/`). On a GPU, where $t$ is flat,
-# that is tens of nodes; on a CPU, where every extra token costs, a handful. We build the proposer
-# ourselves so we can read its choice afterwards.
-
-# %%
+FIGURES = start(figures_dir, seed=seed, stem="06_medusa_decoding")
 lm = load_model(model_name)
 tok = lm.tokenizer
-prompt = prompts[prompt_id]
+
+# %% [markdown]
+# ## 1. One prompt, decoded on a demonstration tree
+#
+# Which tree the heads fill is a choice. To *see* a Medusa step, this section decodes with a fixed tree with
+# siblings and depth, `demo_tree` (by default `cartesian:3,2`: head 1's top 3 candidates, each followed by
+# head 2's top 2 — 9 nodes below the root), whatever size pays on this machine (section 2 asks that). Every
+# tree is exact under greedy decoding, so the text is the same; only the number of forwards and their cost
+# change.
+
+# %%
+from specdec_lab import generate
+from specdec_lab.io import load_prompts
+
+all_prompts = load_prompts("../data/prompts.jsonl")
+prompt = next(p for p in all_prompts if p.question_id == prompt_id)
 ids = lm.chat_ids(prompt.text)
 print(f"[{prompt.category}] {prompt.text[:300]}...")
-proposer = MedusaProposer(MedusaDecodeConfig(tree="auto", max_budget=max_budget))
-med = generate(lm, ids, proposer=proposer, max_new_tokens=max_new_tokens)
+demo = generate(lm, ids, method="medusa", tree=demo_tree, max_new_tokens=max_new_tokens)
 ar = generate(lm, ids, method="autoregressive", max_new_tokens=max_new_tokens)
 
+# %% [markdown]
+# **Each step's tree.** Node 0 is the root (the last accepted token); green is the accepted path, whose
+# tokens are emitted together with the target's bonus token after it. In token labels ▁ is a space, ↵ a
+# newline, ⇥ a tab, and · a byte of a character that the next token completes. Steps are numbered from 0.
+# The step shown first is the one that accepted most (ties: the larger tree, then the earlier step;
+# parameter `default_step`), then a slider over all steps (its callback is the same `step_tree_figure`):
+
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.decoding import step_label, step_tree_figure
+from specdec_lab.viz.figures import save_figure
+
+if default_step < 0:  # the most instructive step: most tokens accepted, then the largest tree, then the earliest
+    step = max(range(len(demo.steps)), key=lambda i: (demo.steps[i].accepted, len(demo.steps[i].tree), -i))
+else:
+    step = min(default_step, len(demo.steps) - 1)
+print(step_label(demo, step, tok))  # the figure's own title: the same step, counted the same way
+fig = step_tree_figure(demo, step, tok)
+print(f"saved {save_figure(fig, '06_step_tree', FIGURES)}")
+fig
+
+# %% tags=["nbval-skip"]
+import ipywidgets as w
+
+from specdec_lab.lab.trees import Explorer
+from specdec_lab.viz.decoding import step_callback
+
+Explorer(
+    w.IntSlider(value=step, min=0, max=len(demo.steps) - 1, description="step", continuous_update=False),
+    step_callback(demo, tok),
+    header="<b>Move the slider</b>: that step's tree, the accepted path in green.",
+    show_initial=False,  # the default step is the plain cell above
+)
+
+# %% [markdown]
+# The emitted text, one colour per step (one target forward); bold underlined tokens were drafted by the
+# heads and accepted, the plain one closing each step is the target's bonus token. Below it the first steps
+# as a table: `proposed` = nodes offered below the root, `accepted` = draft tokens the target accepted,
+# `emitted` = those plus the bonus token, `text` = what the step emitted, `ms_propose` / `ms_verify` = the
+# heads' time and the verify forward's, in milliseconds on this machine.
+
+# %% tags=["nbval-ignore-output"]
+from IPython.display import display
+
+from specdec_lab.viz.decoding import show_steps
+from specdec_lab.viz.tokens import trace_table
+
+display(show_steps(demo, tok))
+trace_table(demo, tok)[["proposed", "accepted", "emitted", "text", "ms_propose", "ms_verify"]].head(10)
+
+# %% [markdown]
+# ## 2. Which tree pays here: `tree="auto"`
+#
+# `tree="auto"` (the default) sizes the tree for *this* machine: it measures the target's verify cost $t(n)$
+# for trees of $n$ tokens and the heads' cost, and picks the node budget $n$ maximising
+# $E[L](n) \,/\, (t(n+1) + \text{heads})$, where $E[L](n)$ is the expected tokens per step of the best
+# $n$-node tree under the heads' calibrated accuracies (`specdec_lab/trees/`). On a GPU, where $t$ is flat,
+# that is tens of nodes; on a CPU, where every extra token costs, a handful. We build the proposer ourselves
+# so we can read its choice afterwards.
+
+# %%
+from specdec_lab.proposers.medusa import MedusaDecodeConfig, MedusaProposer
+
+proposer = MedusaProposer(MedusaDecodeConfig(tree="auto", max_budget=max_budget))
+med = generate(lm, ids, proposer=proposer, max_new_tokens=max_new_tokens)
 choice = proposer.choice
-print(
-    f"tree='auto' picked n = {choice.budget} nodes, depth {choice.depth}: rank paths {[list(p) for p in choice.paths]}"
-)
-print(
-    f"predicted E[L] = {choice.expected_length:.2f} tokens per step (proposer.expected_length() = "
-    f"{proposer.expected_length():.2f}); predicted speed-up {choice.speedup:.2f}x under the cost model"
-)
-print(
-    f"measured on this prompt: mean accepted {med.mean_accepted:.2f} ({len(med.tokens)} tokens in {med.forwards} forwards)"
-)
+
+# %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.decoding import budget_figure
+
+print(f"tree='auto' picked n = {choice.budget} nodes, depth {choice.depth}: rank paths {[list(p) for p in choice.paths]}")
+print(f"measured on this prompt: mean accepted {med.mean_accepted:.2f} ({len(med.tokens)} tokens in {med.forwards} forwards)")
 fig = budget_figure(choice)
 print(f"saved {save_figure(fig, '06_tree_budget', FIGURES)}")
 fig
+
+# %% tags=["nbval-ignore-output"]
+import math
+
+from IPython.display import Markdown
+
+by_budget = {r["budget"]: r for r in choice.table}  # per budget n: E[L], verify and heads seconds, rate, speed-up
+chosen, largest = by_budget[choice.budget], by_budget[max(by_budget)]
+
+
+def step_cost(r):  # a step's seconds (verify + heads) as a multiple of a plain decoding step's
+    return (r["verify_seconds"] + r["head_seconds"]) / by_budget[0]["verify_seconds"]
+
+
+what = ("plain decoding: no tree pays" if choice.budget == 0 else
+        "a one-node chain: head 1's top-1 candidate only" if [tuple(p) for p in choice.paths] == [(0,)] else
+        f"a tree of {choice.budget} nodes, depth {choice.depth}")  # fmt: skip
+A = proposer.drafter.accuracies.model(proposer.config.accuracy)  # (K, S) the heads' calibrated accuracies
+gains = sorted((math.prod(float(A[k, r]) for k, r in enumerate(p)) for p in choice.trees[max(by_budget)]), reverse=True)
+why = (
+    f"The largest tree it considers ({max(by_budget)} nodes, `max_budget`) pays most here: its step costs "
+    f"{step_cost(largest):.2f}× a plain step and it expects {largest['expected_length']:.2f} tokens."
+    if choice.budget == max(by_budget) else
+    f"The figure says why: $E[L]$ keeps rising with $n$ — the best {max(by_budget)}-node tree expects "
+    f"{largest['expected_length']:.2f} tokens per step against {chosen['expected_length']:.2f} for the choice — but "
+    f"on this machine's cost curve its step (verify {max(by_budget) + 1} tokens, then the heads) costs "
+    f"{step_cost(largest):.2f}× a plain decoding step against {step_cost(chosen):.2f}× for the choice, so its "
+    f"predicted speed-up is {largest['speedup']:.2f}× against {chosen['speedup']:.2f}×."
+)  # fmt: skip
+Markdown(
+    f"On this machine `tree=\"auto\"` picked **n = {choice.budget}** ({what}). {why} Each extra node adds only "
+    f"$\\prod_j a_{{j, r_j}}$ to $E[L]$ (in the {max(by_budget)}-node tree: {gains[0]:.3f} for the best node, "
+    f"{gains[-1]:.3f} for the last), because the heads are weak: head 1's top-1 is right "
+    f"{float(proposer.drafter.accuracies.top[0, 0]):.0%} of the time on held-out text (`calibration.json`, "
+    "notebook 05), far below the Medusa paper's Vicuna-7B heads. That is why section 1 drew a fixed "
+    "demonstration tree: the tree that pays here may have nothing to show."
+)  # fmt: skip
 
 # %% [markdown]
 # The cost model ranks neighbouring budgets only as well as it knows $t(n)$, and a curve measured once at
@@ -141,89 +221,47 @@ fig
 # shares (`cost.StepCost`): the measured curve corrected by every step the loop times, plus the loop's own
 # time per step. `tree="auto"` prices the same candidate trees again every `adapt_every` steps as it
 # learns, and where no tree pays it probes the smallest one now and then. Every tree is exact; only the
-# speed depends on the choice. How many steps verified each tree size on this prompt:
+# speed depends on the choice. How many steps verified each tree size (nodes below the root) on this prompt:
 
 # %% tags=["nbval-ignore-output"]
+import pandas as pd
+
 pd.Series(med.proposer["budgets"], name="steps").rename_axis("nodes verified").to_frame().T
 
-# %% tags=["nbval-ignore-output"]
-acc = proposer.drafter.accuracies  # the heads' calibrated accuracies (calibration.json, notebook 05)
-A = acc.model(proposer.config.accuracy)  # (K, S)
-largest = max(choice.trees)  # the largest tree priced (budget <= max_budget)
-gains = sorted((math.prod(float(A[k, r]) for k, r in enumerate(p)) for p in choice.trees[largest]),
-               reverse=True)  # each node's addition to E[L], best first
-Markdown(
-    "The predicted speed-up falls once the verify forward grows faster than $E[L]$: each extra node costs a "
-    "share of a forward on this machine's cost curve, while head $d$'s rank-$r$ candidate adds only "
-    "$\\prod_j a_{j, r_j}$ to $E[L]$"
-    + (f" (in the {largest}-node tree: {gains[0]:.3f} for the best node, {gains[-1]:.3f} for the last)"
-       if gains else "")
-    + f". The heads' accuracy (head 1 top-1 {float(acc.top[0, 0]):.2f} on held-out text: `calibration.json`, notebook "
-    "05) caps $E[L]$ "
-    "far below the trees of the Medusa paper's Vicuna-7B heads."
-)  # fmt: skip
-
 # %% [markdown]
-# **Each step's tree.** Node 0 is the root (the last accepted token); green is the accepted path, whose
-# tokens are emitted together with the target's bonus token after it. In token labels ▁ is a space, ↵ a
-# newline, ⇥ a tab, and · a byte of a character that the next token completes. The step shown first is
-# the one that accepted most (ties: the larger tree, then the earlier step; parameter `default_step`),
-# then a slider over all steps (its callback is the same `step_tree_figure`):
-
-# %% tags=["nbval-ignore-output"]
-if default_step < 0:  # the most instructive step: most tokens accepted, then the largest tree, then the earliest
-    step = max(range(len(med.steps)), key=lambda i: (med.steps[i].accepted, len(med.steps[i].tree), -i))
-else:
-    step = min(default_step, len(med.steps) - 1)
-print(f"step {step} of {len(med.steps)}: {len(med.steps[step].tree)} nodes, {med.steps[step].accepted} accepted")
-fig = step_tree_figure(med, step, tok)
-print(f"saved {save_figure(fig, '06_step_tree', FIGURES)}")
-fig
-
-# %% tags=["nbval-skip"]
-import ipywidgets as w
-
-Explorer(
-    w.IntSlider(value=step, min=0, max=len(med.steps) - 1, description="step", continuous_update=False),
-    step_callback(med, tok),
-    header="<b>Move the slider</b>: that step's tree, the accepted path in green.",
-    show_initial=False,  # the default step is the plain cell above
-)
-
-# %% [markdown]
-# The emitted text, one colour per step (one target forward); bold underlined tokens were drafted by the
-# heads and accepted, the plain one closing each step is the target's bonus token:
-
-# %% tags=["nbval-ignore-output"]
-show_steps(med, tok)
-
-# %% tags=["nbval-ignore-output"]
-trace_table(med, tok).head(10)
-
-# %% [markdown]
-# ## 2. Exact under greedy decoding — and how fast here
+# ## 3. Exact under greedy decoding — and how fast here
 #
 # A node is accepted only if its token *is* the target's argmax after its parent, so greedy Medusa emits
-# exactly the autoregressive tokens, whatever the heads propose:
+# exactly the autoregressive tokens, whatever tree the heads fill:
 
 # %% tags=["nbval-check-output"]
-assert med.tokens == ar.tokens, "greedy Medusa must equal autoregressive decoding token for token"
-print(f"greedy Medusa == autoregressive, token for token: {med.tokens == ar.tokens} ({len(med.tokens)} tokens)")
+assert med.tokens == ar.tokens and demo.tokens == ar.tokens, "greedy Medusa must equal autoregressive decoding"
+print(f"greedy Medusa (tree='auto' and tree={demo_tree!r}) == autoregressive, token for token: True "
+      f"({len(ar.tokens)} tokens)")  # fmt: skip
 print(ar.text[:400])
 
 # %% [markdown]
-# **Speed.** The benchmark harness (`specdec_lab.bench.run_benchmark`: greedy, a warm-up per method,
-# method order rotated per prompt, every output checked against autoregressive) on a few prompts:
-# autoregressive, Medusa with the auto tree, Medusa with a one-node chain (head 1's top-1 only), and the
-# shipped draft model (notebook 02). These are **this machine's numbers, on few prompts: noisy**. The
-# measured reference is the full benchmark:
-# `python -m specdec_lab.bench --methods autoregressive,draft,medusa`.
+# **Speed.** The benchmark harness (`specdec_lab.bench.run_benchmark`: greedy, a warm-up per method, method
+# order rotated per prompt, every output checked against autoregressive) on a few prompts: autoregressive,
+# Medusa with the auto tree, Medusa with the demonstration tree of section 1, Medusa with a one-node chain
+# (head 1's top-1 only) — each of the last two only where it is not the tree `auto` picked in section 2 — and
+# the shipped draft model (notebook 02). Columns: tokens/s over all prompts, mean accepted, the speed-up
+# against autoregressive (the ratio of the two tokens/s), the share of prompts whose output was identical to
+# autoregressive's, the prompts, and the new tokens summed over them (a prompt may stop before `bench_tokens`
+# at its end-of-text token). These are **this machine's numbers, on few prompts: noisy**; the measured
+# reference is the full benchmark, `python -m specdec_lab.bench --methods autoregressive,draft,medusa`.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.bench import run_benchmark
+from specdec_lab.trees import parse_tree
+from specdec_lab.viz.decoding import speed_table
+
+auto_tree = {tuple(p) for p in choice.paths}
+fixed = {f"medusa:tree={t}": t for t in (demo_tree, "chain:1") if {tuple(p) for p in parse_tree(t)} != auto_tree}
 bench_set = all_prompts[:: max(len(all_prompts) // bench_prompts, 1)][:bench_prompts]
-bench = run_benchmark(lm, bench_set, methods="autoregressive,medusa,medusa:tree=chain:1,draft",
+bench = run_benchmark(lm, bench_set, methods=["autoregressive", "medusa", *fixed, "draft"],
                       max_new_tokens=bench_tokens, progress=False)  # fmt: skip
-print(f"{len(bench_set)} prompts ({', '.join(p.category for p in bench_set)}) x {bench_tokens} new tokens")
+print(f"{len(bench_set)} prompts ({', '.join(p.category for p in bench_set)}), at most {bench_tokens} new tokens each")
 speed_table(bench["summary"]).round(3)
 
 # %% tags=["nbval-check-output"]
@@ -233,49 +271,69 @@ print(
 )
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.lab.course import compare
+
 summary = bench["summary"]
-auto, chain = summary["medusa"], summary["medusa:tree=chain:1"]
-faster = "auto tree" if auto["speedup"] > chain["speedup"] else "one-node chain"
-ia, ic = auto.get("speedup_95"), chain.get("speedup_95")  # 95% paired-bootstrap intervals over prompts
-overlap = ia is None or ic is None or (ia[0] <= ic[1] and ic[0] <= ia[1])  # (none: too few prompts to tell)
+
+
+def versus(label, name):
+    """Medusa with a fixed tree against the auto tree: tokens per forward, then speed (95% intervals)."""
+    s, auto = summary[label], summary["medusa"]
+    ia, ib = s.get("speedup_95"), auto.get("speedup_95")  # paired-bootstrap intervals over prompts
+    overlap = ia is None or ib is None or (ia[0] <= ib[1] and ib[0] <= ia[1])  # (none: too few prompts to tell)
+    tokens = compare(s["mean_accepted"], auto["mean_accepted"],
+                     f"{name} emitted more tokens per forward than the auto tree ({{a:.2f}} against {{b:.2f}})",
+                     f"{name} emitted fewer tokens per forward than the auto tree ({{a:.2f}} against {{b:.2f}})",
+                     f"{name} emitted as many tokens per forward as the auto tree ({{a:.2f}})")  # fmt: skip
+    speed = f"; its speed-up was {s['speedup']:.2f}× against the auto tree's {auto['speedup']:.2f}×" + (
+        " — their 95% intervals overlap, so on these few prompts the two cannot be told apart." if overlap else
+        compare(s["speedup"], auto["speedup"], f": **{name}** was faster.", ": **the auto tree** was faster."))
+    return tokens + speed  # fmt: skip
+
+
+names = {f"medusa:tree={demo_tree}": f"The demonstration tree `{demo_tree}`", "medusa:tree=chain:1": "The one-node chain"}
 Markdown(
     "Mean accepted is what the heads buy per forward; the speed-up is that divided by what a bigger verify forward "
-    "(and the heads) cost. A one-node chain pays little extra per step but emits at most 2 tokens; the auto tree "
-    f"pays for a larger forward to offer more candidates per position. Here the auto tree emitted "
-    f"{auto['mean_accepted']:.2f} tokens per forward against the chain's {chain['mean_accepted']:.2f}; its speed-up "
-    f"was {auto['speedup']:.2f}× against the chain's {chain['speedup']:.2f}×"
-    + (" — their 95% intervals overlap, so on these few prompts the two cannot be told apart." if overlap
-       else f": the **{faster}** was faster.")
-    + " The same heads on a GPU-like flat cost curve would verify tens of nodes for free (notebook 05, section 5)."
+    "(and the heads) cost. "
+    + " ".join(versus(label, names[label]) for label in fixed)
+    + ("" if fixed else "The auto tree is both fixed trees here, so there is nothing to set it against.")
+    + (" (The one-node chain has no row of its own: it is the tree `auto` picked.)" if "medusa:tree=chain:1" not in fixed
+       else "")
+    + " The same heads on a GPU-like flat cost curve would verify tens of nodes for almost nothing (notebook 05, "
+    "section 5)."
 )  # fmt: skip
 
 # %% [markdown]
-# ## 3. Sampling: the exact tree rule and typical acceptance
+# ## 4. Sampling: the exact tree rule and typical acceptance
 #
 # Greedy acceptance is exact but only defined at temperature 0. When sampling, Medusa's default rule is exact
 # too. Its siblings are the heads' top-$s$ candidates, a function of the path: deterministic, so the draft
 # distribution $q$ of each is one-hot. For such siblings the exact rule (`accept_one_hot`, which
 # `accept="exact"`, the default at temperature > 0, picks for them) tries a node's children one after
 # another: accept candidate $x$ with probability $p(x)$; else set $p(x)$ to 0, renormalise, and try the
-# next sibling; after the last one the bonus token is drawn from what is left of $p$. It is SpecInfer's
-# multi-step speculative sampling (Miao et al., arXiv 2305.09781) with a one-hot $q$, the way EAGLE
-# (Li et al., arXiv 2401.15077) samples on its top-$k$ draft trees: every candidate is emitted with exactly
-# its probability under $p$, and the tokens outside the tree keep theirs through the bonus (derivation:
-# `specdec_lab/accept/tree_rules.py`; the exact emitted distribution is tested against autoregressive sampling
-# for every method in `tests/test_tree_sampling.py` and `tests/test_sampling_methods.py`). SpecTr (Sun et
-# al., arXiv 2310.15141) treats the choice among several drafts as optimal transport.
+# next sibling; after the last one the bonus token is drawn from what is left of $p$. It is
+# [SpecInfer](https://arxiv.org/abs/2305.09781)'s multi-step speculative sampling (Miao et al.) with a one-hot
+# $q$, the way [EAGLE](https://arxiv.org/abs/2401.15077) (Li et al.) samples on its top-$k$ draft trees: every
+# candidate is emitted with exactly its probability under $p$, and the tokens outside the tree keep theirs
+# through the bonus (derivation: `specdec_lab/accept/tree_rules.py`; the exact emitted distribution is tested
+# against autoregressive sampling for every method in `tests/test_tree_sampling.py` and
+# `tests/test_sampling_methods.py`). [SpecTr](https://arxiv.org/abs/2310.15141) (Sun et al.) treats the choice
+# among several drafts as optimal transport.
 #
 # The Medusa paper's own sampling rule is the lossy option, by name: **typical acceptance**
-# (`accept="typical"`, Cai et al. 2024, section 2.3.1) accepts candidate $x$ after node $j$ iff
+# (`accept="typical"`, [Cai et al. 2024](https://arxiv.org/abs/2401.10774), section 2.3.1) accepts candidate
+# $x$ after node $j$ iff
 #
 # $$p_j(x) > \min\big(\varepsilon,\; \delta \cdot e^{-H(p_j)}\big),$$
 #
 # and samples the bonus token from $p$. The reference defaults are $\varepsilon = 0.09$,
-# $\delta = 0.3 = \sqrt{\varepsilon}$ (Cai et al. 2024); this section uses the parameters `epsilon` and
-# `delta` (`typical_rule(epsilon, delta)`), the defaults unless a run sets them. At temperature 0, $p$ is
-# one-hot, $H = 0$, and the rule accepts exactly the argmax: **typical = greedy**.
+# $\delta = 0.3 = \sqrt{\varepsilon}$ ([Cai et al. 2024](https://arxiv.org/abs/2401.10774)); this section uses
+# the parameters `epsilon` and `delta` (`typical_rule(epsilon, delta)`), the defaults unless a run sets them. At
+# temperature 0, $p$ is one-hot, $H = 0$, and the rule accepts exactly the argmax: **typical = greedy**.
 
 # %% tags=["nbval-check-output"]
+from specdec_lab.accept import typical_rule
+
 rule = typical_rule(epsilon, delta)  # the thresholds every typical decode and drift of this section uses
 typ0 = generate(lm, ids, method="medusa", accept=rule, max_new_tokens=max_new_tokens, tree="auto",
                 max_budget=max_budget)  # fmt: skip
@@ -285,7 +343,8 @@ print(f"typical acceptance (ε = {epsilon:g}, δ = {delta:g}) at temperature 0 =
 # %% [markdown]
 # At temperature > 0 Medusa samples with the exact rule unless typical acceptance is asked for by name. Both
 # are compared with autoregressive *sampling* at the same temperature and seed (the outputs differ: all
-# three are samples).
+# three are samples). Columns: the tokens emitted, the target forwards that emitted them, their ratio (mean
+# accepted) and the first characters of the text.
 
 # %% tags=["nbval-ignore-output"]
 runs = {
@@ -306,25 +365,39 @@ pd.DataFrame.from_dict(
 
 # %% tags=["nbval-ignore-output"]
 sampled, exact, typical = runs.values()
+plausible = ("it accepts a draft token whenever it is *plausible* (above the threshold), not only when it is the one "
+             "sampling would have drawn — which is exactly why the rule is **lossy**")  # fmt: skip
 Markdown(
-    f"Here exact Medusa emitted {exact.mean_accepted:.2f} tokens per target forward and typical Medusa "
-    f"{typical.mean_accepted:.2f}, against sampling's {sampled.mean_accepted:.2f} ({exact.forwards} and "
-    f"{typical.forwards} forwards for {len(exact.tokens)} and {len(typical.tokens)} tokens, against "
-    f"{sampled.forwards} for {len(sampled.tokens)}; what that buys in speed on this machine is section 2's question, "
-    "timed there by the benchmark harness)."
+    compare(typical.mean_accepted, exact.mean_accepted,
+            "On this sample typical acceptance emitted more tokens per target forward than the exact rule ({a:.2f} "
+            "against {b:.2f}; autoregressive sampling: {s:.2f}): {plausible}.",
+            "On this sample typical acceptance emitted fewer tokens per target forward than the exact rule ({a:.2f} "
+            "against {b:.2f}; autoregressive sampling: {s:.2f}): the three runs are different samples of "
+            f"{sample_tokens} tokens, and a short sample need not show the gain the rule is built for. What it "
+            "does is this: {plausible}.",
+            "On this sample typical acceptance emitted as many tokens per target forward as the exact rule ({a:.2f}; "
+            "autoregressive sampling: {s:.2f}). What it does differently: {plausible}.",
+            plausible=plausible, s=sampled.mean_accepted)
+    + " What that buys in speed on this machine is section 3's question, timed there by the benchmark harness."
 )  # fmt: skip
 
 # %% [markdown]
-# Typical acceptance gains its tokens by accepting a draft token whenever it is *plausible*, not only when
-# it is the one sampling would have drawn — which is exactly why the rule is **lossy**. How lossy, measured: on a tiny model (vocabulary `drift_vocab`, so every prefix can be
-# tabulated) with a deterministic draft (argmax of a perturbed copy — as Medusa heads propose their top
-# candidates), run many independent 2-draft episodes and compare the histogram of the first two emitted
-# tokens with the exact joint $p(t_1)\,p(t_2 \mid t_1)$ (`losslessness.typical_drift`). The exact rule
-# (`accept_speculative`) on the same drafts gives the noise floor of this many trials (`drift_baseline`).
-# The grid: this run's $(\varepsilon, \delta)$ (parameters `epsilon`, `delta`) and the further ε of
-# `drift_epsilons`, each with $\delta = \sqrt{\varepsilon}$; the temperature of the decode above and 1.
+# How lossy, measured: on a tiny model (vocabulary `drift_vocab`, so every prefix can be tabulated) with a
+# deterministic draft (argmax of a perturbed copy — as Medusa heads propose their top candidates), run many
+# independent 2-draft episodes and compare the histogram of the first two emitted tokens with the exact joint
+# $p(t_1)\,p(t_2 \mid t_1)$ (`losslessness.typical_drift`). The exact rule (`accept_speculative`) on the same
+# drafts gives the noise floor of this many trials (`drift_baseline`). The grid: this run's $(\varepsilon,
+# \delta)$ (parameters `epsilon`, `delta`) and the further ε of `drift_epsilons`, each with
+# $\delta = \sqrt{\varepsilon}$; the temperature of the decode above and 1.
 
 # %%
+import torch
+
+from specdec_lab import tiny_model
+from specdec_lab.accept.losslessness import LogitsTable, drift_baseline, typical_drift
+from specdec_lab.sampling import Sampling
+from specdec_lab.viz.decoding import drift_frame
+
 target = tiny_model(vocab_size=drift_vocab, seed=seed)
 perturbed = tiny_model(vocab_size=drift_vocab, seed=seed)
 gen = torch.Generator().manual_seed(5)
@@ -347,10 +420,17 @@ for t in temperatures:
                                     k=2, trials=drift_trials, n=2, seed=seed))  # fmt: skip
 drift = drift_frame(drifts, floors)
 
+# %% [markdown]
+# Per (temperature, ε): δ; the total variation (TV) and KL divergence of typical acceptance's first two tokens
+# from the exact joint; the same for the exact rule on the same drafts (the floors: what this many trials show
+# even for an exact rule); the χ² test's p-value for "typical follows the exact joint"; and the trials.
+
 # %% tags=["nbval-ignore-output"]
 drift.round(4)
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.decoding import drift_figure
+
 fig = drift_figure(drift)
 print(f"saved {save_figure(fig, '06_typical_drift', FIGURES)}")
 fig
@@ -369,6 +449,8 @@ print(f"chi-square rejects 'typical ~ exact sampling' at 1e-3 everywhere: {bool(
 # tabulated context:
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.sampling import warp_probs
+
 rows = {}
 for t in temperatures:
     p0 = warp_probs(target_table(()), Sampling(temperature=t))
@@ -400,5 +482,171 @@ Markdown(
     "section), or the draft model's speculative sampling (notebook 02)."
 )  # fmt: skip
 
-# %% tags=["nbval-ignore-output"]
-print(f"notebook wall time: {time.perf_counter() - T_START:.0f} s")
+# %% [markdown]
+# ## Check your understanding
+#
+# 1. Wherever the heads guess wrong, the target rejects their candidates. Why is the emitted text then still
+#    exactly the autoregressive text, and what does a wrong guess cost?
+#
+#    <details><summary>Answer</summary>
+#
+#    A node is accepted only if its token is the target's argmax after its parent, and the bonus token is the
+#    target's argmax after the last accepted node. Every emitted token is therefore the token greedy decoding
+#    would emit at that position; a wrong guess only costs a wasted node in the forward, never a wrong token.
+#    </details>
+#
+# 2. Why can `tree="auto"` pick a one-node chain on a CPU and tens of nodes on a GPU, with the same heads?
+#
+#    <details><summary>Answer</summary>
+#
+#    It maximises $E[L](n) / (t(n+1) + \text{heads})$. $E[L](n)$ depends only on the heads, but $t(n)$ is the
+#    machine's: on a CPU it grows with every token verified, so a node whose addition to $E[L]$ (the product of
+#    the accuracies along its rank path) is small does not pay for its share of the forward; on a GPU $t$ is flat
+#    up to tens of tokens, so every node that adds anything pays.
+#    </details>
+#
+# 3. Typical acceptance with the reference thresholds at temperature 0 reproduces greedy decoding, yet it is
+#    lossy at temperature 0.7. What changes?
+#
+#    <details><summary>Answer</summary>
+#
+#    At temperature 0, $p$ is one-hot: $p(x) \in \{0, 1\}$ and the rule accepts exactly the argmax. At
+#    temperature > 0 a candidate above the threshold is accepted *every* time, while exact sampling would emit it
+#    only with probability $p(x)$: the draft's choice is over-represented and the other tokens under-represented.
+#    </details>
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise has a stub cell (replace the `...`), a solution cell (removed from student copies) and a check
+# cell that compares your answer with the library's own function.
+
+# %% [markdown] tags=["exercise-1"]
+# ### Exercise 1 ★ — which tokens does typical acceptance accept?
+#
+# At the tabulated context of section 4 the target's logits are `target_table(())` (a vector over the
+# `drift_vocab` tokens). At temperature `temperature`, with $p = \mathrm{softmax}(\text{logits} / T)$, list the
+# tokens $x$ (in increasing order) that typical acceptance with the thresholds `epsilon` and `delta` accepts as
+# the only child of the root: $p(x) > \min(\varepsilon, \delta e^{-H(p)})$, $H(p) = -\sum_v p(v) \ln p(v)$. The
+# reference is the library's rule (`typical_rule(epsilon, delta)`) applied to one-node trees.
+
+# %% tags=["exercise", "exercise-1"]
+answer = ...  # the accepted tokens, e.g. [0, 3]
+
+# %% tags=["solution", "exercise-1"]
+p = torch.softmax(target_table(()) / temperature, dim=-1)
+H = float(-(p * p.log()).sum())
+threshold = min(epsilon, delta * math.exp(-H))
+answer = [x for x in range(len(p)) if float(p[x]) > threshold]
+
+# %% tags=["check", "exercise-1", "nbval-check-output"]
+from specdec_lab.lab.course import check
+from specdec_lab.trees import Tree
+
+root_logits = torch.stack([target_table(()), target_table(())])  # (2, V): only the root's row is read
+accepted = [x for x in range(drift_vocab)
+            if len(rule(Tree.chain(0, [x]), root_logits, Sampling(temperature=temperature)).path) == 2]  # fmt: skip
+_ = check("the tokens typical acceptance accepts", answer, accepted, close=lambda a, r: list(a) == r,
+          hint="Warp by the temperature before the softmax; the threshold is the smaller of ε and δ·exp(−H(p)).")
+
+# %% [markdown] tags=["exercise-2"]
+# ### Exercise 2 ★★ — greedy acceptance on a small tree
+#
+# A tree of 7 nodes (node 0 is the root) and the target's logits after every node are given below. Write
+# `greedy_accept(tokens, parents, logits)` returning `(path, bonus)`: the longest root-to-node path whose every
+# token is the target's argmax after its parent (a node counts only if its parent was accepted), as a list of
+# node indices from the root, and the bonus token, the argmax after the path's last node. The reference is
+# `specdec_lab.accept.accept_greedy`.
+
+# %% tags=["exercise", "exercise-2"]
+tokens = [5, 2, 7, 3, 1, 4, 6]
+parents = [-1, 0, 0, 1, 1, 3, 2]
+logits = torch.zeros(7, 8)
+for node, best in enumerate([2, 1, 6, 4, 0, 3, 5]):  # the target's argmax after each node
+    logits[node, best] = 5.0
+
+
+def greedy_accept(tokens, parents, logits):
+    ...
+
+
+# %% tags=["solution", "exercise-2"]
+def greedy_accept(tokens, parents, logits):  # noqa: F811 - replaces the stub above
+    argmax = logits.argmax(dim=-1).tolist()
+    accepted, best = {0: [0]}, [0]  # node -> its accepted path; parents come before their children
+    for node in range(1, len(tokens)):
+        parent = parents[node]
+        if parent in accepted and tokens[node] == argmax[parent]:
+            accepted[node] = accepted[parent] + [node]
+            if len(accepted[node]) > len(best):
+                best = accepted[node]
+    return best, argmax[best[-1]]
+
+
+# %% tags=["check", "exercise-2", "nbval-check-output"]
+from specdec_lab.accept import accept_greedy
+
+reference = accept_greedy(Tree(torch.tensor(tokens), torch.tensor(parents)), logits)
+_ = check("the accepted path and bonus token", greedy_accept(tokens, parents, logits), (reference.path, reference.bonus),
+          hint="A node is accepted only if its parent is; node 5 matches its parent's argmax, but is its parent accepted?")
+
+# %% [markdown] tags=["exercise-3"]
+# ### Exercise 3 ★★★ — choose the tree size as `tree="auto"` does
+#
+# `proposer.options` holds the candidate trees of section 2 (`TreeOption`s: `.budget` = nodes below the root,
+# `.depth`, `.expected_length` = $E[L]$); `price(n)` is the cost model's seconds for a step that verifies $n$
+# tokens and `heads(d)` the heads' seconds for a tree of depth $d$ (both below). Write
+# `auto_budget(options, price, heads)`: for every budget $n$ keep its best option by
+# $\text{rate} = E[L] / (\text{price}(n + 1) + \text{heads}(\text{depth}))$, and return the budget with the highest
+# rate (ties: the smaller budget). The reference is `specdec_lab.trees.pick_budget` on the same options and costs.
+
+# %% tags=["exercise", "exercise-3"]
+def price(n):
+    return proposer.cost.step(n, tree=True)
+
+
+def heads(depth):
+    return proposer.drafter.head_seconds.get(depth, 0.0) if depth else 0.0
+
+
+def auto_budget(options, price, heads):
+    ...
+
+
+# %% tags=["solution", "exercise-3"]
+def auto_budget(options, price, heads):  # noqa: F811 - replaces the stub above
+    rate = {}
+    for option in options:
+        r = option.expected_length / (price(option.budget + 1) + heads(option.depth))
+        rate[option.budget] = max(rate.get(option.budget, 0.0), r)
+    return max(rate, key=lambda n: (rate[n], -n))
+
+
+# %% tags=["check", "exercise-3", "nbval-check-output"]
+from specdec_lab.trees import pick_budget
+
+_ = check("the budget tree='auto' picks on this machine's costs", auto_budget(proposer.options, price, heads),
+          pick_budget(proposer.options, price, heads).budget, close=lambda a, r: a == r,
+          hint="Price a budget n as a step that verifies n + 1 tokens (the root too); a budget may have several depths.")
+
+# %% [markdown]
+# ## Takeaways
+#
+# - Medusa drafts from the target's own last hidden state: the heads fill a token tree, one forward verifies
+#   it with tree attention, and the next step's hidden state comes out of the same forward.
+# - Greedy Medusa emits exactly the autoregressive tokens, whatever tree the heads fill (checked above token for
+#   token, for the auto tree and the demonstration tree).
+# - The tree that pays is the machine's: `tree="auto"` weighs $E[L](n)$ against the measured cost of verifying
+#   $n + 1$ tokens, and a steep CPU cost curve keeps it small however much a larger tree would accept.
+# - When sampling, the one-hot rule keeps Medusa exact; typical acceptance is lossy — its drift from exact
+#   sampling stands above the noise floor of the exact rule in every cell of the grid.
+#
+# ## Further reading
+#
+# - [Medusa: Simple LLM Inference Acceleration Framework with Multiple Decoding Heads](https://arxiv.org/abs/2401.10774)
+#   (Cai et al. 2024): the heads, the tree and typical acceptance (section 2.3.1) of this notebook.
+# - [SpecInfer](https://arxiv.org/abs/2305.09781) (Miao et al. 2024): token-tree verification and multi-step
+#   speculative sampling, the exact rule of section 4.
+# - [EAGLE](https://arxiv.org/abs/2401.15077) (Li et al. 2024): top-$k$ draft trees sampled with the same one-hot
+#   rule (notebook 10).
+# - [SpecTr](https://arxiv.org/abs/2310.15141) (Sun et al. 2023): several drafts verified by optimal transport.

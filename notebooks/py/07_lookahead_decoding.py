@@ -18,13 +18,14 @@
 # # 07 · Lookahead decoding: Jacobi iteration, the n-gram pool and the 2D window
 #
 # The methods so far needed a **draft**: a small model (02), heads trained on the target (03, 06), or
-# the prompt's own text (prompt lookup). Lookahead decoding (Fu et al. 2024) needs none of them. It makes
-# its guesses with the target itself, in the same forward that verifies:
+# the prompt's own text ([prompt lookup](https://github.com/apoorvumang/prompt-lookup-decoding)).
+# [Lookahead decoding](https://arxiv.org/abs/2402.02057) (Fu et al. 2024) needs none of them. It makes its
+# guesses with the target itself, in the same forward that verifies:
 #
-# 1. **Jacobi iteration** (`generate(method="jacobi")`, `proposers/jacobi.py`) — guess a block of $n$
-#    future tokens, run *one* forward over it and replace every guess by the target's argmax after its
-#    predecessor; greedy decoding is the fixed point. Alone, on a model not trained for it, it hardly
-#    ever beats one token per step;
+# 1. **Jacobi iteration** (`generate(method="jacobi")`, `proposers/jacobi.py`;
+#    [Santilli et al. 2023](https://arxiv.org/abs/2305.10427)) — guess a block of $n$ future tokens, run *one*
+#    forward over it and replace every guess by the target's argmax after its predecessor; greedy decoding is
+#    the fixed point. Alone, on a model not trained for it, it hardly ever beats one token per step;
 # 2. **the 2D window** (`generate(method="lookahead")`, `proposers/lookahead.py`) — keep the last
 #    $N-1$ Jacobi iterates as a $(N-1) \times W$ window; each of its $W$ columns becomes an $N$-gram
 #    for a **pool** keyed by the first token. The window is verified but never accepted: in our loop it
@@ -33,14 +34,31 @@
 #    trie under the root; greedy acceptance keeps the longest one the target agrees with. The output is
 #    exactly greedy decoding's.
 #
+# ## Learning objectives
+#
+# After this notebook you can
+#
+# - run Jacobi iteration and explain why its fixed point is greedy decoding and why, on a pretrained model, it
+#   fixes about one token per forward;
+# - build one lookahead step's tree — window, root and n-gram trie — count its nodes, and derive its attention
+#   mask from the reference code's rule;
+# - trace where the accepted n-grams came from (the text or the window) over a decode;
+# - predict a $(W, N, G)$ point's speed-up from its mean accepted and the cost curve, and explain why sizes
+#   chosen for a GPU lose on a CPU.
+#
+# **Prerequisites.** 00 (the decoding loop and the cost curve) and 04 (tree attention); 06 helps (a token tree
+# verified in one forward).
+#
+# **Notation** (notebook 00's table): $k$ = tokens proposed, $E[L]$ = expected tokens per step, $t(n)$ = the cost
+# of a forward over $n$ tokens. "Mean accepted" = tokens emitted per target forward, **bonus included**
+# (autoregressive = 1).
+#
 # Sections: (1) Jacobi on a real prompt, its trajectory, and why it stalls; (2) one lookahead step's tree
 # and attention mask, derived by hand and checked against the library; (3) the pool and its hits over a
 # decode; (4) a sweep over $W, N, G$, timed against autoregressive decoding (run by `specdec_lab.sweep`,
 # read here from its committed table); (5) why the same method pays where a forward of 64 tokens costs what
 # one costs; (6) the reference code's sizes for a 7B model on a GPU, measured on this CPU beside the sizes
 # it chooses.
-#
-# Notation: "mean accepted" = tokens emitted per target forward, **bonus included** (autoregressive = 1).
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: shorter decodes, fewer cost-curve sizes (same code paths)
@@ -67,57 +85,16 @@ seed: int = 0  # random seed (of the window's initial guesses; greedy output doe
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
 
 # %%
+from specdec_lab import load_model
+from specdec_lab.lab.course import start
+
 if quick:
     jacobi_tokens, demo_tokens, pool_tokens = 16, 16, 32
     cost_sizes = "1,4,16,32"
     figures_dir = "../results/figures"  # CI runs leave the committed figures alone
-
-import json
-import os
-import time
-from pathlib import Path
-
-import ipywidgets as w
-import pandas as pd
-import torch
-from IPython.display import Markdown, display
-from transformers.utils import logging as hf_logging
-
-from specdec_lab import generate, load_model, measure_cost_curve
-from specdec_lab.cost import StepCost, flat_curve
-from specdec_lab.io import load_prompts
-from specdec_lab.lab.experiment import NOISY_SPREAD
-from specdec_lab.lab.lookahead import PAPER_METHODS, PAPER_SIZES, RecordingLookahead, paper_sizes_frame
-from specdec_lab.lab.trees import Explorer
-from specdec_lab.proposers import LookaheadConfig
-from specdec_lab.proposers.lookahead_budget import LookaheadBudget
-from specdec_lab.text import path_pieces, token_pieces, visible
-from specdec_lab.viz.decoding import show_steps
-from specdec_lab.viz.figures import save_figure
-from specdec_lab.viz.jacobi import jacobi_figure, jacobi_frame
-from specdec_lab.viz.lookahead import (
-    lookahead_mask_figure,
-    lookahead_step_callback,
-    lookahead_tree_figure,
-    node_kinds,
-    window_cell,
-)
-from specdec_lab.viz.lookahead_pool import pool_figure, pool_frame
-from specdec_lab.viz.lookahead_sweep import (
-    cost_figure,
-    paper_sizes_figure,
-    predicted_speedups,
-    sweep_figure,
-    sweep_frame,
-)
-
-T_START = time.perf_counter()
-FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
-hf_logging.disable_progress_bar()
-torch.manual_seed(seed)
-all_prompts = load_prompts("../data/prompts.jsonl")
-prompts = {p.question_id: p for p in all_prompts}
-print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={quick}")
+FIGURES = start(figures_dir, seed=seed, stem="07_lookahead_decoding")
+lm = load_model(model_name)
+tok = lm.tokenizer
 
 # %% [markdown]
 # ## 1. Jacobi iteration on a real prompt
@@ -130,9 +107,12 @@ print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={qui
 # $g'_{a+1}$ are emitted, and the updated guesses past them are the next step's block.
 
 # %%
-lm = load_model(model_name)
-tok = lm.tokenizer
-prompt = prompts[prompt_id]
+from specdec_lab import generate
+from specdec_lab.io import load_prompts
+from specdec_lab.viz.jacobi import jacobi_frame
+
+all_prompts = load_prompts("../data/prompts.jsonl")
+prompt = next(p for p in all_prompts if p.question_id == prompt_id)
 ids = lm.chat_ids(prompt.text)
 print(f"[{prompt.category}] {prompt.text[:300]}...")
 ar = generate(lm, ids, max_new_tokens=max(jacobi_tokens, demo_tokens, pool_tokens))
@@ -153,6 +133,12 @@ print(f"each step's update at offset 1 is greedy decoding's next token: {all(bon
 print(f"fewer than 1.5 tokens per forward: {jac.mean_accepted < 1.5}")
 
 # %% tags=["nbval-ignore-output"]
+import pandas as pd
+from IPython.display import display
+
+from specdec_lab.viz.figures import save_figure
+from specdec_lab.viz.jacobi import jacobi_figure
+
 accepted_guesses = traj[traj["accepted"]]
 if len(accepted_guesses):  # a guess is accepted only if it is greedy's token there (and the update keeps it)
     assert accepted_guesses["right"].all() and accepted_guesses["unchanged"].all()
@@ -181,8 +167,9 @@ fig
 # from the guessed context $g_{<j}$. A wrong $g_1$ spoils the context of every later position, the update
 # makes offset 1 right (it is the bonus token), and the next step starts over from a block that was
 # predicted from a wrong context. So mean accepted stays near 1 (the check above): each forward fixes
-# about one token, like autoregressive decoding, at the price of a $(n+1)$-token forward. (CLLMs
-# fine-tune the target so that the trajectory converges faster; a pretrained chat model does not.)
+# about one token, like autoregressive decoding, at the price of a $(n+1)$-token forward.
+# ([CLLMs](https://arxiv.org/abs/2403.00835), Kou et al. 2024, fine-tune the target so that the trajectory
+# converges in fewer iterations; a pretrained chat model does not.)
 #
 # But look at the yellow cells and at the guesses the update produces: they are often plausible
 # *continuations of their own context*. Text repeats (names, code identifiers, phrases of the prompt), so
@@ -191,7 +178,7 @@ fig
 #
 # ## 2. One lookahead step: the window as a tree, and its mask
 #
-# LADE (the reference code) builds its 2D window with a hand-written attention mask: window cell
+# LADE (the reference code, hao-ai-lab/LookaheadDecoding) builds its 2D window with a hand-written attention mask: window cell
 # $(l, i)$ — level $l$, column $i$, a guess for offset $l + i$ after the root — attends to level 0's
 # columns $0..i$ and to column $i$ of levels $1..l$, at position `cache_length + l + i`. That *is* a
 # tree: give cell $(0, i)$ the parent $(0, i-1)$ and cell $(l, i)$ the parent $(l-1, i)$ (a comb whose
@@ -202,10 +189,13 @@ fig
 # $N$-gram for the pool. The verification branch — the root's n-grams as chains, merged into a trie —
 # sits beside it under the root.
 #
-# A small case from a real decode: $W = 4$, $N = 3$, $G = 2$, the first step with a full window and the
-# most n-grams verified.
+# A small case from a real decode (parameters `demo_W`, `demo_N`, `demo_G`; by default $W = 4$, $N = 3$,
+# $G = 2$): the first step with a full window and the most n-grams verified.
 
 # %%
+from specdec_lab.text import token_pieces, visible
+from specdec_lab.viz.lookahead import node_kinds
+
 demo = generate(lm, ids, method="lookahead", W=demo_W, N=demo_N, G=demo_G, seed=seed, max_new_tokens=demo_tokens)
 full = [s.info["levels"] == demo_N - 1 and s.info["W"] > 0 for s in demo.steps]
 pick = max(range(len(demo.steps)), key=lambda i: (full[i], demo.steps[i].info["grams"], demo.steps[i].accepted > 0))
@@ -219,6 +209,8 @@ print(f"step {pick}: {len(tree)} nodes = root + {levels} x {columns} window - 1 
       f"({step.info['grams']} n-grams); accepted path {step.path}, emitted {visible(emitted)!r}")  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.lookahead import lookahead_tree_figure
+
 fig = lookahead_tree_figure(tree, columns, tok, path=step.path)
 print(f"saved {save_figure(fig, '07_lookahead_tree', FIGURES)}")
 fig
@@ -234,6 +226,10 @@ fig
 # ancestors), nothing of the window; no window cell sees an n-gram.
 
 # %% tags=["nbval-check-output"]
+import torch
+
+from specdec_lab.viz.lookahead import window_cell
+
 n_window = levels * columns  # nodes 0 .. n_window − 1: the window, root = cell (0, 0)
 cells = [window_cell(node, columns) for node in range(n_window)]
 naive = torch.zeros(len(tree), len(tree), dtype=torch.bool)
@@ -256,6 +252,9 @@ print(f"window cells never accepted (non-candidates), accepted path inside the v
       f"{all(kinds[n] != 'window' for n in step.path)}")  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.text import path_pieces
+from specdec_lab.viz.lookahead import lookahead_mask_figure
+
 display(pd.DataFrame({
     "token": [visible(p) for p in path_pieces(tree.tokens.tolist(), parents, tok, context=committed[:-1])],
     "branch": kinds,
@@ -282,6 +281,11 @@ print(f"greedy lookahead (W={demo_W}, N={demo_N}, G={demo_G}) == autoregressive:
 
 # %% tags=["nbval-skip"]
 # (drawn on demand only: papermill and nbval stall on widgets that draw figures when created)
+import ipywidgets as w
+
+from specdec_lab.lab.trees import Explorer
+from specdec_lab.viz.lookahead import lookahead_step_callback
+
 Explorer(
     w.IntSlider(value=pick, min=0, max=len(demo.steps) - 1, description="step", continuous_update=False),
     lookahead_step_callback(demo, tok),
@@ -291,13 +295,17 @@ Explorer(
 # %% [markdown]
 # ## 3. The pool over a decode
 #
-# With $W = 4$, $N = 4$, $G = 4$: the pool starts with the prompt's n-grams (`pool_from_prompt`, LADE's
+# With `pool_W`, `pool_N`, `pool_G` (by default $W = 4$, $N = 4$, $G = 4$): the pool starts with the prompt's n-grams (`pool_from_prompt`, LADE's
 # default) and grows by the output's n-grams and by the $W$ n-grams the window harvests every step. A
 # step verifies the root's n-grams (at most $G$, most recent first). Accepted tokens are **credited** to
 # the text when a text n-gram offered them (it would have been verified without any window), else to the
 # window. `RecordingLookahead` is the library's proposer with the pool's size added to its `info()`.
 
 # %%
+from specdec_lab.lab.lookahead import RecordingLookahead
+from specdec_lab.proposers import LookaheadConfig
+from specdec_lab.viz.lookahead_pool import pool_frame
+
 recorder = RecordingLookahead(LookaheadConfig(W=pool_W, N=pool_N, G=pool_G, seed=seed))
 la = generate(lm, ids, proposer=recorder, max_new_tokens=pool_tokens)
 pool = pool_frame(la)
@@ -311,6 +319,8 @@ print(f"the pool only grows: {bool(pool['pool n-grams'].is_monotonic_increasing)
       f"{int(pool['accepted (text)'].sum() + pool['accepted (window)'].sum()) == int(pool['accepted'].sum())}")  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.lookahead_pool import pool_figure
+
 verified = pool["n-grams verified"] > 0
 display(pd.Series({
     "steps": len(pool),
@@ -329,6 +339,8 @@ print(f"saved {save_figure(fig, '07_pool', FIGURES)}")
 fig
 
 # %% tags=["nbval-ignore-output"]
+from IPython.display import Markdown
+
 by_text, by_window = int(pool["accepted (text)"].sum()), int(pool["accepted (window)"].sum())
 source = "the text" if by_text > by_window else "the window" if by_window > by_text else "the text and the window alike"
 Markdown(
@@ -343,6 +355,8 @@ Markdown(
 )  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.decoding import show_steps
+
 show_steps(la, tok)
 
 # %% [markdown]
@@ -362,8 +376,15 @@ show_steps(la, tok)
 # is run again, and a gather step writes one row per point to `table.csv`. This section reads the table
 # committed from such a run, `data/sweeps/tables/lookahead_wng.csv` (parameter `sweep_table`: point it at
 # your own run's `table.csv` to draw your machine's). **Timings of one machine, on three prompts: noisy.**
+#
+# Columns, per $(W, N, G)$: the speed-up (lookahead's tokens/s over autoregressive's), both tokens/s, mean
+# accepted, the tokens verified per forward (root included) and, of them, the n-gram nodes and the window cells
+# besides the root, whether every output equalled autoregressive decoding's, and whether the point's timings
+# were noisy (autoregressive step times spread out: the CPU was busy with something else).
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.lookahead_sweep import sweep_frame
+
 table = pd.read_csv(sweep_table)
 sweep = sweep_frame(table)
 print(f"{sweep_table}: {len(sweep)} of {len(table)} points finished; prompts {table['prompt_id'].iloc[0]}, "
@@ -375,6 +396,8 @@ print(f"every grid point identical to autoregressive: {bool(sweep['identical to 
 print(", ".join(f"{a} in {sorted(set(sweep.index.get_level_values(a)))}" for a in sweep.index.names), len(sweep), "points")
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.lookahead_sweep import sweep_figure
+
 fig = sweep_figure(sweep)
 print(f"saved {save_figure(fig, '07_sweep', FIGURES)}")
 fig
@@ -386,6 +409,8 @@ fig
 # costs. On the table above:
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.lab.experiment import NOISY_SPREAD
+
 speed, nodes = sweep["speed-up vs autoregressive"], sweep["tokens verified / forward"]
 best, worst = speed.idxmax(), speed.idxmin()
 rho = speed.corr(nodes, method="spearman")
@@ -426,6 +451,10 @@ Markdown(
 # are those of the machine that ran the sweep: the comparison is exact only where the two are the same.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab import measure_cost_curve
+from specdec_lab.cost import flat_curve
+from specdec_lab.viz.lookahead_sweep import cost_figure, predicted_speedups
+
 curve = measure_cost_curve(
     lm.model, sizes=[int(n) for n in cost_sizes.split(",")], tree=True, repeats=3, warmup=1, statistic="min"
 )
@@ -467,9 +496,13 @@ Markdown(
 # %% [markdown]
 # That is why `W="auto"` (`proposers/lookahead_budget.py`) sizes the window from the measured cost curve
 # and the hit rates seen so far, maximising $(1 + y_\text{text} + y_\text{win} \log_2(1+W)) / t(1 +
-# (N-1)W + \hat g)$ every few steps. With its priors (before any hit is observed), on the two curves:
+# (N-1)W + \hat g)$ every few steps. With its priors (before any hit is observed), on the two curves: per
+# width $W$ the tokens it predicts per unit of time $t(1)$, and the width it opens with.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.cost import StepCost
+from specdec_lab.proposers.lookahead_budget import LookaheadBudget
+
 choices = {}
 for name, c in curves.items():
     budget = LookaheadBudget(StepCost.of(c), N=4, G=4, max_window=16)  # the one cost model, on this curve
@@ -478,7 +511,7 @@ for name, c in curves.items():
 pd.DataFrame.from_dict(choices, orient="index")  # predicted tokens per t(1), per width, and the width W="auto" starts with
 
 # %% tags=["nbval-ignore-output"]
-start = {name: c["chosen W"] for name, c in choices.items()}
+opens = {name: c["chosen W"] for name, c in choices.items()}
 
 
 def opening(w):
@@ -486,19 +519,19 @@ def opening(w):
 
 
 Markdown(
-    f"With its priors the sizer opens with {opening(start['this CPU (measured)'])} on this CPU, and with "
-    f"{opening(start['flat (GPU-like)'])} on the flat curve (the widest it considers is 16). From there it re-chooses "
+    f"With its priors the sizer opens with {opening(opens['this CPU (measured)'])} on this CPU, and with "
+    f"{opening(opens['flat (GPU-like)'])} on the flat curve (the widest it considers is 16). From there it re-chooses "
     "every `adapt_every` steps from the hit rates it observes: on a CPU a window is widened only while window "
     "n-grams keep hitting."
 )  # fmt: skip
 
 # %% [markdown]
-# ## 6. The paper's sizes on this CPU
+# ## 6. The paper's sizes on a CPU
 #
 # The reference code runs Llama-2-7B-chat on MT-Bench with N = 5, W = 15, G = 15 (source: hao-ai-lab/LookaheadDecoding, `applications/run_mtbench.sh`: `LEVEL=5`, `WIN=15`, `GUESS=15`),
 # sized for a GPU where a forward of a hundred tokens costs about what one costs. Each step then verifies
 # the root, $(N-1) \cdot W - 1 = 59$ window cells and up to $G$ n-grams of $N - 1$ tokens. The same sizes
-# on this CPU, beside `lookahead` as it runs by default (`W="auto"`, $N = 4$, $G = 8$: the window sized by
+# on a CPU, beside `lookahead` as it runs by default (`W="auto"`, $N = 4$, $G = 8$: the window sized by
 # the cost model, section 5), measured by the benchmark harness on one prompt per category:
 #
 # ```bash
@@ -508,9 +541,17 @@ Markdown(
 #
 # Greedy; per prompt the three methods run in rotated order, twice, and each keeps its faster run; every
 # output is compared with autoregressive decoding's. This section reads the committed result (parameter
-# `paper_bench`); `rerun=True` runs the same command here instead (several minutes).
+# `paper_bench`); `rerun=True` runs the same command here instead (several minutes). Columns: the sizes (and,
+# for `W="auto"`, the widths it ended with per prompt), the prompts, tokens per step (mean accepted), tokens
+# verified per forward, the share of steps that verified a window, tokens/s, the speed-up over autoregressive
+# with its 95-percent paired-bootstrap interval over the prompts, and whether every output equalled autoregressive's.
 
 # %% tags=["nbval-ignore-output"]
+import json
+from pathlib import Path
+
+from specdec_lab.lab.lookahead import PAPER_METHODS, PAPER_SIZES, paper_sizes_frame
+
 if rerun:
     from specdec_lab.bench.__main__ import main as bench_main
 
@@ -533,6 +574,8 @@ print(f"methods: {', '.join(paper['methods'])}; every output identical to autore
       f"{bool(paper_frame['identical to autoregressive'].all())}")  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.lookahead_sweep import paper_sizes_figure
+
 fig = paper_sizes_figure(paper)
 print(f"saved {save_figure(fig, '07_paper_sizes', FIGURES)}")
 fig
@@ -554,7 +597,7 @@ Markdown(
     f"{{{auto_row['widths chosen']}}}, and which "
     f"verified a window in {auto_row['steps with a window']:.0%} of its steps) — but each of its forwards verifies "
     f"{big['tokens verified / forward']:.1f} tokens on average, against {auto_row['tokens verified / forward']:.1f}. "
-    f"On this CPU the paper's sizes are **{'faster' if faster else 'slower'}**: {interval(big)} against "
+    f"On the CPU that ran the bench the paper's sizes are **{'faster' if faster else 'slower'}**: {interval(big)} against "
     f"{interval(auto_row)}" + (" (the intervals overlap: too few prompts to tell them apart)" if overlap else "")
     + f". Where a forward of {big['tokens verified / forward']:.0f} tokens costs what one costs (the flat curve of "
     f"section 5), the speed-up would be the tokens per step itself, {big['tokens per step']:.2f}×: the sizes fit the "
@@ -562,5 +605,196 @@ Markdown(
     "under such a curve."
 )  # fmt: skip
 
-# %% tags=["nbval-ignore-output"]
-print(f"notebook wall time: {time.perf_counter() - T_START:.0f} s")
+# %% [markdown]
+# ## Check your understanding
+#
+# 1. Most of the window's guesses are wrong. Why does greedy lookahead still emit exactly the autoregressive
+#    tokens?
+#
+#    <details><summary>Answer</summary>
+#
+#    The window's cells are non-candidate nodes: greedy acceptance never walks into them, and their K/V are
+#    dropped. The n-gram nodes never attend to the window (the mask of section 2), so their logits are those of
+#    verifying the n-grams alone, and greedy acceptance keeps an n-gram token only where it is the target's
+#    argmax. The window changes which n-grams reach the pool, never which tokens are emitted.
+#    </details>
+#
+# 2. Why does Jacobi iteration on a pretrained model fix about one token per forward, although it updates all
+#    $n$ guesses at once?
+#
+#    <details><summary>Answer</summary>
+#
+#    The update at offset $j$ is the argmax after the *guessed* prefix $g_{<j}$. Only offset 1 has an all-real
+#    context, so only it is sure to be right; once a guess is wrong, every later update is computed from a wrong
+#    context, and a right token behind a wrong one cannot be accepted. A model trained for it (CLLMs) predicts
+#    several tokens right from a partly wrong context; a pretrained one rarely does.
+#    </details>
+#
+# 3. On the flat curve of section 5 the best grid point is the one that accepts most per forward. Why not on
+#    this CPU's curve?
+#
+#    <details><summary>Answer</summary>
+#
+#    The speed-up is about the mean accepted divided by $t(\bar n)/t(1)$. On a flat curve the divisor is 1 for
+#    any $\bar n$, so more tokens per step always wins. On a CPU the divisor grows with the tokens verified per
+#    forward, and a wide window or a large $G$ adds more to $\bar n$ than its extra hits add to the mean accepted.
+#    </details>
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise has a stub cell (replace the `...`), a solution cell (removed from student copies) and a check
+# cell that compares your answer with the library's own function.
+
+# %% [markdown] tags=["exercise-1"]
+# ### Exercise 1 ★ — how many tokens does one lookahead step verify?
+#
+# A step's tree is the window (`levels` × `columns` cells; the root is cell (0, 0)) followed by the n-gram
+# trie's `ngram_nodes` nodes; a step without a window (`levels = columns = 0`) still verifies the root. Write
+# `step_nodes(columns, levels, ngram_nodes)`. The check runs it on every step of the decodes of sections 2 and
+# 3 (their `info["columns"]`, `info["levels"]` and `proposed`) against the size of the tree the library
+# verified, `len(step.tree)`. With a full window of width $W$, $N - 1$ levels and $G$ n-grams that share no
+# token, what is the most a step can verify?
+
+# %% tags=["exercise", "exercise-1"]
+def step_nodes(columns, levels, ngram_nodes):
+    ...
+
+
+# %% tags=["solution", "exercise-1"]
+def step_nodes(columns, levels, ngram_nodes):  # noqa: F811 - replaces the stub above
+    return max(columns * levels, 1) + ngram_nodes  # window cells, the root among them (or the root alone)
+
+
+# at most (N − 1)·W window cells + G·(N − 1) n-gram tokens = (N − 1)(W + G): 120 at the paper's W = G = 15, N = 5
+
+# %% tags=["check", "exercise-1", "nbval-check-output"]
+from specdec_lab.lab.course import check
+
+steps = [*demo.steps, *la.steps]
+answer = None if step_nodes(4, 2, 3) is None else [
+    step_nodes(s.info["columns"], s.info["levels"], s.proposed) for s in steps]  # fmt: skip
+_ = check("the nodes of every lookahead step of sections 2 and 3", answer, [len(s.tree) for s in steps],
+          close=lambda a, r: a == r, hint="The root is window cell (0, 0): count it once, with or without a window.")
+
+# %% [markdown] tags=["exercise-2"]
+# ### Exercise 2 ★★ — Jacobi iteration converges to greedy decoding
+#
+# On a tiny random model (`tiny_model`, no chat template: prompts are token ids), write `jacobi_step(block)`:
+# one Jacobi update of a block of guesses for the tokens after `prompt_ids` — one forward of the model over
+# `prompt_ids + block` (`tiny(torch.tensor([ids])).logits[0]`), and each guess replaced by the argmax at the
+# position before it. The check iterates it from a block of copies of the last prompt token until nothing
+# changes, and compares the fixed point with greedy decoding, `generate(tiny, prompt_ids,
+# method="autoregressive")` (and the library's `method="jacobi"` with it).
+
+# %% tags=["exercise", "exercise-2"]
+from specdec_lab import tiny_model
+
+tiny = tiny_model(seed=seed)
+prompt_ids, n = [5, 17, 42, 9], 8
+
+
+def jacobi_step(block):
+    ...
+
+
+# %% tags=["solution", "exercise-2"]
+def jacobi_step(block):  # noqa: F811 - replaces the stub above
+    with torch.no_grad():
+        logits = tiny(torch.tensor([prompt_ids + block])).logits[0]  # (len, V): logits[i] predicts token i + 1
+    start = len(prompt_ids) - 1  # the prompt's last position predicts the block's first token
+    return logits[start : start + len(block)].argmax(dim=-1).tolist()
+
+
+# %% tags=["check", "exercise-2", "nbval-check-output"]
+block, updates = [prompt_ids[-1]] * n, 0  # Santilli et al. start from padding: copies of one token
+while (new := jacobi_step(block)) is not None and new != block and updates <= n:  # each update fixes >= 1 more
+    block, updates = new, updates + 1
+greedy = generate(tiny, prompt_ids, method="autoregressive", max_new_tokens=n).tokens
+assert generate(tiny, prompt_ids, method="jacobi", n=n, max_new_tokens=n).tokens == greedy  # the library's Jacobi
+_ = check("the fixed point of Jacobi iteration", None if new is None else block, greedy,
+          hint="The logits at position i predict token i + 1: the block's first guess comes from the prompt's last "
+               "position.")
+print(f"the block stopped changing after {updates} updates (at most n = {n}: each fixes one more token at least)")
+
+# %% [markdown] tags=["exercise-3"]
+# ### Exercise 3 ★★ — predict a grid point's speed-up from the cost curve
+#
+# For every $(W, N, G)$ point of the sweep, predict its speed-up on this CPU's measured curve `curve` (section
+# 5; `curve(n)` is the seconds of a forward over $n$ tokens, interpolated) as
+# $\text{mean accepted} / (t(\bar n)/t(1))$, with $\bar n$ the point's tokens verified per forward. Return a
+# list in the sweep's row order. The reference is `predicted_speedups(sweep, {"here": curve})`.
+
+# %% tags=["exercise", "exercise-3"]
+answer = ...  # one predicted speed-up per row of `sweep`
+
+# %% tags=["solution", "exercise-3"]
+answer = [row["mean accepted"] / (curve(row["tokens verified / forward"]) / curve(1)) for _, row in sweep.iterrows()]
+
+# %% tags=["check", "exercise-3", "nbval-check-output"]
+import math
+
+reference = list(predicted_speedups(sweep, {"here": curve})["predicted (here)"])
+_ = check("the predicted speed-ups of the sweep's points", answer, reference,
+          close=lambda a, r: len(a) == len(r) and all(math.isclose(x, y, rel_tol=1e-9) for x, y in zip(a, r, strict=True)),
+          hint="Divide the mean accepted by the cost of a forward of n̄ tokens relative to one of a single token.")
+
+# %% [markdown] tags=["exercise-4"]
+# ### Exercise 4 ★★★ — one Jacobi step of the 2D window: harvest and slide
+#
+# A full window of $W = 4$ columns and $N - 1 = 3$ levels is given as `levels` (level 0 without its column 0,
+# which is the root; then levels 1 and 2), with the step's `root` and `pred`, the target's argmax at the last
+# level's cells. Write `window_step(levels, root, pred)` returning `(grams, next_levels)`: the $W$ n-grams it
+# harvests (column $i$ read top-down, then `pred[i]`, as `(first token, tuple of the N − 1 after it)`) and the
+# window after it slides by one (level 1 without its column 0 becomes level 0, every level moves up, `pred` is
+# the new last level). The reference is the proposer's own `Window.step` (`proposers/lookahead.py`).
+
+# %% tags=["exercise", "exercise-4"]
+levels_given = [[11, 12, 13], [20, 21, 22, 23], [30, 31, 32, 33]]
+root, pred = 10, [40, 41, 42, 43]
+
+
+def window_step(levels, root, pred):
+    ...
+
+
+# %% tags=["solution", "exercise-4"]
+def window_step(levels, root, pred):  # noqa: F811 - replaces the stub above
+    columns = zip([root, *levels[0]], *levels[1:], pred, strict=True)  # column i: offsets i .. i + N − 1
+    grams = [(col[0], tuple(col[1:])) for col in columns]
+    return grams, [levels[1][1:], *levels[2:], list(pred)]
+
+
+# %% tags=["check", "exercise-4", "nbval-check-output"]
+from specdec_lab.proposers.lookahead import Window
+
+window = Window(4, 4, fresh=lambda: 0)
+window.levels = [list(level) for level in levels_given]  # the full window above
+harvested = window.step(root, pred)
+_ = check("the harvested n-grams and the slid window", window_step(levels_given, root, pred),
+          (harvested, window.levels), hint="Column 0 starts with the root; the new level 0 drops level 1's column 0.")
+
+# %% [markdown]
+# ## Takeaways
+#
+# - Jacobi iteration's fixed point is greedy decoding, but on a pretrained model each forward fixes about one
+#   token: a guess is only as good as the guessed context it was predicted from.
+# - Lookahead turns the Jacobi trajectory into n-grams and verifies the ones that start with the current token;
+#   its 2D window is an ordinary token tree of non-candidate nodes, and the reference code's hand-written mask
+#   is that tree's ancestor mask.
+# - Greedy lookahead emits exactly the autoregressive tokens at every $(W, N, G)$ of the sweep; only the speed
+#   depends on the sizes.
+# - The speed-up is about the mean accepted over the relative cost of the forward: sizes chosen for a flat
+#   (GPU) cost curve verify far more tokens than a CPU pays for, which is why `W="auto"` sizes the window from
+#   the measured curve.
+#
+# ## Further reading
+#
+# - [Break the Sequential Dependency of LLM Inference Using Lookahead Decoding](https://arxiv.org/abs/2402.02057)
+#   (Fu et al. 2024): the 2D window, the n-gram pool and the sizes of section 6.
+# - [Accelerating Transformer Inference for Translation via Parallel Decoding](https://arxiv.org/abs/2305.10427)
+#   (Santilli et al. 2023): Jacobi decoding, section 1.
+# - [CLLMs: Consistency Large Language Models](https://arxiv.org/abs/2403.00835) (Kou et al. 2024): fine-tuning
+#   a model so that Jacobi iteration converges in fewer steps.
+# - [Prompt Lookup Decoding](https://github.com/apoorvumang/prompt-lookup-decoding) (repository): n-grams from
+#   the prompt alone, the text half of lookahead's pool.

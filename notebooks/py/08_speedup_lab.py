@@ -30,10 +30,27 @@
 # * and several methods at once on the same prompt (section 2): tokens per step, draft tokens accepted
 #   per step, and speed, side by side.
 #
+# ## Learning objectives
+#
+# After this notebook you can
+#
+# - run any registered method against autoregressive decoding on one prompt and read its `LabResult`: mean
+#   accepted, speed-up, identical output;
+# - tell from a step's trace which tokens were accepted drafts, bonus tokens and plain steps;
+# - compare several methods on one prompt with interleaved timings, and decide which is fastest — or that the
+#   timings cannot tell;
+# - run the same experiment as a sweep point (`python -m specdec_lab.sweep`).
+#
+# **Prerequisites.** 00 (the decoding loop and the cost curve); 02, 06 and 07 introduce the draft model,
+# Medusa and lookahead that section 2 compares.
+#
+# **Notation** (notebook 00's table): $k$ = tokens proposed per step, $E[L]$ = expected tokens per step.
+# "Mean accepted" = tokens emitted per target forward, **bonus included** (autoregressive = 1).
+#
 # The method list and each method's parameters are read from the registry
 # (`specdec_lab.proposers.METHODS` and its config dataclasses), so a method added with `register_method`
-# appears in the dashboard without editing this notebook. The cell below runs the default experiment
-# without widgets (papermill and nbval see a complete notebook); the dashboard follows.
+# appears in the dashboard without editing this notebook. The cells below run the default experiment
+# without widgets (papermill and nbval see a complete notebook); the dashboards follow.
 #
 # **Sweeps** execute this notebook once per grid point (`python -m specdec_lab.sweep SPEC.yaml`) with
 # the parameters `method` (a bench spec such as `"draft:max_draft=4"`), `temperature`, `max_new_tokens`,
@@ -53,53 +70,19 @@ default_step: int = -1  # the step whose tree is shown first (-1: the most instr
 compare: str = "prompt_lookup,draft,medusa,lookahead"  # section 2: specs run side by side on the first prompt ("": skip)
 compare_tokens: int = 48  # section 2: tokens per method
 compare_rounds: int = 2  # section 2: interleaved rounds (order rotated); each method keeps its fastest
+tie_tol: float = 0.05  # section 2: speed-ups within this share of the best count as tied (run-to-run noise)
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
 
 # %%
+from specdec_lab import load_model
+from specdec_lab.lab.course import start
+
 if quick:
     max_new_tokens = min(max_new_tokens, 24)
     compare, compare_tokens, compare_rounds = "prompt_lookup,lookahead", 16, 1
     figures_dir = "../results/figures"  # CI runs leave the committed figures alone
-
-import os
-import time
-from pathlib import Path
-
-import torch
-from IPython.display import HTML, Markdown, display
-from tqdm.auto import tqdm
-from transformers.utils import logging as hf_logging
-
-from specdec_lab import load_model
-from specdec_lab.io import load_prompts, write_json
-from specdec_lab.lab.compare import CompareDashboard, compare_methods
-from specdec_lab.lab.experiment import experiment_record, instructive_step, run_experiment
-from specdec_lab.lab.speedup import LabDashboard
-from specdec_lab.machine import machine
-from specdec_lab.text import WHITESPACE_LEGEND
-from specdec_lab.viz.comparison import comparison_figure, comparison_frame
-from specdec_lab.viz.figures import save_figure
-from specdec_lab.viz.lab_figures import (
-    accepted_figure,
-    numbers_frame,
-    numbers_html,
-    provenance_html,
-    steps_slider_figure,
-)
-
-T_START = time.perf_counter()
-FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
-hf_logging.disable_progress_bar()
-torch.manual_seed(seed)
-all_prompts = load_prompts("../data/prompts.jsonl")
-by_id = {p.question_id: p for p in all_prompts}
-if isinstance(prompt_id, str):  # papermill -p passes "3,7" as text
-    prompt_id = [int(x) for x in prompt_id.replace(",", " ").split()]
-prompt_ids = list(prompt_id) if isinstance(prompt_id, list | tuple) else [prompt_id]
-missing = [q for q in prompt_ids if q not in by_id]
-if missing:
-    raise ValueError(f"prompt_id {missing} not in data/prompts.jsonl (ids {min(by_id)}..{max(by_id)})")
-print(f"{machine().describe()}; quick={quick}")
+FIGURES = start(figures_dir, seed=seed, stem="08_speedup_lab")
+lm = load_model(model_name)
 
 # %% [markdown]
 # ## 1. The default experiment
@@ -109,9 +92,19 @@ print(f"{machine().describe()}; quick={quick}")
 # on the same chat-templated prompt, temperature and seed.
 
 # %% tags=["nbval-ignore-output"]
-lm = load_model(model_name)
+from specdec_lab.io import load_prompts
+from specdec_lab.lab.experiment import run_experiment
+
+all_prompts = load_prompts("../data/prompts.jsonl")
+by_id = {p.question_id: p for p in all_prompts}
+if isinstance(prompt_id, str):  # papermill -p passes "3,7" as text
+    prompt_id = [int(x) for x in prompt_id.replace(",", " ").split()]
+prompt_ids = list(prompt_id) if isinstance(prompt_id, list | tuple) else [prompt_id]
+missing = [q for q in prompt_ids if q not in by_id]
+if missing:
+    raise ValueError(f"prompt_id {missing} not in data/prompts.jsonl (ids {min(by_id)}..{max(by_id)})")
 labs = []
-for qid in tqdm(prompt_ids, desc="prompts", disable=len(prompt_ids) == 1):
+for qid in prompt_ids:
     p = by_id[qid]
     settings = {"temperature": temperature, "max_new_tokens": max_new_tokens, "seed": seed}
     labs.append(run_experiment(lm, p.text, method, **settings, extra={"prompt_id": qid, "category": p.category}))
@@ -123,8 +116,15 @@ print(f"[{by_id[prompt_ids[0]].category}] {lab.prompt[:300]}...")
 # accepted drafts are the speed-up: each step emits its accepted run plus one bonus token for one
 # target forward. A character the tokenizer spells with several byte tokens (an emoji, an accented
 # letter) shows on the token that completes it; the key to the symbols in token labels follows the text.
+# The table: per run, the new tokens, the target forwards that emitted them, their ratio (mean accepted),
+# tokens/s and why the run stopped.
 
 # %% tags=["nbval-ignore-output"]
+from IPython.display import HTML, Markdown, display
+
+from specdec_lab.text import WHITESPACE_LEGEND
+from specdec_lab.viz.lab_figures import numbers_frame, numbers_html, provenance_html
+
 display(HTML(provenance_html(lab, lm.tokenizer) + numbers_html(lab)))
 display(Markdown(f"Symbols in token labels: {WHITESPACE_LEGEND}."))
 numbers_frame(lab)
@@ -152,11 +152,18 @@ print(f"{len(lab.result.tokens)} tokens in {lab.result.forwards} target forwards
       f"{lab.mean_accepted:.2f}): {lab.provenance_counts}")  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.figures import save_figure
+from specdec_lab.viz.lab_figures import accepted_figure
+
 fig = accepted_figure(lab)
 print(f"saved {save_figure(fig, '08_accepted_per_step', FIGURES)}")
 fig
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.io import write_json
+from specdec_lab.lab.experiment import experiment_record
+from specdec_lab.machine import machine
+
 record = experiment_record(labs)
 summary = (
     f"**{record['method']}** on {len(labs)} prompt(s) at temperature {record['temperature']:g}: "
@@ -184,11 +191,16 @@ Markdown(summary)
 # autoregressive decoding once for all of them (`specdec_lab.lab.compare.compare_methods`). Their timings
 # are taken in one loop: every round runs each of them once, in an order rotated by one per round, and
 # each keeps its fastest round — the benchmark's rule, so a busy moment or a first-call cost does not
-# land on one method alone. Four views: tokens emitted against target forwards (the slope is the tokens
-# per step), against seconds (the slope is the speed), how many draft tokens the steps accepted, and the
-# speedup.
+# land on one method alone. The table: per method, the new tokens and target forwards, tokens per step (mean
+# accepted), draft tokens proposed and accepted per step, tokens/s, the speed-up over the shared baseline, and
+# whether the output equalled autoregressive decoding's. Four views: tokens emitted against target forwards
+# (the slope is the tokens per step), against seconds (the slope is the speed), how many draft tokens the
+# steps accepted, and the speedup.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.lab.compare import compare_methods
+from specdec_lab.viz.comparison import comparison_figure, comparison_frame
+
 specs = [s.strip() for s in compare.split(",") if s.strip()]  # empty (a sweep point): this section is skipped
 first = by_id[prompt_ids[0]]
 comparison = []
@@ -204,29 +216,47 @@ if specs:
 else:
     print("compare is empty: no side-by-side comparison in this run")
 
+# %% [markdown]
+# Which is fastest? Timings of one prompt move from run to run, so speed-ups within `tie_tol` of the best count
+# as tied (`lab.experiment.fastest`, the rule `course.compare` applies to a sentence):
+
 # %% tags=["nbval-ignore-output"]
-ranked = sorted(comparison, key=lambda x: x.speedup, reverse=True)
+from specdec_lab.lab.experiment import fastest
+
+top = fastest(comparison, rel_tol=tie_tol)
 most_steps = max(comparison, key=lambda x: x.mean_accepted, default=None)
-Markdown(
-    "" if not comparison else
-    f"On this prompt the fastest is **{ranked[0].spec}** ({ranked[0].speedup:.2f}× autoregressive decoding)"
-    + (f" and the slowest {ranked[-1].spec} ({ranked[-1].speedup:.2f}×)" if len(ranked) > 1 else "")
-    + f"; the most tokens per target forward come from **{most_steps.spec}** ({most_steps.mean_accepted:.2f})"
-    + (" — the same method." if most_steps is ranked[0] else
-       " — not the fastest: what a step costs (its verify forward, its drafting) decides as much as what it "
-       "emits.")
-    + " Every output "
-    + ("is identical to autoregressive decoding's." if all(x.identical for x in comparison)
-       else "is **not** identical to autoregressive decoding's: " + ", ".join(x.spec for x in comparison
-                                                                          if not x.identical) + ".")
-)  # fmt: skip
+slowest = min(comparison, key=lambda x: x.speedup, default=None)
+if not comparison:
+    sentence = ""
+elif len(top) == 1:
+    sentence = f"On this prompt the fastest is **{top[0].spec}** ({top[0].speedup:.2f}× autoregressive decoding)"
+else:
+    sentence = ("On this prompt " + ", ".join(f"**{x.spec}** ({x.speedup:.2f}×)" for x in top)
+                + f" are the fastest, within {tie_tol:.0%} of each other: these rounds cannot order them")  # fmt: skip
+if comparison:
+    sentence += (f"; the slowest is {slowest.spec} ({slowest.speedup:.2f}×)" if slowest not in top else "")
+    sentence += f"; the most tokens per target forward come from **{most_steps.spec}** ({most_steps.mean_accepted:.2f})"
+    sentence += (" — among the fastest." if most_steps in top else
+                 " — not among the fastest: what a step costs (its verify forward, its drafting) decides as much as "
+                 "what it emits.")  # fmt: skip
+    sentence += " Every output " + ("is identical to autoregressive decoding's." if all(x.identical for x in comparison)
+                                    else "is **not** identical to autoregressive decoding's: "
+                                    + ", ".join(x.spec for x in comparison if not x.identical) + ".")  # fmt: skip
+Markdown(sentence)
 
 # %% [markdown]
 # The same with controls: edit the method list, pick a prompt, press **Run** (the runs happen in the
 # background; **Stop** ends them at the next step).
 
 # %% tags=["nbval-skip"]
-CompareDashboard(lm, all_prompts, initial=comparison or None, seed=seed)
+from specdec_lab.lab.compare import CompareDashboard
+from specdec_lab.lab.speedup import LIVE_ONLY
+from specdec_lab.lab.widgets import show_widget
+
+compare_dash = CompareDashboard(lm, all_prompts, initial=comparison or None, seed=seed)
+# it opens on the comparison above (if any), which is also what a reader of the stored notebook sees of it
+show_widget(compare_dash.widget, "[interactive dashboard: its controls appear when the notebook runs; it opens on "
+                                 "the comparison above]" if comparison else LIVE_ONLY)  # fmt: skip
 
 # %% [markdown]
 # ## 3. One method in detail: the dashboard
@@ -235,26 +265,170 @@ CompareDashboard(lm, all_prompts, initial=comparison or None, seed=seed)
 # parameters, the temperature, and press **Run**; **Stop** ends a long run at the next step and shows
 # what was generated so far. The spec line shows the same point as a bench/sweep spec. It opens on the
 # default experiment above: move the **step** slider to see each step's tree.
+#
+# The dashboard needs a running kernel. Under its controls it shows its default view as a static snapshot,
+# stored with the notebook: each step's verified tree (green: the accepted path, whose tokens were emitted
+# with the bonus token after it), one step at a time on the figure's own slider, opening on the most
+# instructive step (`instructive_step`: one whose proposal was accepted in part and rejected in part, the most
+# tokens accepted among those); the text, numbers and tokens-per-step plot it also shows are section 1's. The
+# snapshot gives way to the live view as soon as the dashboard redraws.
+
+# %% tags=["nbval-ignore-output"]
+from specdec_lab.lab.experiment import instructive_step
+from specdec_lab.viz.lab_figures import steps_slider_figure
+
+shown = instructive_step(lab.result.steps) if default_step < 0 else default_step
+trees = steps_slider_figure(lab, lm.tokenizer, step=shown)
+print(f"saved {save_figure(trees, '08_step_trees', FIGURES)}")
+s = lab.result.steps[min(shown, len(lab.result.steps) - 1)]
+Markdown(f"Under the dashboard below, the snapshot opens on step {shown} (the steps are numbered 0 to "
+         f"{len(lab.result.steps) - 1}), a tree of "
+         f"{len(s.tree_tokens)} nodes; {s.accepted} of its {s.proposed} proposed tokens were accepted.")  # fmt: skip
 
 # %% tags=["nbval-skip"]
-dash = LabDashboard(lm, all_prompts, initial=lab, seed=seed)
-dash
+from specdec_lab.lab.speedup import LabDashboard
+from specdec_lab.lab.widgets import Snapshot
+
+snapshot = Snapshot(trees, what="every step's tree of the default experiment, on the figure's own slider",
+                    how="Press Run or move the step slider above to redraw it live.")  # fmt: skip
+LabDashboard(lm, all_prompts, initial=lab, seed=seed, snapshot=snapshot)
 
 # %% [markdown]
-# **The default view, stored.** The dashboard needs a running kernel; this is what it shows for the
-# default experiment, as a static figure: each step's verified tree (green: the accepted path, whose
-# tokens were emitted with the bonus token after it), one step at a time on the figure's own slider. It
-# opens on the most instructive step (`instructive_step`: one whose proposal was accepted in part and
-# rejected in part, the most tokens accepted among those); the cell below says which.
+# ## Check your understanding
+#
+# 1. A method's run emitted 64 tokens in 11 target forwards. What is its mean accepted, and how many of the
+#    tokens were bonus or plain-step tokens?
+#
+#    <details><summary>Answer</summary>
+#
+#    Mean accepted = $64 / 11 \approx 5.8$ tokens per forward, bonus included. Every forward emits exactly one token that
+#    was not an accepted draft (the bonus token, or the only token of a plain step), so 11 tokens were bonus or
+#    plain-step tokens and 53 were accepted drafts.
+#    </details>
+#
+# 2. The method with the most tokens per target forward is not always the fastest. Why?
+#
+#    <details><summary>Answer</summary>
+#
+#    The speed-up is tokens per second, not per forward: a step also pays for its verify forward (which grows with
+#    the tokens it verifies on a CPU) and for the drafting (a draft model's forwards, the heads). A method that
+#    verifies a large tree or drafts with a model can emit more per step and still take longer per token.
+#    </details>
+#
+# 3. Why are the method and autoregressive decoding timed on the same prompt, in the same process, after a
+#    warm-up of each, and (in section 2) in rotated order?
+#
+#    <details><summary>Answer</summary>
+#
+#    So that they differ only in the method: the same prompt and tokens, the same threads and allocator state,
+#    and no first-call cost (memory, a cost-curve measurement, loading a draft) landing on one of them. Rotating
+#    the order spreads slow drifts of the machine over every method instead of one.
+#    </details>
 
-# %% tags=["nbval-ignore-output"]
-shown = instructive_step(lab.result.steps) if default_step < 0 else default_step
-fig = steps_slider_figure(lab, lm.tokenizer, step=shown)
-print(f"saved {save_figure(fig, '08_step_trees', FIGURES)}")
-s = lab.result.steps[min(shown, len(lab.result.steps) - 1)]
-display(Markdown(f"Shown first: step {shown} (the steps are numbered 0 to {len(lab.result.steps) - 1}), a tree of "
-                 f"{len(s.tree_tokens)} nodes; {s.accepted} of its {s.proposed} proposed tokens were accepted."))  # fmt: skip
-fig
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise has a stub cell (replace the `...`), a solution cell (removed from student copies) and a check
+# cell that compares your answer with the library's own function.
 
-# %% tags=["nbval-ignore-output"]
-print(f"notebook wall time: {time.perf_counter() - T_START:.0f} s")
+# %% [markdown] tags=["exercise-1"]
+# ### Exercise 1 ★ — read a LabResult
+#
+# `lab` is section 1's `LabResult`: `lab.result` is the method's run and `lab.baseline` autoregressive
+# decoding's (`GenerationResult`s with `.tokens`, `.forwards` and `.seconds`). Compute, from those fields alone,
+# the method's mean accepted (tokens per target forward, bonus included) and its speed-up (its tokens/s over the
+# baseline's), as the pair `(mean_accepted, speedup)`. The reference is the LabResult's own `mean_accepted` and
+# `speedup`.
+
+# %% tags=["exercise", "exercise-1"]
+answer = ...  # (mean_accepted, speedup)
+
+# %% tags=["solution", "exercise-1"]
+run, base = lab.result, lab.baseline
+answer = (len(run.tokens) / run.forwards, (len(run.tokens) / run.seconds) / (len(base.tokens) / base.seconds))
+
+# %% tags=["check", "exercise-1", "nbval-check-output"]
+import math
+
+from specdec_lab.lab.course import check
+
+_ = check("mean accepted and speed-up of section 1's run", answer, (lab.mean_accepted, lab.speedup),
+          close=lambda a, r: all(math.isclose(x, y, rel_tol=1e-9) for x, y in zip(a, r, strict=True)),
+          hint="Tokens/s is tokens over seconds of the whole call; divide the method's by the baseline's.")
+
+# %% [markdown] tags=["exercise-2"]
+# ### Exercise 2 ★★ — where every token came from
+#
+# Count section 1's emitted tokens by provenance from the steps of `lab.result.steps` (each a `StepTrace` with
+# `.proposed` = draft tokens offered, `.accepted` = draft tokens the target accepted, `.emitted` = the tokens the
+# step emitted): a step that proposed nothing emits **plain step** tokens; otherwise its first `accepted` tokens
+# are **accepted draft** tokens (never more than it emitted) and the rest **bonus**. Return a dict with the keys
+# `"accepted draft"`, `"bonus"`, `"plain step"`. The reference is `lab.provenance_counts`.
+
+# %% tags=["exercise", "exercise-2"]
+answer = ...  # {"accepted draft": ..., "bonus": ..., "plain step": ...}
+
+# %% tags=["solution", "exercise-2"]
+answer = {"accepted draft": 0, "bonus": 0, "plain step": 0}
+for step in lab.result.steps:
+    if step.proposed == 0:
+        answer["plain step"] += len(step.emitted)
+    else:
+        drafted = min(step.accepted, len(step.emitted))  # an end-of-text token may cut the path short
+        answer["accepted draft"] += drafted
+        answer["bonus"] += len(step.emitted) - drafted
+
+# %% tags=["check", "exercise-2", "nbval-check-output"]
+_ = check("the provenance counts of section 1's run", answer, lab.provenance_counts, close=lambda a, r: dict(a) == r,
+          hint="A step that proposed nothing emits one plain-step token; every other step ends with one bonus token.")
+
+# %% [markdown] tags=["exercise-3"]
+# ### Exercise 3 ★★ — which method was fastest, or were they tied?
+#
+# `speedups` maps each method spec of section 2 to its measured speed-up (empty when `compare` is). Write
+# `fastest_specs(speedups, rel_tol)`: the specs whose speed-up is the best one or within `rel_tol` of it by
+# `course.compare`'s rule, $|a - b| \le \text{rel\_tol} \cdot \max(|a|, |b|)$, fastest first. The reference is
+# `specdec_lab.lab.experiment.fastest(comparison, rel_tol=tie_tol)`.
+
+# %% tags=["exercise", "exercise-3"]
+speedups = {x.spec: x.speedup for x in comparison}
+
+
+def fastest_specs(speedups, rel_tol):
+    ...
+
+
+# %% tags=["solution", "exercise-3"]
+def fastest_specs(speedups, rel_tol):  # noqa: F811 - replaces the stub above
+    if not speedups:
+        return []
+    top = max(speedups.values())
+    tied = [spec for spec, s in speedups.items() if abs(top - s) <= rel_tol * max(abs(top), abs(s))]
+    return sorted(tied, key=lambda spec: -speedups[spec])
+
+
+# %% tags=["check", "exercise-3", "nbval-check-output"]
+_ = check("the fastest methods of section 2", fastest_specs(speedups, tie_tol), [x.spec for x in fastest(comparison, tie_tol)],
+          close=lambda a, r: list(a) == r, hint="Compare each speed-up with the best one, relative to the larger of the two.")
+
+# %% [markdown]
+# ## Takeaways
+#
+# - A method and autoregressive decoding timed on the same prompt, in the same process and after a warm-up,
+#   give a speed-up that isolates the method; at temperature 0 the output must be (and was) identical.
+# - Every forward emits one token the method did not draft (bonus or plain step), so mean accepted = tokens per
+#   forward counts the accepted drafts plus one.
+# - Tokens per forward and speed are different rankings: what a step costs — its verify forward and its
+#   drafting — decides as much as what it emits, and timings within run-to-run noise do not order methods.
+# - The same notebook is a sweep point: `python -m specdec_lab.sweep` runs it with other parameters and gathers
+#   each point's record.
+#
+# ## Further reading
+#
+# - [Fast Inference from Transformers via Speculative Decoding](https://arxiv.org/abs/2211.17192) (Leviathan et
+#   al. 2023): the draft-and-verify loop every method of the lab runs.
+# - [Prompt Lookup Decoding](https://github.com/apoorvumang/prompt-lookup-decoding) (repository): the default
+#   method of section 1.
+# - [Spec-Bench](https://github.com/hemingkx/Spec-Bench) (repository and leaderboard) and its
+#   [survey](https://arxiv.org/abs/2401.07851) (Xia et al. 2024): methods compared on one benchmark, as section
+#   2 compares them on one prompt.

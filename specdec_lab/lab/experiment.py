@@ -9,6 +9,9 @@
        identical-to-baseline (the losslessness check; meaningful at temperature 0), and the size of the
        verify forward: tokens verified per forward (root included), of which candidates and non-candidates
 
+Which of several runs was fastest (`fastest`) is decided as `course.compare` decides a sentence: speed-ups
+within a relative tolerance of the best count as tied, since timings this close move on a re-run.
+
 What each step's trace says (provenance of every token, the forward's size, the instructive step) is
 `lab.trace_reading`; this module re-exports it.
 
@@ -39,6 +42,7 @@ __all__ = [
     "run_experiment",
     "instructive_step",
     "experiment_record",
+    "fastest",
     "provenance",
     "forward_sizes",
     "PROVENANCE",
@@ -373,3 +377,16 @@ def experiment_record(results: Sequence[LabResult], steps: bool = False) -> dict
         "machine": machine().as_dict(),
         "runs": runs,
     }
+
+
+def fastest(results: Sequence[LabResult], rel_tol: float = 0.0) -> list[LabResult]:
+    """The runs whose speed-up is the highest, or within `rel_tol` of it by `course.compare`'s rule
+    (|a − b| <= rel_tol · max(|a|, |b|)), fastest first (equal speed-ups in the order given): one run where the
+    timings tell the fastest apart, several where they cannot. Runs without a speed-up (stopped before the
+    baseline ran: NaN) are left out; none left: []."""
+    timed = [r for r in results if not math.isnan(r.speedup)]
+    if not timed:
+        return []
+    top = max(r.speedup for r in timed)
+    tied = [r for r in timed if abs(top - r.speedup) <= rel_tol * max(abs(top), abs(r.speedup))]
+    return sorted(tied, key=lambda r: -r.speedup)

@@ -13,6 +13,8 @@
     view      tokens coloured by provenance, tokens per step, speed-up, and the tree of one step (a
               slider over steps: it redraws without a new run; it opens on `instructive_step`, a step
               that accepted part of its proposal)
+    snapshot  the default view as static output under the controls (`widgets.Snapshot`: a stored notebook keeps
+              no widget state), given or built from `initial`; retired when the dashboard first redraws
 
 The root widget carries the CSS class "specdec-lab" (browser tests find it by that). Callbacks are plain
 methods: tests set widget values and call `on_run(background=False)` without a browser.
@@ -30,9 +32,12 @@ from ..proposers.registry import LOOP_PARAMS, METHODS, Param, method_parameters,
 from ..viz.decoding import step_tree_figure
 from ..viz.lab_figures import accepted_figure, numbers_html, provenance_html
 from .experiment import LabResult, instructive_step, run_experiment
-from .widgets import PLACEHOLDER, output_record, parse_ids
+from .widgets import PLACEHOLDER, Snapshot, output_record, parse_ids, show_widget
 
-__all__ = ["LabDashboard", "param_widget", "OWN_PROMPT"]
+__all__ = ["LabDashboard", "param_widget", "OWN_PROMPT", "LIVE_ONLY"]
+
+# what a stored notebook shows in place of a dashboard that has no snapshot (PLACEHOLDER promises one below)
+LIVE_ONLY = "[interactive dashboard: its controls appear when the notebook runs]"
 
 OWN_PROMPT = -1  # the picker's value while the text box holds a prompt that is not a shipped one
 _OWN_LABEL = "(your own prompt: type it below)"
@@ -63,7 +68,11 @@ def _spec_value(p: Param, value) -> str | None:
 
 
 class LabDashboard:
-    """Prompt, method + parameters, temperature, max tokens -> Run/Stop -> the lab's view (module docstring)."""
+    """Prompt, method + parameters, temperature, max tokens -> Run/Stop -> the lab's view (module docstring).
+
+    snapshot: a `Snapshot` of the default view to display under the controls; None with `initial` builds one
+    from it (its coloured text and numbers, tokens-per-step plot and the tree of its instructive step).
+    """
 
     def __init__(
         self,
@@ -76,6 +85,7 @@ class LabDashboard:
         max_new_tokens: int = 64,
         temperature: float = 0.0,
         seed: int = 0,
+        snapshot: Snapshot | None = None,
     ):
         import ipywidgets as W
 
@@ -86,6 +96,7 @@ class LabDashboard:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._n = max_new_tokens
+        self.snapshot = snapshot if snapshot is not None or initial is None else self.default_snapshot(initial)
 
         options = [(_OWN_LABEL, OWN_PROMPT)]
         for i, p in enumerate(self.prompts):
@@ -280,6 +291,15 @@ class LabDashboard:
         self.status.value = f"<span class='sd-error' style='color:#b00'>{_html.escape(kind + str(err))}</span>"
 
     # ---- view ----------------------------------------------------------------------------------------------
+    def default_snapshot(self, lab: LabResult) -> Snapshot:
+        """`lab`'s view as `show` draws it, as static output: coloured text and numbers, the tokens-per-step plot
+        and the tree of its instructive step."""
+        items = [provenance_html(lab, self.tokenizer) + numbers_html(lab)]
+        if lab.result.steps:
+            step = instructive_step(lab.result.steps)
+            items += [accepted_figure(lab), step_tree_figure(lab.result, step, self.tokenizer)]
+        return Snapshot(*items, how="Press Run or move the step slider above to redraw it live.")
+
     def show(self, lab: LabResult) -> None:
         """Render a LabResult: coloured text, numbers, tokens-per-step plot, the step slider and its tree."""
         self.last = lab
@@ -293,14 +313,18 @@ class LabDashboard:
         self.show_step(self.step.value)
 
     def show_step(self, step: int) -> None:
-        """Redraw the tree of `step` of the last run (the slider's callback)."""
+        """Redraw the tree of `step` of the last run (the slider's callback). The live view now differs from the
+        stored default view, so the snapshot gives way (a no-op before it is displayed, as while building)."""
+        if self.snapshot is not None:
+            self.snapshot.retire()
         if self.last is not None and 0 <= step < len(self.last.result.steps):
             self.tree.outputs = (output_record(step_tree_figure(self.last.result, step, self.tokenizer)),)
         else:
             self.tree.outputs = ()
 
-    def _repr_mimebundle_(self, **kwargs):
-        # a stored notebook keeps no widget state: its reader sees this text/plain, not `VBox(children=...)`
-        bundle = self.widget._repr_mimebundle_(**kwargs)
-        bundle["text/plain"] = PLACEHOLDER
-        return bundle
+    def _ipython_display_(self):
+        # a stored notebook keeps no widget state: its reader sees the placeholder, not `VBox(children=...)`, and
+        # the snapshot below it that the placeholder promises
+        show_widget(self.widget, PLACEHOLDER if self.snapshot is not None else LIVE_ONLY)
+        if self.snapshot is not None:
+            self.snapshot.display()

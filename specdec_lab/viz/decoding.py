@@ -51,13 +51,15 @@ def _check_step(result, step: int) -> None:
 
 
 def step_label(result, step: int, tokenizer=None) -> str:
-    """'step s/N: n nodes, a accepted, emitted "…"' for one step of a traced GenerationResult."""
+    """'step s (of steps 0–N): n nodes, a of k proposed accepted, emitted "…"' for one step of a traced
+    GenerationResult. Steps are counted from 0, as the trace, the sliders and `trace_table` count them, and the
+    range is spelled out so that "step 1" of 31 steps never reads as "1/30" beside "of 31"."""
     _check_step(result, step)
     s = result.steps[step]
     before = result.prompt_tokens + [t for x in result.steps[:step] for t in x.emitted]
     text = "".join(token_pieces(s.emitted, tokenizer, before))
     return (
-        f"step {step}/{len(result.steps) - 1}: {len(s.tree_tokens)} nodes, {s.accepted} of {s.proposed} "
+        f"step {step} (of steps 0–{len(result.steps) - 1}): {len(s.tree_tokens)} nodes, {s.accepted} of {s.proposed} "
         f"proposed accepted, emitted {text!r}"
         + (" (a byte of a character a later token completes)" if s.emitted and not text else "")
     )
@@ -182,7 +184,9 @@ def budget_figure(choice, title: str | None = None) -> go.Figure:
 
 
 def speed_table(summary: Mapping[str, Mapping], baseline: str = "autoregressive"):
-    """`run_benchmark(...)["summary"]` -> DataFrame: tokens/s, mean accepted, speed-up, identical output."""
+    """`run_benchmark(...)["summary"]` -> DataFrame: tokens/s, mean accepted, speed-up, identical output, and the
+    prompts with the new tokens summed over them (the bench's `new_tokens` is that sum: a prompt that ends at its
+    end-of-text token contributes fewer than max_new_tokens). Each column keeps its own dtype: counts stay ints."""
     import pandas as pd
 
     rows = {}
@@ -192,9 +196,10 @@ def speed_table(summary: Mapping[str, Mapping], baseline: str = "autoregressive"
             "mean accepted": s["mean_accepted"],
             f"speed-up vs {baseline}": s.get("speedup"),
             "identical to autoregressive": s.get("identical_to_autoregressive"),
-            "new tokens": s.get("new_tokens"),
+            "prompts": s.get("prompts"),
+            "new tokens (all prompts)": s.get("new_tokens"),
         }
-    return pd.DataFrame(rows).T.rename_axis("method")
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("method")
 
 
 def drift_frame(drifts: Sequence[Mapping], floors: Mapping[float, Mapping]):
@@ -263,7 +268,9 @@ def drift_figure(frame, title: str | None = None) -> go.Figure:
                 row=1,
                 col=col,
             )
-    fig.update_xaxes(title_text="ε (δ = √ε)", type="log")
+    # Ticks at the measured ε only: plotly's default log ticks label the minor steps too ("0.01, 2, 5, 0.1, 2").
+    eps = sorted(frame.index.get_level_values("epsilon").unique())
+    fig.update_xaxes(title_text="ε (δ = √ε)", type="log", tickvals=eps, ticktext=[f"{e:g}" for e in eps])
     fig.update_layout(
         title=title or "typical acceptance is lossy: distance of its first tokens from exact sampling",
         template=TEMPLATE,

@@ -200,7 +200,8 @@ def cost_figure(frame, curves: Mapping[str, CostCurve], title: str | None = None
 # ---- 3. the paper's sizes beside this machine's, from a bench results file -----------------------------
 def paper_sizes_figure(results: dict, title: str | None = None) -> go.Figure:
     """Per prompt (x: its category), one bar per lookahead method of a bench results file: tokens per step
-    (mean accepted, bonus included; left) and speed-up over autoregressive on that prompt (right)."""
+    (mean accepted, bonus included; left) and speed-up over autoregressive on that prompt (right). The title names
+    the CPU the bench ran on (its `machine` record), which need not be the one drawing the figure."""
     rows = results["rows"]
     base = {r["question_id"]: float(r["tokens_per_s"]) for r in rows if r["method"] == "autoregressive"}
     prompts = list(dict.fromkeys((r["question_id"], r["category"]) for r in rows))
@@ -223,8 +224,9 @@ def paper_sizes_figure(results: dict, title: str | None = None) -> go.Figure:
             )  # fmt: skip
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray", row=1, col=2)
     fig.update_xaxes(tickangle=-35)
+    where = (results.get("machine") or {}).get("cpu") or "a CPU"  # the bench's machine, not the one drawing it
     fig.update_layout(
-        title=title or "Lookahead on this CPU: the paper's sizes beside the sizes it chooses",
+        title=title or f"Lookahead on {where}: the paper's sizes beside the sizes it chooses",
         template=TEMPLATE,
         barmode="group",
         width=900,

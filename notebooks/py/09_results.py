@@ -22,7 +22,7 @@
 #
 # 1. **what was run** — machine (ISA), model, prompts, and the checks that do not depend on timing:
 #    every method's output is identical to autoregressive decoding's, token for token, and its mean
-#    accepted length (tokens per target forward, bonus included);
+#    accepted (tokens per target forward, bonus included);
 # 2. **every method per category against transformers' own `generate`** (`hf_generate`, and its prompt
 #    lookup and assisted generation as anchors for ours);
 # 3. **the theory's predicted speedup beside the measured one** (`specdec_lab/cost/theory.py`: acceptance
@@ -30,7 +30,7 @@
 # 4. **a replay** of the recorded runs (`specdec_lab/bench/replay.py`): every step's tree size, drafting and
 #    bookkeeping time, re-priced under a verify cost curve t(n) — under the run's own curve it should
 #    reproduce the measured speedups, and the figure shows how closely it does;
-# 5. **what-if on other hardware, two questions** — *re-priced*: what this CPU's decisions would cost
+# 5. **what-if on other hardware, two questions** — *re-priced*: what the run's decisions would cost
 #    under another curve (a flat, GPU-like one, or a curve measured on your device); *re-decided*: what
 #    each method would choose there (draft length, tree size, window) by its own sizing rule, and what
 #    that would cost (`specdec_lab/bench/redecide.py`);
@@ -38,9 +38,29 @@
 #    from the ideal tokens per step down to the measured speedup (`specdec_lab/bench/decompose.py`).
 #
 # By default the notebook reads the committed files, so its checked outputs are the same wherever it
-# runs; `rerun=True` runs the benchmark from scratch into `results/` through the same command-line code
-# path (minutes per prompt and method on a laptop CPU), and `quick=True` does that on one prompt and
-# three methods.
+# runs. **The files were measured on other machines than the one this notebook runs on** (its "Ran on"
+# line): every table and figure drawn from a file names the machine that file records. `rerun=True` runs
+# the benchmark from scratch into `results/` through the same command-line code path (minutes per prompt
+# and method on a laptop CPU), and `quick=True` does that on one prompt and three methods.
+#
+# ### Learning objectives
+#
+# - **Compute** a method's speedup over autoregressive decoding as a ratio of sums, and its 95-percent
+#   interval by a paired bootstrap over prompts.
+# - **Check** the results that do not depend on timing (identical output, mean accepted) before reading any
+#   speed.
+# - **Explain** where the closed-form theory and a replay of the recorded steps agree with the measurement and
+#   where they do not.
+# - **Predict** how each method would fare on a flat, GPU-like cost curve, re-priced and re-decided, and
+#   decompose a measured speedup into its factors.
+#
+# ### Prerequisites
+#
+# Notebook 00 (the cost curve t(n)), notebook 01 (α, k, c and the speed-up formula), notebook 08 (the speedup
+# lab and the benchmark's timing rules); notebooks 02–07 introduce the methods compared here.
+#
+# **Notation** as in notebook 00: p, q, α, k, c, τ, L, E[L]; "mean accepted" = tokens emitted per target
+# forward, bonus included (autoregressive = one); τ below is that same quantity per step.
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: implies rerun with a tiny bench (1 prompt, 3 methods, 16 tokens; same code paths)
@@ -62,57 +82,17 @@ tolerance: float = 0.05  # the band drawn around "predicted = measured" in the r
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
 
 # %%
+import pandas as pd
+
+from specdec_lab.lab.course import start
+
 if quick:
     rerun = True
     rerun_methods, rerun_limit, rerun_tokens = "autoregressive,prompt_lookup,hf_generate", 1, 16
     rerun_out = "../results/bench/09_quick.json"
     figures_dir = "../results/figures"  # CI runs leave the committed figures alone
-
-import json
-import os
-import time
-from pathlib import Path
-
-import pandas as pd
-from IPython.display import Markdown, display
-
-from specdec_lab.bench.decompose import decompose_bench
-from specdec_lab.bench.literature import published, summary_table
-from specdec_lab.bench.redecide import redecide_bench
-from specdec_lab.bench.replay import (
-    curve_from_traces,
-    curves_by_prompt,
-    replay_bench,
-    shaped_curve_from_traces,
-    theory_prediction,
-    traced_rows,
-)
-from specdec_lab.bench.report import against_best_single
-from specdec_lab.cost import CostCurve, curve_from_points, flat_curve
-from specdec_lab.cost.curve_file import curve_label, load_curve_file
-from specdec_lab.machine import machine
-from specdec_lab.viz.figures import save_figure
-from specdec_lab.viz.results import (
-    category_figure,
-    measured_rows,
-    ranking_figure,
-    ranking_frame,
-    replay_figure,
-    speedup_frame,
-    stat_frame,
-    waterfall_figure,
-    waterfall_frame,
-    whatif_frame,
-)
-
-T_START = time.perf_counter()
-FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
+FIGURES = start(figures_dir, stem="09_results")
 pd.options.display.float_format = "{:.2f}".format
-
-
-def load(path):
-    return json.loads(Path(path).read_text(encoding="utf-8"))
-
 
 # %% [markdown]
 # ## 1. What was run
@@ -127,10 +107,26 @@ def load(path):
 #
 # every method back to back on the same prompt (greedy, fp32), method order rotated per prompt, timed from
 # outside. Its rows of our loop also carry a per-step trace (tree size, tokens emitted, seconds to propose,
-# verify and accept) — what sections 3–5 use. With `rerun=True` the cell below runs that command (with the
-# parameters above) instead of reading the committed file.
+# verify and accept) — what sections 3–5 use. The prompts (`data/prompts.jsonl`, 8 in each of 7 categories)
+# follow Spec-Bench's question format and much of its task mix — summarization, translation, question
+# answering, maths, retrieval-augmented answers — with coding and writing added
+# ([Spec-Bench, Xia et al. 2024](https://arxiv.org/abs/2401.07851)). With `rerun=True` the cell below runs
+# that command (with the parameters above) instead of reading the committed file.
 
 # %%
+import json
+from pathlib import Path
+
+from IPython.display import Markdown, display
+
+from specdec_lab.machine import machine
+from specdec_lab.viz.results import machine_label
+
+
+def load(path):
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
 if rerun:
     from specdec_lab.bench.__main__ import main as bench_main
 
@@ -148,19 +144,20 @@ display(Markdown(
     + (f" ({cfg['per_category']} per category)" if cfg["per_category"] else "")
     + f", {len(results['methods'])} methods, {cfg['model']}, "
     f"{cfg['dtype']}, {cfg['max_new_tokens']} new tokens, linear kernels `{cfg['linear']}`, attention "
-    f"`{cfg['attention']}`. Measured on **{mach['cpu']} ({mach['isa']})**, {mach['torch_threads']} torch "
-    f"threads, torch {mach['torch']}, transformers {mach['transformers']}. This notebook runs on "
-    f"{here.cpu} ({here.isa})" + ("." if here.isa == mach["isa"] else " — another ISA than the results'.")
+    f"`{cfg['attention']}`. Measured on **{machine_label(mach)}**, torch {mach['torch']}, transformers "
+    f"{mach['transformers']}. This notebook runs on {here.cpu} ({here.isa})"
+    + ("." if here.isa == mach["isa"] else " — another ISA than the results'.")
 ))  # fmt: skip
 
 
 # %% tags=["nbval-check-output"]
 def checks(name, res):
-    """What must hold whatever the timing: counts, identity with autoregressive, mean accepted length."""
+    """What must hold whatever the timing: counts, identity with autoregressive, mean accepted."""
     s = res["summary"]
     cats = list(dict.fromkeys(r["category"] for r in res["rows"]))
-    print(f"{name}: {res['prompts_done']} prompts in {len(cats)} categories, {len(res['methods'])} methods, "
-          f"{len(res['rows'])} rows, {sum('trace' in r for r in res['rows'])} with a step trace")  # fmt: skip
+    print(f"{name} (measured on {machine_label(res['machine'])}): {res['prompts_done']} prompt(s) in {len(cats)} "
+          f"categor{'y' if len(cats) == 1 else 'ies'}, {len(res['methods'])} methods, {len(res['rows'])} rows, "
+          f"{sum('trace' in r for r in res['rows'])} with a step trace")  # fmt: skip
     frame = pd.DataFrame({
         "identical to AR": {m: s[m]["identical_to_autoregressive"] for m in s},
         "mean accepted": {m: s[m]["mean_accepted"] for m in s},
@@ -191,7 +188,9 @@ display(Markdown(
 # Every method is lossless here (greedy acceptance: the output *is* greedy decoding's), so the column
 # "identical to AR" (the fraction of prompts whose output equals autoregressive decoding's) must read one
 # everywhere, and the plain decoders (`autoregressive`, `hf_generate`) emit exactly one token per forward by
-# construction. The sentence right under the tables above says whether that held.
+# construction. "mean accepted" is tokens per target forward, bonus included; "tokens" the tokens emitted over
+# all prompts (the same for every method, since every output is the same). The sentence right under the tables
+# above says whether that held.
 #
 # ## 2. Every method per category, against transformers' anchors
 #
@@ -200,20 +199,28 @@ display(Markdown(
 # anchor, one sitting):
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.results import speedup_frame
+
 traced_speedup = speedup_frame(results)
-display(traced_speedup.style.format("{:.2f}x").set_caption("speedup over autoregressive — traced run"))
+display(traced_speedup.style.format("{:.2f}x").set_caption(
+    f"speedup over autoregressive — traced run, measured on {machine_label(mach)}"))  # fmt: skip
 
 # %% [markdown]
 # Then all 56 prompts (8 per category), from the two committed full runs: each method against the
 # autoregressive rows of its own run (Jacobi and `hf_assisted` ran only in the traced run).
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.figures import save_figure
+from specdec_lab.viz.results import category_figure
+
 full_speedup = pd.concat([
     speedup_frame(anchors, ["autoregressive", "prompt_lookup", "hf_generate", "hf_prompt_lookup"]),
     speedup_frame(full, ["draft", "layer_skip", "medusa", "lookahead"]),
 ])  # fmt: skip
-display(full_speedup.style.format("{:.2f}x").set_caption("speedup over autoregressive — all 56 prompts"))
-fig = category_figure({"56 prompts": full_speedup}, f"Speedup per category, {mach['cpu']} ({mach['isa']}), "
+full_machines = " and ".join(sorted({machine_label(anchors["machine"]), machine_label(full["machine"])}))
+display(full_speedup.style.format("{:.2f}x").set_caption(
+    f"speedup over autoregressive — all 56 prompts, measured on {full_machines}"))  # fmt: skip
+fig = category_figure({"56 prompts": full_speedup}, f"Speedup per category, {full_machines}, "
                       f"{cfg['model']} fp32, {full['config']['max_new_tokens']} new tokens")  # fmt: skip
 print(f"saved {save_figure(fig, '09_per_category', FIGURES)}")
 fig
@@ -223,6 +230,8 @@ fig
 # the anchor, on the same prompts (above 1: ours is faster).
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.results import stat_frame
+
 PAIRS = [("autoregressive", "hf_generate"), ("prompt_lookup", "hf_prompt_lookup"), ("draft", "hf_assisted")]
 
 
@@ -235,12 +244,14 @@ def anchor_ratios(res):
 
 vs_anchor = anchor_ratios(results)
 vs_anchor_full = anchor_ratios(anchors)
-display(vs_anchor.style.format("{:.2f}").set_caption("ours / transformers, tokens/s — traced run"))
-display(vs_anchor_full.style.format("{:.2f}").set_caption("ours / transformers, tokens/s — all 56 prompts"))
+display(vs_anchor.style.format("{:.2f}").set_caption(
+    f"ours / transformers, tokens/s — traced run, measured on {machine_label(mach)}"))  # fmt: skip
+display(vs_anchor_full.style.format("{:.2f}").set_caption(
+    f"ours / transformers, tokens/s — all 56 prompts, measured on {machine_label(anchors['machine'])}"))  # fmt: skip
 
 # %%
 best_full = full_speedup.drop(index="autoregressive")["overall"].idxmax()
-lines = [f"Over all 56 prompts the fastest method here is **{best_full}**, "
+lines = [f"Over all 56 prompts ({full_machines}) the fastest method is **{best_full}**, "
          f"{full_speedup.loc[best_full, 'overall']:.2f}× autoregressive decoding"]  # fmt: skip
 for col, label in (("autoregressive / hf_generate", "our plain loop"), ("prompt_lookup / hf_prompt_lookup",
                    "our prompt lookup"), ("draft / hf_assisted", "our draft model")):  # fmt: skip
@@ -266,7 +277,7 @@ display(Markdown("; ".join(lines) + "."))
 #               hybrid:sources=prompt_lookup+medusa+eagle
 # ```
 #
-# The same nine methods on the other kind of machine here (AVX2, where a forward costs twice as much) are in
+# The same nine methods on the other kind of machine of the runs (AVX2, where a forward costs twice as much) are in
 # `data/bench/avx2-nine-56-r2.json`: set `learned_file` to it.
 
 # %% tags=["nbval-ignore-output"]
@@ -274,16 +285,19 @@ learned = load(learned_file)
 checks(learned_file.rsplit("/", 1)[-1], learned)
 learned_speedup = speedup_frame(learned)
 display(learned_speedup.style.format("{:.2f}x").set_caption(
-    f"speedup over autoregressive — {learned['prompts_done']} prompts, {learned['machine']['cpu']} "
-    f"({learned['machine']['isa']}), --repeats {learned['config'].get('repeats', 1)}"))  # fmt: skip
+    f"speedup over autoregressive — {learned['prompts_done']} prompts, measured on "
+    f"{machine_label(learned['machine'])}, --repeats {learned['config'].get('repeats', 1)}"))  # fmt: skip
 
 # %% [markdown]
 # A proposer that combines others earns its complexity only where it is not slower than the single method a
 # user would have picked for the text at hand. `bench.report.against_best_single` asks it category by category:
-# the hybrid's speedup against the best single method of the category, which "meets" when it reaches at least
-# the lower end of that method's confidence interval (a paired bootstrap over the category's prompts).
+# the hybrid's speedup, the best single method of the category and its speedup, the lower end of that method's
+# 95-percent interval (a paired bootstrap over the category's prompts), and whether the hybrid "meets" it (reaches
+# at least that lower end).
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.bench.report import against_best_single
+
 vs_best = against_best_single(learned, "hybrid")
 if vs_best:
     best_table = pd.DataFrame({
@@ -291,7 +305,8 @@ if vs_best:
               "its 95% low": (c["best_95"] or [None])[0], "meets": c["meets"]}
         for cat, c in vs_best["categories"].items()
     }).T  # fmt: skip
-    display(best_table)
+    display(best_table.style.format("{:.2f}", subset=["hybrid", "its speedup", "its 95% low"], na_rep="–")
+            .set_caption(f"{learned_file.rsplit('/', 1)[-1]}, measured on {machine_label(learned['machine'])}"))  # fmt: skip
     missed = [cat for cat, c in vs_best["categories"].items() if not c["meets"]]
     display(Markdown(
         f"Against {', '.join(vs_best['singles'])}: the hybrid "
@@ -306,11 +321,15 @@ if vs_best:
 # with t the verify cost of an n-node forward. For chains (prompt lookup, the draft models, Jacobi)
 # E[tokens per step] = (1 − α̂^{k+1}) / (1 − α̂) for each step's draft length k, α̂ the per-token
 # acceptance fitted to the trace by maximum likelihood (the theory's i.i.d. model: a chain of k accepts a
-# truncated-geometric number); Medusa uses its own prediction E[L + 1] from the calibrated head
+# truncated-geometric number); Medusa uses its own prediction of the tokens per step from the calibrated head
 # accuracies (notebook 05). Lookahead has no closed form (its hits come from an n-gram pool) and is left
-# out. t(n) is the run's own (section 4).
+# out. t(n) is the run's own (section 4). The table: the mean accepted each method measured, α̂ (chains only),
+# the theory's tokens per step and speedup, the replay's speedup under the run's own curve (section 4), and the
+# measured speedup.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.bench.replay import curve_from_traces, replay_bench, theory_prediction, traced_rows
+
 own = curve_from_traces(results)
 replay_own = {r["method"]: r for r in replay_bench(results, own)}
 rows_of = {m: [r for r in traced_rows(results) if r["method"] == m] for m in replay_own}
@@ -330,7 +349,8 @@ for m, rows in rows_of.items():
         "measured": replay_own[m]["measured_speedup"],
     }
 theory = pd.DataFrame(theory_rows).T
-display(theory.style.format("{:.2f}", na_rep="–").set_caption("predicted vs measured speedup, traced run"))
+display(theory.style.format("{:.2f}", na_rep="–").set_caption(
+    f"predicted vs measured speedup, traced run, measured on {machine_label(mach)}"))  # fmt: skip
 
 # %% [markdown]
 # The theory counts two costs per step, drafting and the verify forward; the replay also counts what the
@@ -343,7 +363,7 @@ above = [m for m in known.index if known.loc[m, "theory speedup"] > known.loc[m,
 below = [m for m in known.index if m not in above]
 display(Markdown(
     f"Here the theory is above the measurement for {', '.join(above) or 'no method'}"
-    + (f" and below it for {', '.join(below)}" if below else "")
+    + (f" and not above it for {', '.join(below)}" if below else "")
     + f" (the table's last two columns); the replay, which also counts the bookkeeping, is within "
     f"{(theory['replay (own curve)'] / theory['measured'] - 1).abs().max():.1%} of every measurement."
 ))  # fmt: skip
@@ -354,7 +374,7 @@ display(Markdown(
 #
 # `replay_bench` keeps every step's tree and timings and swaps only the verify forward's cost: t(n_step)
 # from a curve instead of the recorded seconds (`specdec_lab/bench/replay.py` for the formula). Which curve is
-# "this machine's"? Five candidates:
+# the run's machine's? Five candidates:
 #
 # * **the run's own** (`curve_from_traces`): the mean recorded verify seconds of each tree size, pooled
 #   over every method and prompt — the cost the bench actually paid, at its context lengths and load;
@@ -369,9 +389,12 @@ display(Markdown(
 #   64-token context, the minimum of 7 repeats (the undisturbed cost).
 #
 # All five are curves of the machine the run was measured on, so drafting and bookkeeping keep their
-# recorded seconds (scale 1).
+# recorded seconds (scale 1). The table gives each curve's t(n) in milliseconds at the tree sizes the run used.
 
 # %%
+from specdec_lab.bench.replay import curves_by_prompt, shaped_curve_from_traces
+from specdec_lab.cost import CostCurve
+
 if rerun:
     from specdec_lab.bench.replay import measure_bench_curve
     from specdec_lab.bench.trace import steps_of
@@ -389,17 +412,25 @@ curves = {"run's own": own, "run's own, by shape": shaped, "run's own, per promp
           **measured_curves}  # fmt: skip
 shown = {"run's own": own, "run's own, chains": shaped.chain, "run's own, trees": shaped.tree, **measured_curves}
 display(pd.DataFrame({name: {n: c(n) * 1e3 for n in sorted({*own.sizes})} for name, c in shown.items()})
-        .rename_axis("n").style.format("{:.1f}").set_caption("t(n), ms"))  # fmt: skip
+        .rename_axis("n").style.format("{:.1f}").set_caption(f"t(n), ms — {machine_label(mach)}"))  # fmt: skip
+
+# %% [markdown]
+# Then the replay under each curve: the measured speedup and each curve's predicted one per method, and how far
+# each prediction lands from the measurement, |predicted / measured − 1|.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.results import replay_figure
+
 tables = {name: replay_bench(results, c, draft_scale=1.0, overhead_scale=1.0) for name, c in curves.items()}
 replay_frame = pd.DataFrame({"measured": {r["method"]: r["measured_speedup"] for r in tables["run's own"]}})
 for name, table in tables.items():
     replay_frame[f"predicted ({name})"] = pd.Series({r["method"]: r["predicted_speedup"] for r in table})
 error = {name: (replay_frame[f"predicted ({name})"] / replay_frame["measured"] - 1).abs() for name in curves}
-display(replay_frame.style.format("{:.3f}").set_caption("replay: predicted vs measured speedup"))
-display(pd.DataFrame(error).style.format("{:.1%}").set_caption("|predicted / measured − 1|"))
-fig = replay_figure(tables, band=tolerance)
+display(replay_frame.style.format("{:.3f}").set_caption(
+    f"replay: predicted vs measured speedup — traced run, {machine_label(mach)}"))  # fmt: skip
+display(pd.DataFrame(error).style.format("{:.1%}").set_caption(f"|predicted / measured − 1| — {machine_label(mach)}"))
+fig = replay_figure(tables, band=tolerance, title=f"Replay: predicted / measured speedup − 1, per method and curve "
+                    f"(shaded: ±{tolerance:.0%})<br>traced run, measured on {machine_label(mach)}")  # fmt: skip
 print(f"saved {save_figure(fig, '09_replay', FIGURES)}")
 fig
 
@@ -431,7 +462,7 @@ display(Markdown(
 # 64 cost about the same. A **flat curve**, t(n) = t(1), is that limit. Two different questions can be
 # asked of it, and they have different answers:
 #
-# * **re-priced** (`replay.replay_bench`): keep every step as this CPU decided it — the small trees and
+# * **re-priced** (`replay.replay_bench`): keep every step as the run decided it — the small trees and
 #   short drafts a steep curve favours — and price it on the other curve. It answers "what would *these decisions*
 #   cost there?", and it errs low for every method that sizes its work from the cost curve;
 # * **re-decided** (`redecide.redecide_bench`): ask each method's own sizing rule — the same code the
@@ -444,10 +475,10 @@ display(Markdown(
 #
 # Notebook 05's flat-curve tree (tens of nodes, from the accuracy model alone) and notebook 07's window
 # widths are the re-decided view of one method each; this section puts every method through it at once,
-# on the latest full traced run (all 56 prompts). The curves: **this machine's** (the run's own, from its
-# traces — there the re-decided sizes should land near the ones the run used, a check on the model),
-# **flat** at the same t(1), and **your device's** when `device_curve` names a curve file. One command on
-# the machine with the GPU writes that file:
+# on the latest full traced run (all 56 prompts). The curves: **the run's own** (from its traces, on the
+# machine the file records — there the re-decided sizes should land near the ones the run used, a check on the
+# model), **flat** at the same t(1), and **your device's** when `device_curve` names a curve file. One command
+# on the machine with the GPU writes that file:
 #
 # ```
 # python -m specdec_lab.cost.curve_file --device cuda --out my_gpu_curve.json
@@ -456,12 +487,20 @@ display(Markdown(
 #
 # (`{"points": {"1": seconds, "2": ..., ...}, "chain_points": {...}, "machine": {...}}`: t(n) of a tree
 # verify and of a chain verify after a 64-token context; a file written by hand needs only `points` with
-# n = 1). Drafting and bookkeeping are scaled by t'(1)/t(1), the device's one-token forward over this
-# machine's (1 for the flat curve, which keeps this machine's t(1)).
+# n = 1). Drafting and bookkeeping are scaled by t'(1)/t(1), the device's one-token forward over the run's
+# machine's (1 for the flat curve, which keeps the run's t(1)). The table: per method the measured speedup,
+# what is sized and its mean size in the run; per curve the size re-chosen, the re-priced and the re-decided
+# speedup.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.bench.redecide import redecide_bench
+from specdec_lab.cost import curve_from_points, flat_curve
+from specdec_lab.cost.curve_file import curve_label, load_curve_file
+from specdec_lab.viz.results import ranking_figure, ranking_frame, whatif_frame
+
+mach_t = traced["machine"]
 t_own = curve_from_traces(traced)
-whatif_curves = {"this machine": t_own, "flat": flat_curve(t_own(1), up_to=64)}
+whatif_curves = {"run's own": t_own, "flat": flat_curve(t_own(1), up_to=64)}
 if device_curve.strip():
     if device_curve.strip().endswith(".json"):
         whatif_curves[curve_label(device_curve)] = load_curve_file(device_curve)
@@ -469,27 +508,27 @@ if device_curve.strip():
         points = {int(n): float(t) for n, t in (item.split(":") for item in device_curve.split(",") if item.strip())}
         whatif_curves["your curve"] = curve_from_points(points, device="user")
 whatif = {name: redecide_bench(traced, c, reference=t_own) for name, c in whatif_curves.items()}
-whatif_table = whatif_frame(whatif)
+whatif_table = whatif_frame(whatif, label="measured")
 display(whatif_table.style.format("{:.2f}", na_rep="–", subset=[c for c in whatif_table.columns
                                                                 if c[1] != "what is sized"])
-        .set_caption(f"{traced_file.split('/')[-1]}: speedup over autoregressive, measured, re-priced and "
-                     "re-decided; mean size used and chosen"))  # fmt: skip
+        .set_caption(f"{traced_file.split('/')[-1]} (measured on {machine_label(mach_t)}): speedup over "
+                     "autoregressive, measured, re-priced and re-decided; mean size used and chosen"))  # fmt: skip
 projections = {f"{kind}: {name}": {r["method"]: r[col] for r in table}
-               for name, table in whatif.items() if name != "this machine"
+               for name, table in whatif.items() if name != "run's own"
                for kind, col in (("re-priced", "repriced_speedup"), ("re-decided", "predicted_speedup"))}  # fmt: skip
-measured_full = {r["method"]: r["measured_speedup"] for r in whatif["this machine"]}
-ranking = ranking_frame(measured_full, projections).drop(index="autoregressive", errors="ignore")
-fig = ranking_figure(ranking, "Measured here vs on a flat curve: this CPU's decisions re-priced, and re-decided")
+measured_full = {r["method"]: r["measured_speedup"] for r in whatif["run's own"]}
+ranking = ranking_frame(measured_full, projections, label="measured").drop(index="autoregressive", errors="ignore")
+fig = ranking_figure(ranking, f"Measured on {machine_label(mach_t)} vs on a flat curve:<br>the run's decisions "
+                     "re-priced, and re-decided")  # fmt: skip
 print(f"saved {save_figure(fig, '09_flat_ranking', FIGURES)}")
 fig
 
 # %%
-mach_t = traced["machine"]
-sized = [r for r in whatif["this machine"] if r["recorded_size"] is not None]
+sized = [r for r in whatif["run's own"] if r["recorded_size"] is not None]
 near = max((abs(r["chosen_size"] - r["recorded_size"]) for r in sized), default=0.0)
-gap = max((abs(r["predicted_speedup"] / r["measured_speedup"] - 1) for r in whatif["this machine"]), default=0.0)
+gap = max((abs(r["predicted_speedup"] / r["measured_speedup"] - 1) for r in whatif["run's own"]), default=0.0)
 flat_rows = {r["method"]: r for r in whatif["flat"]}
-order_here = list(ranking.sort_values("measured here", ascending=False).index)
+order_here = list(ranking.sort_values("measured", ascending=False).index)
 order_priced = list(ranking.sort_values("re-priced: flat", ascending=False).index)
 order_decided = list(ranking.sort_values("re-decided: flat", ascending=False).index)
 gains = {m: r["predicted_speedup"] / r["repriced_speedup"] for m, r in flat_rows.items() if m != "autoregressive"}
@@ -497,11 +536,11 @@ top_gain = max(gains, key=gains.get)
 grew = [f"{m} ({flat_rows[m]['size']} {r['recorded_size']:.1f} → {flat_rows[m]['chosen_size']:.1f})"
         for m, r in ((r["method"], r) for r in sized) if flat_rows[m]["chosen_size"] > r["recorded_size"]]  # fmt: skip
 display(Markdown(
-    f"On this machine's own curve ({mach_t['cpu']}, {mach_t['isa']}) the rules re-choose sizes within "
+    f"On the run's own curve ({machine_label(mach_t)}) the rules re-choose sizes within "
     f"{near:.1f} of the mean sizes the run used, and the re-decided speedups land within {gap:.0%} of the "
-    f"measured ones — the model's own error, to keep in mind below. On the flat curve the sizes grow: "
-    f"{'; '.join(grew) or 'none'}.\n\n"
-    f"Ranking measured here: {' > '.join(order_here)}. On a flat curve, re-priced: {' > '.join(order_priced)}"
+    f"measured ones — the model's own error, to keep in mind below. On the flat curve "
+    + (f"the sizes grow: {'; '.join(grew)}." if grew else "no size grows.")
+    + f"\n\nRanking measured: {' > '.join(order_here)}. On a flat curve, re-priced: {' > '.join(order_priced)}"
     f" (best **{order_priced[0]}**, {ranking.loc[order_priced[0], 're-priced: flat']:.2f}×); re-decided: "
     f"{' > '.join(order_decided)} (best **{order_decided[0]}**, "
     f"{ranking.loc[order_decided[0], 're-decided: flat']:.2f}×)."
@@ -515,22 +554,29 @@ display(Markdown(
 #
 # The published numbers below were each read at their source (`data/literature/published.csv`, one row
 # per paper and setting, with the text checked there; `specdec_lab/bench/literature.py`). Ours are the full
-# traced run's. They are not comparable as a ranking — other models (billions of parameters against
-# 135 million), other hardware (GPUs and TPUs against two CPU cores), other baselines and tasks — and the
-# column `α/τ` mixes
-# conventions (α: the acceptance of one drafted token; τ and "mean acc.": tokens per step, bonus counted,
-# as our τ is).
+# traced run's (its machine is in the `hardware` column). They are not comparable as a ranking — other models
+# (billions of parameters against 135 million), other hardware (GPUs and TPUs against two CPU cores), other
+# baselines and tasks; Spec-Bench ([Xia et al. 2024](https://arxiv.org/abs/2401.07851), its
+# [leaderboard](https://github.com/hemingkx/Spec-Bench)) is the field's attempt at one comparison on one
+# machine. The column `α/τ` mixes conventions (α: the acceptance of one drafted token; τ and "mean acc.":
+# tokens per step, bonus counted, as our τ is); the other columns say which method, paper, target model,
+# hardware and task each row is, its speedup and its source (each paper's drafter is in the csv file).
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.bench.decompose import decompose_bench
+from specdec_lab.bench.literature import published, summary_table
+from specdec_lab.viz.results import measured_rows
+
 WATERFALL_METHODS = ["prompt_lookup", "draft", "medusa", "lookahead"]
 falls = decompose_bench(traced, [m for m in WATERFALL_METHODS if m in traced["methods"]])
 lit = summary_table(published())
-hardware = f"{mach_t['cpu']} ({mach_t['isa']}), {mach_t['torch_threads']} threads, {traced['config']['dtype']}"
+hardware = f"{machine_label(mach_t)}, {traced['config']['dtype']}"
 ours = measured_rows(falls, model="SmolLM2-135M", hardware=hardware, source=traced_file.split("/")[-1],
                      task=f"{traced['prompts_done']} prompts, {traced['config']['max_new_tokens']} tokens, greedy")  # fmt: skip
-beside = pd.concat([ours, lit[list(ours.columns)]], ignore_index=True)
+shown_columns = [c for c in ours.columns if c != "draft"]  # the drafter is in the csv: the table fits the page
+beside = pd.concat([ours, lit[list(ours.columns)]], ignore_index=True)[shown_columns]
 display(beside.style.format({"speedup": "{:.2f}×"}, na_rep="–").hide(axis="index")
-        .set_caption("measured here (top) beside the published results"))  # fmt: skip
+        .set_caption("measured (top, on the machine its hardware column names) beside the published results"))  # fmt: skip
 
 # %% [markdown]
 # **The waterfall.** Why does a 135M model on two CPU cores get so much less than the papers? The measured
@@ -543,13 +589,20 @@ display(beside.style.format({"speedup": "{:.2f}×"}, na_rep="–").hide(axis="in
 #   forwards, Medusa's heads, an n-gram search) — the cost ratio of the textbook formula, per step;
 # * **× loop** — what the loop does around them per step (accepting, keeping the path's K/V, prefill,
 #   bookkeeping), net of the same in the autoregressive baseline.
+#
+# The table gives each method's τ, nodes per forward, r, c, the loop's own seconds per step o over t(1) (and the
+# baseline's, o_AR), the three factors and the measured speedup.
 
 # %% tags=["nbval-ignore-output"]
-display(waterfall_frame(falls).style.format("{:.3f}").set_caption("the waterfall's terms, per method"))
-fig = waterfall_figure(falls, f"From the ideal τ to the measured speedup — {mach_t['cpu']} ({mach_t['isa']}), "
+from specdec_lab.viz.results import waterfall_figure, waterfall_frame
+
+display(waterfall_frame(falls).style.format("{:.3f}").set_caption(
+    f"the waterfall's terms, per method — {machine_label(mach_t)}"))  # fmt: skip
+fig = waterfall_figure(falls, f"From the ideal τ to the measured speedup — {machine_label(mach_t)}, "
                               f"{traced['prompts_done']} prompt(s)")  # fmt: skip
 print(f"saved {save_figure(fig, '09_waterfall', FIGURES)}")
 fig
+
 
 # %%
 def span(values, fmt="{:.2f}"):
@@ -566,8 +619,8 @@ if falls:
     lit_speed = lit_num["speedup"].dropna()
     biggest = {w.method: min(("verify", "proposer", "loop"), key=lambda k: w.factors[k]) for w in falls}
     display(Markdown(
-        f"Measured here: {span(meas)}× over autoregressive decoding. The first reason is the ideal itself: "
-        f"τ = {span(taus)} tokens per step, where the published rows that report tokens per step give "
+        f"Measured on {machine_label(mach_t)}: {span(meas)}× over autoregressive decoding. The first reason is the "
+        f"ideal itself: τ = {span(taus)} tokens per step, where the published rows that report tokens per step give "
         f"{span(lit_tau)} (targets of {span(lit_size, '{:g}')} billion parameters). Then what a step costs "
         "beyond one plain forward takes its share: "
         + "; ".join(f"{m}: ×{w.factors['verify']:.2f} for its {w.mean_nodes:.1f}-token forward, "
@@ -581,5 +634,158 @@ if falls:
         "would make of it."
     ))  # fmt: skip
 
-# %%
-print(f"notebook ran in {time.perf_counter() - T_START:.1f} s")
+# %% [markdown]
+# ## Check your understanding
+#
+# 1. Why is a speedup computed as Σ tokens / Σ seconds over the prompts, against the same for autoregressive
+#    decoding, and not as the mean of the per-prompt speedups?
+#
+#    <details><summary>Answer</summary>
+#
+#    A mean of ratios lets one short prompt with a lucky ratio outweigh long ones, and the mean of ratios of
+#    noisy times is biased upward. The ratio of sums weighs every token alike: it is the speedup a user
+#    decoding all those prompts would see (`bench.report`'s docstring).
+#    </details>
+#
+# 2. Under the run's own curve the replay reproduces the measurement closely, yet a curve measured apart from
+#    the run can miss it by more. What does the run's own curve contain that a separate measurement does not?
+#
+#    <details><summary>Answer</summary>
+#
+#    What the run actually paid for each verify forward: the contexts it verified at (which grow along each
+#    answer) and the machine's load at those moments. A separate measurement prices the same tree sizes at one
+#    context, on a machine in another state.
+#    </details>
+#
+# 3. On a flat curve, why does re-deciding help Medusa more than re-pricing does?
+#
+#    <details><summary>Answer</summary>
+#
+#    Re-pricing keeps the small trees a steep CPU curve made Medusa choose; on a flat curve a larger tree costs
+#    the same forward and accepts more, so Medusa's own sizing rule picks a much larger tree there. Only the
+#    re-decided view lets the method use what the flat curve offers.
+#    </details>
+#
+# ## Exercises
+#
+# Each exercise is a stub to fill in, then a check against the library's own function. All three read the
+# committed results files loaded above.
+
+# %% [markdown] tags=["exercise-1"]
+# ### Exercise 1 ★ — a speedup as a ratio of sums
+#
+# From the rows of the all-prompts anchors run (`anchors["rows"]`: one dict per prompt and method, with
+# `new_tokens` and `seconds`), compute prompt lookup's speedup over autoregressive decoding on the same prompts:
+# (Σ tokens / Σ seconds of `prompt_lookup`) / (the same of `autoregressive`). The reference is
+# `specdec_lab.bench.report.summarize`.
+
+# %% tags=["exercise", "exercise-1"]
+rows_pl = [r for r in anchors["rows"] if r["method"] == "prompt_lookup"]  # one row per prompt
+rows_ar = [r for r in anchors["rows"] if r["method"] == "autoregressive"]  # the same prompts
+answer = ...  # prompt lookup's speedup over autoregressive, a ratio of sums
+
+
+# %% tags=["solution", "exercise-1"]
+def rate(rows):
+    return sum(r["new_tokens"] for r in rows) / sum(r["seconds"] for r in rows)
+
+
+answer = rate(rows_pl) / rate(rows_ar)
+
+# %% tags=["check", "exercise-1", "nbval-check-output"]
+from specdec_lab.bench.report import summarize
+from specdec_lab.lab.course import check
+
+reference = summarize(rows_pl + rows_ar, ["autoregressive", "prompt_lookup"])["prompt_lookup"]["speedup"]
+_ = check("prompt lookup's speedup", answer, reference, close=1e-9,
+          hint="Sum the tokens and the seconds first, then divide; a mean of per-prompt ratios is another number.")  # fmt: skip
+
+# %% [markdown] tags=["exercise-2"]
+# ### Exercise 2 ★★ — its 95-percent interval, by a paired bootstrap
+#
+# Resample the prompts with replacement (a prompt's prompt-lookup row and its autoregressive row stay
+# together), recompute the ratio-of-sums speedup on each resample, and take the 2.5th and 97.5th percentiles of
+# 2,000 resamples: `(low, high)`. The reference is `specdec_lab.bench.report.speedup_interval(rows_pl, rows_ar)`;
+# a bootstrap with another random stream lands close to it, not on it.
+
+# %% tags=["exercise", "exercise-2"]
+import random
+
+answer = ...  # (low, high)
+
+# %% tags=["solution", "exercise-2"]
+base = {r["question_id"]: r for r in rows_ar}
+pairs = [(r, base[r["question_id"]]) for r in rows_pl]
+rng, ratios = random.Random(1), []
+for _ in range(2000):
+    sample = rng.choices(pairs, k=len(pairs))
+    ratios.append(rate([m for m, _ in sample]) / rate([b for _, b in sample]))
+ratios.sort()
+answer = (ratios[int(0.025 * (len(ratios) - 1))], ratios[int(round(0.975 * (len(ratios) - 1)))])
+
+# %% tags=["check", "exercise-2", "nbval-check-output"]
+import math
+
+from specdec_lab.bench.report import speedup_interval
+
+_ = check("the speedup's 95% interval", answer, speedup_interval(rows_pl, rows_ar),
+          close=lambda a, r: len(a) == 2 and all(math.isclose(x, y, rel_tol=0.02) for x, y in zip(a, r, strict=True)),
+          hint="Keep each prompt's two rows together when resampling; the interval is of the ratio of sums.")  # fmt: skip
+
+# %% [markdown] tags=["exercise-3"]
+# ### Exercise 3 ★★★ — replay a run under a flat cost curve
+#
+# Re-price the traced run as if every verify forward cost t(1) of the run's own curve, `own(1)`, whatever its
+# size (a flat curve), keeping every other recorded second: a row's predicted seconds are its recorded seconds
+# less the recorded verify seconds of its steps, plus t(1) per step (`steps_of(row)` gives the steps, each with
+# `t_verify`). Then compute prompt lookup's predicted speedup over autoregressive decoding (autoregressive
+# replayed the same way, on the same prompts) as a ratio of sums. The reference is
+# `specdec_lab.bench.replay.replay_bench` under `flat_curve(own(1))`.
+
+# %% tags=["exercise", "exercise-3"]
+from specdec_lab.bench.trace import steps_of
+
+t1 = own(1)
+answer = ...  # prompt lookup's speedup if every verify forward cost t1
+
+# %% tags=["solution", "exercise-3"]
+def replayed_seconds(row) -> float:
+    steps = steps_of(row)
+    return row["seconds"] - sum(s.t_verify for s in steps) + t1 * len(steps)
+
+
+def replayed_rate(method: str) -> float:
+    mine = [r for r in traced_rows(results) if r["method"] == method]
+    return sum(r["new_tokens"] for r in mine) / sum(replayed_seconds(r) for r in mine)
+
+
+answer = replayed_rate("prompt_lookup") / replayed_rate("autoregressive")
+
+# %% tags=["check", "exercise-3", "nbval-check-output"]
+flat_table = replay_bench(results, flat_curve(t1), draft_scale=1.0, overhead_scale=1.0)
+reference = next(r["predicted_speedup"] for r in flat_table if r["method"] == "prompt_lookup")
+_ = check("prompt lookup's speedup on a flat curve", answer, reference, close=1e-4,
+          hint="Only the verify seconds change: subtract each step's recorded t_verify and add t(1) per step.")  # fmt: skip
+
+# %% [markdown]
+# ## Takeaways
+#
+# - Read the timing-free checks first: every method's output equals autoregressive decoding's and the plain
+#   decoders emit one token per forward; only then do speedups mean anything.
+# - A speedup is a ratio of sums over the same prompts, and its paired-bootstrap interval says whether a
+#   category's gap is a measured loss or the machine's noise.
+# - Replayed under the run's own cost curve, the recorded steps reproduce the measured speedups; the closed-form
+#   theory leaves out the loop's own bookkeeping, and a curve measured apart from the run misses what the run paid.
+# - On a flat, GPU-like curve the methods that size their work from the cost curve gain most once they re-decide
+#   their sizes, which can reorder the ranking measured on a CPU.
+# - The gap to the published speedups is decomposed, per method, into a lower ideal τ and what verifying,
+#   proposing and the loop cost on a CPU.
+#
+# ## Further reading
+#
+# - [Spec-Bench, Xia et al. 2024](https://arxiv.org/abs/2401.07851) and its
+#   [repository and leaderboard](https://github.com/hemingkx/Spec-Bench): one benchmark, one machine, every
+#   method — the comparison section 6 says the published rows are not.
+# - [Leviathan et al. 2023](https://arxiv.org/abs/2211.17192): the speedup formula of section 3's theory.
+# - [Sequoia, Chen et al. 2024](https://arxiv.org/abs/2402.12374): trees sized by the hardware's verify cost,
+#   the re-decided view of section 5.

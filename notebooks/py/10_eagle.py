@@ -18,16 +18,17 @@
 # # 10 · EAGLE: drafting at the feature level from the target's own hidden states
 #
 # Every learned proposer so far drafts from tokens (the distilled 2-layer draft, `data/draft/`) or from one hidden
-# state with independent heads (Medusa, notebooks 03–06). EAGLE (Li et al. 2024, arXiv 2401.15077; EAGLE-2,
-# arXiv 2406.16858; EAGLE-3, arXiv 2503.01840) drafts autoregressively *in the target's feature space*: a
-# one-layer drafter reads the target's hidden states — which the decoding loop already has from its verify
-# forward — and its own output stands in for the next position's features while it drafts on. It is what
-# the serving engines ship today: vLLM and SGLang load EAGLE-3 drafters (`LlamaForCausalLMEagle3`), and
-# `python -m specdec_lab.eagle.export` writes ours in that layout.
+# state with independent heads (Medusa, notebooks 03–06). EAGLE ([Li et al. 2024](https://arxiv.org/abs/2401.15077);
+# EAGLE-2, [Li et al. 2024](https://arxiv.org/abs/2406.16858); EAGLE-3, [Li et al. 2025](https://arxiv.org/abs/2503.01840))
+# drafts autoregressively *in the target's feature space*: a one-layer drafter reads the target's hidden states —
+# which the decoding loop already has from its verify forward — and its own output stands in for the next
+# position's features while it drafts on. It is what the serving engines ship today: vLLM and SGLang load
+# EAGLE-3 drafters (`LlamaForCausalLMEagle3`), and `python -m specdec_lab.eagle.export` writes ours in that layout.
 #
 # **The architecture** (`specdec_lab/eagle/model.py`, read from SafeAILab/EAGLE and vLLM/SGLang's
 # `llama_eagle3.py`). Notation: $x_t$ the tokens, $f_t$ the target's features at position $t$, $e(x)$ the
-# target's own (frozen, shared) token embedding, $H$ the hidden size, $L$ the target's layers.
+# target's own (frozen, shared) token embedding, $H$ the hidden size, $L$ the target's layers (here $L$ counts
+# layers, not accepted tokens).
 #
 # 1. **features**: the hidden states at the *inputs* of target layers $(2, L/\!/2, L-3)$ = (2, 15, 27) for
 #    SmolLM2's 30 layers — low, middle and high level — fused by `fc` ($3H \to H$) into $g_t$;
@@ -48,7 +49,24 @@
 # Sections: (1) why features are easier to predict than tokens — accuracy per draft position of the token
 # draft, the Medusa heads and EAGLE on the same held-out text; (2) the drafting-vocabulary trade-off, with a
 # slider; (3) a short live training run next to the recorded CPU run; (4) a real step's dynamic tree
-# (EAGLE-2); (5) the speed table.
+# (EAGLE-2); (5) the hybrid's sources; (6) the speed table.
+#
+# ### Learning objectives
+#
+# - **Explain** what an EAGLE-3 drafter reads (which target layers it fuses) and why its accuracy falls more
+#   slowly with the draft position than independent Medusa heads'.
+# - **Measure** accuracy per draft position, teacher-forced, with the library's definition.
+# - **Derive** the cost ratio c of a draft step from the model shapes and weigh it against the coverage of a
+#   reduced drafting vocabulary.
+# - **Read** a dynamic (EAGLE-2) draft tree and the speed table of a benchmark run.
+#
+# ### Prerequisites
+#
+# Notebook 01 (the speed-up formula with α and c), notebooks 03–06 (Medusa heads and tree verification), notebook
+# 08 or 09 for the benchmark's speed-ups.
+#
+# **Notation** as in notebook 00: p, q, α, k, c, τ, E[L]; "mean accepted" = tokens emitted per target forward,
+# bonus included.
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: a shorter live training run and generation (same code paths)
@@ -73,59 +91,14 @@ seed: int = 0  # random seed
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
 
 # %%
+from specdec_lab import load_model
+from specdec_lab.lab.course import start
+
 if quick:
     train_seconds, train_batch, max_new_tokens, compare_examples = 10.0, 2, 24, 8
     figures_dir = "../results/figures"  # CI runs leave the committed figures alone
-
-import json
-import os
-import time
-from pathlib import Path
-
-import pandas as pd
-import torch
-from IPython.display import HTML, Markdown, display
-from transformers.utils import logging as hf_logging
-
-from specdec_lab import METHODS, generate, load_model
-from specdec_lab.eagle import SHIPPED_DIR
-from specdec_lab.eagle.vocab_cost import target_macs, vocab_tradeoff
-from specdec_lab.io import load_prompts
-from specdec_lab.lab.drafter_accuracy import DISTILL_DIRS
-from specdec_lab.lab.trees import Explorer
-from specdec_lab.proposers.eagle import weights_folder
-from specdec_lab.text import WHITESPACE_LEGEND
-from specdec_lab.train.distill import load_distillation_data, split_heldout
-from specdec_lab.train.eagle import EagleTrainConfig, Trainer, batches, init_drafter
-from specdec_lab.train.eagle_ttt import loss_rows, teacher, ttt_loss, unroll
-from specdec_lab.train.lineage import lineage, stitched_curve
-from specdec_lab.viz.decoding import show_steps, step_tree_figure
-from specdec_lab.viz.eagle_figures import (
-    SOURCE_LABELS,
-    lineage_figure,
-    position_accuracy_figure,
-    source_html,
-    speed_rows,
-    training_figure,
-    vocab_callback,
-    vocab_point,
-    vocab_tradeoff_figure,
-)
-from specdec_lab.viz.figures import save_figure
-
-T_START = time.perf_counter()
-REPO = SHIPPED_DIR.parents[1]  # data/ paths are relative to the repository root
-FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
-hf_logging.disable_progress_bar()
-torch.manual_seed(seed)
+FIGURES = start(figures_dir, seed=seed, stem="10_eagle")
 lm = load_model(model_name)
-tok = lm.tokenizer
-folder = weights_folder(weights)
-have_drafter = (folder / "config.json").is_file()
-if not have_drafter:
-    print(f"No EAGLE drafter at {weights}: section 1 shows the recorded file only, section 4 is skipped "
-          "(train one with `python -m specdec_lab.train eagle`).")  # fmt: skip
-print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={quick}; drafter: {weights}")
 
 # %% [markdown]
 # ## 1. Why features are easier to predict than tokens
@@ -146,9 +119,24 @@ print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={qui
 # proposer's top-1 equals the target's greedy token at draft position $k$, with drafts $1..k-1$ replaced by
 # the true tokens (teacher-forced: what it sees when they were accepted), over every response token. Each
 # proposer scores the rows it scores when decoding. The committed file is
-# `python -m specdec_lab.lab.drafter_accuracy` (`rerun=True` measures afresh).
+# `python -m specdec_lab.lab.drafter_accuracy` (`rerun=True` measures afresh); the table has one row per
+# proposer and one column per draft position.
 
 # %%
+import json
+
+import pandas as pd
+from IPython.display import Markdown, display
+
+from specdec_lab.io import REPO_DIR as REPO  # data/ paths are relative to the repository root
+from specdec_lab.proposers.eagle import weights_folder
+from specdec_lab.viz.eagle_figures import SOURCE_LABELS
+
+folder = weights_folder(weights)
+have_drafter = (folder / "config.json").is_file()
+if not have_drafter:
+    print(f"No EAGLE drafter at {weights}: section 1 shows the recorded file only, section 4 is skipped "
+          "(train one with `python -m specdec_lab.train eagle`).")  # fmt: skip
 acc_path = REPO / accuracy_file
 if rerun and have_drafter:
     from specdec_lab.lab.drafter_accuracy import main as compare_main
@@ -166,15 +154,20 @@ else:
           f"{record['weights']['eagle']['folder']} ({record['weights']['eagle'].get('tokens_seen')} training tokens), "
           f"draft {record['weights']['draft']}, Medusa heads {record['weights']['medusa']}")  # fmt: skip
     display(pd.DataFrame({SOURCE_LABELS[n]: s["accuracy"] for n, s in src.items()},
-                         index=pd.Index(record["positions"], name="draft position k")).T)  # fmt: skip
+                         index=pd.Index(record["positions"], name="draft position k")).T.round(3))  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.eagle_figures import position_accuracy_figure
+from specdec_lab.viz.figures import save_figure
+
 if record is not None:
     fig = position_accuracy_figure(record)
     print(f"saved {save_figure(fig, '10_position_accuracy', FIGURES, png=not quick)}")
     display(fig)
 
 # %%
+from specdec_lab.lab.course import compare
+
 if record is not None:
     a = {n: s["accuracy"] for n, s in src.items()}
     best1 = max(a, key=lambda n: a[n][0])
@@ -184,15 +177,24 @@ if record is not None:
         e, m = a["eagle"], a["medusa"]
         keep_e, keep_m = e[j] / max(e[0], 1e-9), m[j] / max(m[0], 1e-9)
         lines.append(
-            f"At position {j + 1}, EAGLE ({e[j]:.2f}) is {'above' if e[j] > m[j] else 'below'} Medusa's head {j + 1} "
-            f"({m[j]:.2f}); EAGLE keeps {keep_e:.0%} of its position-1 accuracy there, the heads {keep_m:.0%}: "
-            + ("the drafter's own features carry further than independent heads do."
-               if keep_e > keep_m else "here the drafter's features drift faster than the heads' accuracy falls.")
+            compare(e[j], m[j], "At position {j}, EAGLE ({a:.2f}) is above Medusa's head {j} ({b:.2f});",
+                    "At position {j}, EAGLE ({a:.2f}) is below Medusa's head {j} ({b:.2f});",
+                    "At position {j}, EAGLE ({a:.2f}) and Medusa's head {j} ({b:.2f}) are level;", rel_tol=0.01,
+                    j=j + 1)
+            + compare(keep_e, keep_m,
+                      " EAGLE keeps {a:.0%} of its position-1 accuracy there, the heads {b:.0%}: the drafter's own "
+                      "features carry further than independent heads do.",
+                      " EAGLE keeps {a:.0%} of its position-1 accuracy there, the heads {b:.0%}: here the drafter's "
+                      "features drift faster than the heads' accuracy falls.",
+                      " EAGLE keeps {a:.0%} of its position-1 accuracy there, the heads {b:.0%}: about the same share.",
+                      rel_tol=0.02)
         )  # fmt: skip
     if "draft" in a and "eagle" in a:
         lines.append(
-            f"EAGLE's position-1 accuracy is {'above' if a['eagle'][0] > a['draft'][0] else 'below'} the token "
-            f"draft's ({a['eagle'][0]:.2f} against {a['draft'][0]:.2f}); per step the token draft runs two "
+            compare(a["eagle"][0], a["draft"][0], "EAGLE's position-1 accuracy is above the token draft's",
+                    "EAGLE's position-1 accuracy is below the token draft's",
+                    "EAGLE's position-1 accuracy is level with the token draft's", rel_tol=0.01)
+            + f" ({a['eagle'][0]:.2f} against {a['draft'][0]:.2f}); per step the token draft runs two "
             "target-sized layers and a head, EAGLE one layer and a head (section 2 prices them)."
         )  # fmt: skip
     display(Markdown(" ".join(lines)))
@@ -214,6 +216,10 @@ if record is not None:
 # target still verifies every token, so the output never changes; only acceptance can drop).
 
 # %%
+from specdec_lab.eagle.vocab_cost import target_macs, vocab_tradeoff
+from specdec_lab.lab.drafter_accuracy import DISTILL_DIRS
+from specdec_lab.train.distill import load_distillation_data, split_heldout
+
 examples = [e for d in DISTILL_DIRS.split(",") for e in load_distillation_data(REPO / d)]
 train_ex, held_ex = split_heldout(examples, 10)
 text_config = lm.model.config.get_text_config(decoder=True)
@@ -226,11 +232,15 @@ display(pd.DataFrame({"c(M)": tradeoff.c, "coverage(M)": tradeoff.coverage},
                      index=pd.Index(tradeoff.sizes, name="M")).T.round(3))  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.eagle_figures import vocab_tradeoff_figure
+
 fig = vocab_tradeoff_figure(tradeoff, shipped=shipped_m)
 print(f"saved {save_figure(fig, '10_vocab_tradeoff', FIGURES, png=not quick)}")
 fig
 
 # %%
+from specdec_lab.viz.eagle_figures import vocab_point
+
 full, ship = tradeoff.at(tradeoff.sizes[-1]), tradeoff.at(shipped_m)
 display(Markdown(
     f"The full vocabulary makes a draft step cost c = {full['c']:.3f} of a target token; the shipped "
@@ -248,13 +258,16 @@ display(Markdown(
 # %% tags=["nbval-skip"]
 import ipywidgets as w
 
-Explorer(
+from specdec_lab.lab.trees import Explorer
+from specdec_lab.viz.eagle_figures import vocab_callback
+
+display(Explorer(
     w.SelectionSlider(options=[256, 512, 1024, 2048, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152],
                       value=shipped_m, description="M", continuous_update=False),
     vocab_callback(tradeoff, alpha, shipped_m),
     header="<b>Move the slider</b>: the drafting vocabulary's size M.",
     show_initial=False,  # the shipped size is the plain cell above
-)  # fmt: skip
+))  # fmt: skip
 
 # %% [markdown]
 # ## 3. A short live training run
@@ -265,10 +278,16 @@ Explorer(
 # target's distribution restricted to the drafting vocabulary, weighted $0.8^i$ over the steps (SafeAILab/EAGLE
 # `eagle/traineagle3/main.py`). Here: a fresh drafter, a few optimizer steps of the same `Trainer` within
 # `train_seconds`, with its loss on one fixed held-out batch after every step. It is drawn next to the
-# recorded 20-minute run on this CPU (`data/eagle/runs/cpu-20min/`); the right panel is that run's held-out
+# recorded 20-minute run on a CPU (`data/eagle/runs/cpu-20min/`); the right panel is that run's held-out
 # accuracy per draft position.
 
 # %% tags=["nbval-ignore-output"]
+import torch
+
+from specdec_lab.train.eagle import EagleTrainConfig, Trainer, batches, init_drafter
+from specdec_lab.train.eagle_ttt import loss_rows, teacher, ttt_loss, unroll
+from specdec_lab.viz.eagle_figures import training_figure
+
 cfg = EagleTrainConfig(batch_size=train_batch, warmup_steps=4, max_minutes=train_seconds / 60, eval_every=10**9,
                        checkpoint_every=10**9, seed=seed)  # fmt: skip
 trainer = Trainer(lm.model, init_drafter(lm.model, cfg), train_ex, [], cfg, progress=False)
@@ -284,7 +303,7 @@ def held_loss() -> float:
     return round(float(ttt_loss(run, t.p, t.valid, in_vocab, cfg.step_weight)[0]), 3)
 
 
-start = held_loss()
+start_loss = held_loss()
 live = []
 for batch in batches(train_ex, cfg.batch_size, 0, seed):
     loss = trainer.train_step(batch)
@@ -292,9 +311,9 @@ for batch in batches(train_ex, cfg.batch_size, 0, seed):
     if trainer.seconds >= train_seconds:
         break
 curve = json.loads((REPO / curve_file).read_text())
-print(f"{len(live)} steps, {trainer.tokens} training tokens in {trainer.seconds:.0f} s: held-out batch loss "
-      f"{start:.2f} -> {live[-1]['held_loss']:.2f}")  # fmt: skip
-fig = training_figure(live, curve)
+print(f"{len(live)} step(s), {trainer.tokens} training tokens in {trainer.seconds:.0f} s: held-out batch loss "
+      f"{start_loss:.2f} -> {live[-1]['held_loss']:.2f}")  # fmt: skip
+fig = training_figure(live, curve, title=f"A live run of {len(live)} step(s) beside the recorded run ({curve_file})")
 print(f"saved {save_figure(fig, '10_training', FIGURES, png=not quick)}")
 fig
 
@@ -302,21 +321,28 @@ fig
 pts = curve["points"]
 end = live[-1]["held_loss"]
 display(Markdown(
-    f"On the fixed held-out batch the live run's loss {'fell' if end < start else 'did not fall'} from {start:.2f} "
-    f"(the fresh drafter) to {end:.2f} after {len(live)} steps; the loss of each training batch (dotted) also "
-    "varies with the batch. The recorded run saw "
-    f"{pts[-1]['tokens']:,} training tokens; its held-out accuracy at draft position 1 went from "
+    "On the fixed held-out batch the live run's loss "
+    + compare(end, start_loss, "rose from {b:.2f} (the fresh drafter) to {a:.2f}", "fell from {b:.2f} (the fresh "
+              "drafter) to {a:.2f}", "stayed at {b:.2f} (the fresh drafter), ending at {a:.2f},", rel_tol=0.01)
+    + f" after {len(live)} step(s); the loss of each training batch (dotted) also varies with the batch. The "
+    f"recorded run saw {pts[-1]['tokens']:,} training tokens; its held-out accuracy at draft position 1 went from "
     f"{pts[1]['accuracy'][0]:.2f} at its first evaluation to {pts[-1]['accuracy'][0]:.2f}"
-    + (" and was still rising." if pts[-1]["accuracy"][0] > pts[-2]["accuracy"][0] else ".")
+    + compare(pts[-1]["accuracy"][0], pts[-2]["accuracy"][0], ", still rising at its last evaluation.",
+              ", below its evaluation before.", ", level with its evaluation before.", rel_tol=0.0)
 ))  # fmt: skip
 
 # %% [markdown]
 # The drafter `weights` names was not trained in one sitting: each run continued the drafter of the run before
-# (`--init-from`), with the settings this CPU afforded then. `specdec_lab.train.lineage` follows the runs'
+# (`--init-from`), with the settings the CPU of the time afforded. `specdec_lab.train.lineage` follows the runs'
 # manifests back to a fresh drafter and puts every run's held-out accuracy on one axis, the drafter's total
-# training tokens (`python -m specdec_lab.train lineage` prints the same chain).
+# training tokens (`python -m specdec_lab.train lineage` prints the same chain). The table: each run's folder,
+# the training tokens the drafter had seen before it and during it, its minutes, its settings (TTT steps, batch,
+# learning rate) and its held-out accuracy at draft position 1 when it ended.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.train.lineage import lineage, stitched_curve
+from specdec_lab.viz.eagle_figures import lineage_figure
+
 try:
     runs = lineage(weights)
 except ValueError as e:
@@ -325,7 +351,8 @@ except ValueError as e:
 if runs:
     display(pd.DataFrame([{"run": i + 1, "folder": r.folder, "tokens before": r.tokens_before,
                            "tokens": r.curve["points"][-1]["tokens"], "minutes": round(r.manifest["train_seconds"] / 60),
-                           "settings": r.settings, "accuracy at position 1": r.curve["points"][-1]["accuracy"][0]}
+                           "settings": r.settings,
+                           "accuracy at position 1": round(r.curve["points"][-1]["accuracy"][0], 3)}
                           for i, r in enumerate(runs)]).set_index("run"))  # fmt: skip
     fig = lineage_figure(runs, stitched_curve(runs))
     print(f"saved {save_figure(fig, '10_lineage', FIGURES, png=not quick)}")
@@ -334,15 +361,19 @@ if runs:
 # %% [markdown]
 # ## 4. A real step's dynamic tree (EAGLE-2)
 #
-# With `tree="dynamic"` the drafter does not draft a chain but grows a tree (EAGLE-2, arXiv 2406.16858): after
-# the same first forward it expands the best nodes level by level — one drafter forward per level over the
-# chosen nodes, tree attention among their entries — each node valued by the product of the drafter's
-# probabilities along its path, and keeps the best $n$ nodes, $n$ sized on the one cost model of this machine
-# (`trees.expand`). The target verifies the whole tree in one forward and accepts the longest path it agrees
-# with. Below: one step of a real decode, the accepted path in green. In token labels
-# ▁ is a space, ↵ a newline, ⇥ a tab, and · a byte of a character that the next token completes.
+# With `tree="dynamic"` the drafter does not draft a chain but grows a tree
+# ([EAGLE-2, Li et al. 2024](https://arxiv.org/abs/2406.16858)): after the same first forward it expands the best
+# nodes level by level — one drafter forward per level over the chosen nodes, tree attention among their
+# entries — each node valued by the product of the drafter's probabilities along its path, and keeps the best
+# $n$ nodes, $n$ sized on the one cost model of this machine (`trees.expand`). The target verifies the whole tree
+# in one forward and accepts the longest path it agrees with. Below: one step of a real decode, the accepted path
+# in green. In token labels ▁ is a space, ↵ a newline, ⇥ a tab, and · a byte of a character that the next token
+# completes.
 
 # %%
+from specdec_lab import generate
+from specdec_lab.io import load_prompts
+
 if have_drafter:
     prompt = {p.question_id: p for p in load_prompts(REPO / "data/prompts.jsonl")}[prompt_id]
     ids = lm.chat_ids(prompt.text)
@@ -354,6 +385,9 @@ else:
     print(f"No EAGLE drafter at {weights}: no dynamic tree to draw.")
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.text import WHITESPACE_LEGEND
+from specdec_lab.viz.decoding import show_steps, step_tree_figure
+
 if have_drafter:
     if default_step < 0:  # the most instructive step: the largest tree, then most tokens accepted, then the earliest
         step = max(range(len(eag.steps)), key=lambda i: (len(eag.steps[i].tree), eag.steps[i].accepted, -i))
@@ -362,7 +396,7 @@ if have_drafter:
     s = eag.steps[step]
     print(f"step {step} of {len(eag.steps)}: {len(s.tree)} nodes, {s.accepted} accepted; proposer info {s.info}")
     print(WHITESPACE_LEGEND)
-    fig = step_tree_figure(eag, step, tok)
+    fig = step_tree_figure(eag, step, lm.tokenizer)
     print(f"saved {save_figure(fig, '10_dynamic_tree', FIGURES, png=not quick)}")
     display(fig)
 
@@ -374,7 +408,7 @@ if have_drafter:
 if have_drafter:
     print(f"{len(eag.tokens)} tokens in {eag.forwards} target forwards: mean accepted {eag.mean_accepted:.2f} "
           f"(bonus included); mean tree {eag.proposer.get('nodes')} nodes")  # fmt: skip
-    display(show_steps(eag, tok))
+    display(show_steps(eag, lm.tokenizer))
 
 # %% [markdown]
 # ## 5. The hybrid: which source drafted each accepted token
@@ -389,13 +423,18 @@ if have_drafter:
 # token), the target's own token of each step plain.
 
 # %% tags=["nbval-ignore-output"]
+from IPython.display import HTML
+
+from specdec_lab import METHODS
+from specdec_lab.viz.eagle_figures import source_html
+
 if have_drafter and "hybrid" in METHODS:
     hyb = generate(lm, ids, method="hybrid", sources="prompt_lookup+medusa+eagle", weights=str(folder),
                    max_new_tokens=max_new_tokens)  # fmt: skip
     print(f"greedy hybrid equals autoregressive decoding token for token: {hyb.tokens == ar.tokens}; "
           f"mean accepted {hyb.mean_accepted:.2f} (bonus included); accepted drafts by source "
           f"{hyb.proposer.get('accepted_by')}; model sources planned per step {hyb.proposer.get('plans')}")  # fmt: skip
-    display(HTML(source_html(hyb, tok)))
+    display(HTML(source_html(hyb, lm.tokenizer)))
 else:
     print("This section needs method 'hybrid' and a trained EAGLE drafter.")
 
@@ -403,18 +442,175 @@ else:
 # ## 6. The speed table
 #
 # The benchmark (`python -m specdec_lab.bench`, notebook 09) times every method on the same prompts, order
-# rotated per prompt. The results file named by `bench_file`:
+# rotated per prompt. The results file named by `bench_file`, measured on the machine its caption names (not
+# necessarily this notebook's): per method the prompts it ran, its mean accepted (tokens per target forward, bonus
+# included), tokens/s (Σ tokens / Σ seconds), its speed-up over autoregressive decoding on the same prompts, and
+# the share of prompts whose output is identical to autoregressive decoding's.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.eagle_figures import speed_rows
+from specdec_lab.viz.results import machine_label
+
 try:
     bench = json.loads((REPO / bench_file).read_text())
 except (OSError, ValueError) as e:
     bench = None
     print(f"{bench_file}: cannot read it ({e}); run `python -m specdec_lab.bench --methods autoregressive,eagle`")
 if bench is not None:
-    print(f"{bench_file}: {bench['prompts_done']} prompts, {bench['config']['max_new_tokens']} new tokens, "
-          f"{bench['machine'].get('cpu')}, ISA {bench['machine'].get('isa')}")  # fmt: skip
-    display(pd.DataFrame(speed_rows(bench)).set_index("method").round(3))
+    display(pd.DataFrame(speed_rows(bench)).set_index("method").style.format("{:.2f}", subset=[
+        "mean accepted", "tokens/s", "speedup", "identical"]).set_caption(
+        f"{bench_file}: {bench['prompts_done']} prompts, {bench['config']['max_new_tokens']} new tokens, measured on "
+        f"{machine_label(bench['machine'])}"))  # fmt: skip
 
-# %% tags=["nbval-ignore-output"]
-print(f"notebook run time: {time.perf_counter() - T_START:.0f} s")
+# %% [markdown]
+# ## Check your understanding
+#
+# 1. A Medusa head k and EAGLE at draft position k both guess the token k places after the next one. What does
+#    EAGLE see that head k does not?
+#
+#    <details><summary>Answer</summary>
+#
+#    The tokens drafted before position k and its own predicted features for them: EAGLE drafts
+#    autoregressively, each step reading the previous step's output state and the token just drafted. Head k
+#    reads one hidden state $h_t$ and must guess as if it knew what heads 1 to k − 1 said.
+#    </details>
+#
+# 2. Why does a drafting vocabulary of M rows never change the decoded text, only the speed?
+#
+#    <details><summary>Answer</summary>
+#
+#    The target verifies every drafted token. A drafter that cannot name a token simply fails to propose it,
+#    so that position is rejected and the target's own token is emitted: acceptance can drop, the output
+#    cannot change. What M buys is a cheaper draft step (a smaller c).
+#    </details>
+#
+# 3. Why train the drafter on its own unrolled outputs (training-time test) instead of only on the target's
+#    true features?
+#
+#    <details><summary>Answer</summary>
+#
+#    While decoding, every draft step after the first reads the drafter's own, imperfect, features. A drafter
+#    trained only on true features never sees that input, and its errors compound from step to step; unrolled
+#    in training exactly as it runs, it learns to draft from what it will actually be given.
+#    </details>
+#
+# ## Exercises
+#
+# Each exercise is a stub to fill in, then a check against the library's own function.
+
+# %% [markdown] tags=["exercise-1"]
+# ### Exercise 1 ★ — which target layers EAGLE-3 fuses
+#
+# EAGLE-3 reads the hidden states at the inputs of three target layers: a low one (2), the middle one (L // 2)
+# and a high one (L − 3), for an L-layer target. Write `fused_layers(L)` and apply it to SmolLM2's layer count and
+# to two larger targets'. The reference is `specdec_lab.eagle.eagle3_layers`.
+
+# %% tags=["exercise", "exercise-1"]
+layer_counts = [text_config.num_hidden_layers, 32, 80]  # SmolLM2-135M, a Llama-3-8B-sized and a 70B-sized target
+
+
+def fused_layers(num_layers: int) -> tuple[int, int, int]:
+    ...
+
+
+answer = [fused_layers(n) for n in layer_counts]
+
+# %% tags=["solution", "exercise-1"]
+def fused_layers(num_layers: int) -> tuple[int, int, int]:
+    return (2, num_layers // 2, num_layers - 3)
+
+
+answer = [fused_layers(n) for n in layer_counts]
+
+# %% tags=["check", "exercise-1", "nbval-check-output"]
+from specdec_lab.eagle import eagle3_layers
+from specdec_lab.lab.course import check
+
+_ = check("EAGLE-3's fused layers", answer, [eagle3_layers(n) for n in layer_counts],
+          hint="Low, middle, high: 2, L // 2 and L - 3, as a tuple.")  # fmt: skip
+
+# %% [markdown] tags=["exercise-2"]
+# ### Exercise 2 ★★ — the cost ratio c of a draft step
+#
+# Section 2's table gives c(M), one draft step's multiply-adds over the target's per token. Compute it for the
+# shipped vocabulary (`shipped_m`) from the shapes in `text_config` (H = `hidden_size`, I = `intermediate_size`,
+# q = heads × `head_dim`, kv = key/value heads × `head_dim`). An EAGLE-3 draft step is `fc` (3·H·H), one layer
+# whose q, k, v projections read 2H inputs (2H·(q + 2·kv)), its output projection (q·H) and MLP (3·H·I), and the
+# head (M·H); the target per token is `macs["total"]` (section 2). The reference is
+# `specdec_lab.eagle.vocab_cost.step_cost_ratio`.
+
+# %% tags=["exercise", "exercise-2"]
+H, inter = text_config.hidden_size, text_config.intermediate_size  # H and I
+q_width = text_config.num_attention_heads * text_config.head_dim
+kv_width = text_config.num_key_value_heads * text_config.head_dim
+answer = ...  # c(shipped_m)
+
+# %% tags=["solution", "exercise-2"]
+draft_step = 3 * H * H + 2 * H * (q_width + 2 * kv_width) + q_width * H + 3 * H * inter + shipped_m * H
+answer = draft_step / macs["total"]
+
+# %% tags=["check", "exercise-2", "nbval-check-output"]
+from specdec_lab.eagle.vocab_cost import step_cost_ratio
+
+_ = check("c(M) of the shipped vocabulary", answer, step_cost_ratio(text_config, shipped_m), close=1e-9,
+          hint="Sum fc, the layer's four projections and MLP, and the M-row head; divide by the target's total.")  # fmt: skip
+
+# %% [markdown] tags=["exercise-3"]
+# ### Exercise 3 ★★★ — accuracy per draft position, teacher-forced
+#
+# `run` below unrolls section 3's live drafter on the fixed held-out batch for a few steps: `run.logits[i]` holds,
+# for every row where `masks[i]` is True, the drafter's scores over its drafting vocabulary at step i (draft
+# position i + 1). Its guess is the top-1 row mapped to a target token by `trainer.d.target_ids`; the truth at
+# those rows is the target's greedy token `shifted(held_batch.greedy, 1 + i)` (row u of `greedy` is the token
+# after u; the step-i prediction at row u is about the token i + 1 places later). Compute the accuracy at each
+# draft position (a list of fractions). The reference is `specdec_lab.train.eagle_ttt.accuracy`, the definition
+# section 1 uses.
+
+# %% tags=["exercise", "exercise-3"]
+from specdec_lab.train.eagle_ttt import shifted
+
+positions = 4
+masks = [shifted(held_batch.valid, 2 + i, False) for i in range(positions)]  # rows whose token i + 2 later is a response token
+with torch.no_grad():
+    run = unroll(trainer.d, held_batch.features, held_batch.ids, positions, rows=masks)
+answer = ...  # [accuracy at draft position 1, 2, ...]
+
+# %% tags=["solution", "exercise-3"]
+answer = []
+for i, (logits, mask) in enumerate(zip(run.logits, masks, strict=True)):
+    guess = trainer.d.target_ids[logits.argmax(-1)]  # drafting-vocabulary rows -> target token ids
+    truth = shifted(held_batch.greedy, 1 + i)[mask]
+    answer.append(float((guess == truth).double().mean()))
+
+# %% tags=["check", "exercise-3"]
+import math
+
+from specdec_lab.train.eagle_ttt import accuracy
+
+with torch.no_grad():
+    hits, total = accuracy(trainer.d, held_batch, positions)
+_ = check("accuracy per draft position", answer, [h / t for h, t in zip(hits, total, strict=True)],
+          close=lambda a, r: len(a) == len(r) and all(math.isclose(x, y, abs_tol=1e-6) for x, y in zip(a, r, strict=True)),
+          hint="Map the argmax through target_ids, and compare with greedy shifted by i + 1 at the masked rows.")  # fmt: skip
+
+# %% [markdown]
+# ## Takeaways
+#
+# - EAGLE drafts in the target's feature space from features the verify forward already computed; EAGLE-3 fuses
+#   a low, a middle and a high layer, and its own output stands in for the next position's features.
+# - Measured with one definition on the same held-out tokens, a drafter that carries its own features forward
+#   keeps its accuracy over draft positions better than independent heads on one hidden state (section 1's table
+#   and figure say by how much here).
+# - On a small target the head dominates a draft step: a reduced drafting vocabulary lowers the cost ratio c a
+#   great deal while covering most of the target's tokens, and it never changes the output.
+# - Greedy EAGLE with dynamic (EAGLE-2) trees decodes exactly what autoregressive decoding does; its speed-up on
+#   a CPU is the benchmark's to measure (section 6).
+#
+# ## Further reading
+#
+# - [EAGLE, Li et al. 2024](https://arxiv.org/abs/2401.15077): drafting at the feature level (section 1).
+# - [EAGLE-2, Li et al. 2024](https://arxiv.org/abs/2406.16858): dynamic draft trees from the drafter's confidence
+#   (section 4).
+# - [EAGLE-3, Li et al. 2025](https://arxiv.org/abs/2503.01840): fused multi-layer features and training-time test
+#   (the architecture above, section 3).
+# - [Medusa, Cai et al. 2024](https://arxiv.org/abs/2401.10774): the independent heads section 1 compares with.

@@ -18,30 +18,53 @@
 # # 11 · Sampling on trees: exact rules for every way siblings are drawn
 #
 # Notebook 02 sampled exactly on a *chain*: accept a draft x with probability min(1, p(x)/q(x)), else draw
-# from the residual norm(max(0, p − q)) (Leviathan et al. 2023). A tree has *sibling sets*: several
-# candidates for the same position. The field has one exact answer per way the siblings were drawn
-# (`specdec_lab/accept/tree_rules.py`, each with its derivation):
+# from the residual norm(max(0, p − q)) ([Leviathan et al. 2023](https://arxiv.org/abs/2211.17192)). A tree
+# has *sibling sets*: several candidates for the same position. The field has one exact answer per way the
+# siblings were drawn (`specdec_lab/accept/tree_rules.py`, each with its derivation):
 #
 # * **one-hot** — deterministic siblings (Medusa's top-k, EAGLE-2/3 and SGLang's top-k trees, Lookahead's
 #   n-gram pool): q is one-hot, so sibling x is accepted with probability p(x); after a rejection p(x) := 0 and
 #   p is renormalised before the next sibling is tried.
-# * **multi-draft** — siblings drawn independently from q (SpecInfer, arXiv 2305.09781): the chain's test per
-#   sibling, p ← norm(max(0, p − q)) after each rejection.
+# * **multi-draft** — siblings drawn independently from q (SpecInfer,
+#   [Miao et al. 2024](https://arxiv.org/abs/2305.09781)): the chain's test per sibling,
+#   p ← norm(max(0, p − q)) after each rejection. SpecTr ([Sun et al. 2023](https://arxiv.org/abs/2310.15141))
+#   casts the verification of several i.i.d. drafts as an optimal-transport problem and derives another exact
+#   rule for the same siblings (not implemented here).
 # * **without replacement** — siblings drawn one after another from q without the earlier ones (Recursive
-#   Speculative Decoding, arXiv 2402.14160): q of a later sibling has the earlier tokens removed.
-# * **traversal** — Traversal Verification (arXiv 2505.12398): leaf to root, sequence-level acceptance; exact
-#   on any of the draws above.
-# * **typical** — Medusa's typical acceptance (Cai et al. 2024, section 2.3.1): *lossy*, for contrast.
+#   Speculative Decoding, [Jeon et al. 2024](https://arxiv.org/abs/2402.14160)): q of a later sibling has the
+#   earlier tokens removed.
+# * **traversal** — Traversal Verification ([Weng et al. 2025](https://arxiv.org/abs/2505.12398)): leaf to root,
+#   sequence-level acceptance; exact on any of the draws above.
+# * **typical** — Medusa's typical acceptance ([Cai et al. 2024](https://arxiv.org/abs/2401.10774), section
+#   2.3.1): *lossy*, for contrast.
 #
 # The sections: (1) the rules side by side on a toy tree, computed exactly; (2) the residual after each
 # rejected sibling, step by step (a slider); (3) the emitted sequence distribution against the target's,
-# with deliberately broken rules beside the exact ones; (4) tokens accepted per step against the temperature,
+# with deliberately broken rules beside the exact ones; (4) acceptance against the temperature,
 # on the toy models and on the real model; (5) typical acceptance's speed against its fidelity on the real
-# model.
+# model; (6) every method sampled on the real model, against autoregressive sampling.
 #
 # Everything in sections 1 to 3 and the toy half of section 4 is *exact*: the toy models have a few tokens,
 # so `specdec_lab.accept.exactness` walks every branch of the drafts' and the rule's randomness and sums the
 # probability of every emitted sequence — no sampling noise.
+#
+# ### Learning objectives
+#
+# - **Derive** the one-hot rule's acceptance chances for a sibling set and show that each sibling is emitted
+#   with exactly its target probability.
+# - **Compute** the residual a rule leaves after a rejected sibling, for one-hot and for sampled siblings.
+# - **Check** a tree rule's exactness by enumerating every branch of its randomness, and tell an exact rule
+#   from a broken one by the total variation of what it emits.
+# - **Explain** why sampling keeps less of a method's greedy speed-up, and measure how much on the real model.
+#
+# ### Prerequisites
+#
+# Notebook 02 (exact speculative sampling on a chain, the residual), notebooks 04 and 06 (tree attention and
+# tree verification, greedy).
+#
+# **Notation** as in notebook 00: p the target's distribution, q the draft's, α the acceptance of one drafted
+# token, k, c, τ, L, E[L]; "mean accepted" = tokens emitted per target forward, bonus included. TV is the total
+# variation distance, ½ Σ |a − b|.
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: a smaller toy vocabulary and fewer temperatures (same code paths)
@@ -66,57 +89,44 @@ rerun_tokens: int = 24  # rerun: new tokens per prompt
 rerun_temperatures: str = "0,0.7,1.0"  # rerun: temperatures
 
 # %%
+import torch
+
+from specdec_lab.lab.course import start
+
 if quick:
     vocab, toy_temperatures, toy_contexts = 4, "0,0.7,1.0", 3
     rerun_limit, rerun_tokens, rerun_temperatures = 1, 8, "0,1.0"
-
-import json
-
-import pandas as pd
-import torch
-from IPython.display import Markdown, display
-
-from specdec_lab.accept.toy import (
-    BROKEN,
-    RULES,
-    SMALL_SHAPE,
-    TOY_SHAPE,
-    accepted_vs_temperature,
-    compare_rules,
-    joint_rows,
-    residual_steps,
-    toy_models,
-)
-from specdec_lab.bench.report import by_sampling
-from specdec_lab.sampling import Sampling
-from specdec_lab.viz.sampling_trees import (
-    accepted_temperature_figure,
-    joint_figure,
-    residual_figure,
-    sweep_rate,
-    typical_tradeoff_figure,
-)
-
-torch.set_num_threads(1)  # thousands of tiny ops
-sampling = Sampling(temperature=temperature, top_p=top_p if top_p < 1.0 else None)
-target, draft = toy_models(vocab, noise=draft_noise)
-print(f"toy target and draft over {vocab} tokens; tree: parents {TOY_SHAPE[0]}; sampling {sampling}")
+FIGURES = start(stem="11_sampling_on_trees")
+torch.set_num_threads(1)  # the toy models are thousands of tiny ops: one thread (after the "Ran on" line)
 
 # %% [markdown]
 # ## 1 · The rules side by side on one toy tree
 #
 # The tree: three siblings at the root, two below the first, one below the second. Each rule is applied to
 # trees whose siblings were drawn the way it is exact for (the "siblings" column); traversal on two of them.
-# "accepted per step" is the exact expected number of draft tokens one step accepts; "TV" is the total
-# variation between the exact distribution of the first two emitted tokens and autoregressive sampling's.
+# "exact" says whether the rule is meant to be exact; "drafts accepted per step" is E[L], the exact expected
+# number of draft tokens one step accepts (the bonus not counted); "TV from p" is the total variation between the
+# exact distribution of the first two emitted tokens and autoregressive sampling's.
 
 # %% tags=["nbval-check-output"]
+import pandas as pd
+
+from specdec_lab.accept.toy import RULES, TOY_SHAPE, compare_rules, toy_models
+from specdec_lab.sampling import Sampling
+
+sampling = Sampling(temperature=temperature, top_p=top_p if top_p < 1.0 else None)
+target, draft = toy_models(vocab, noise=draft_noise)
+print(f"toy target and draft over {vocab} tokens; tree: parents {TOY_SHAPE[0]}; sampling {sampling}")
 rows = compare_rules(target, draft, sampling, RULES)
 table = pd.DataFrame(rows).set_index(["rule", "siblings"])
 table["TV from p"] = table.pop("tv").map(lambda v: "0 (to rounding)" if v < 1e-6 else f"{v:.3f}")
-table.round({"accepted_per_step": 3})
+table.rename(columns={"accepted_per_step": "drafts accepted per step"}).round({"drafts accepted per step": 3})
 
 # %% tags=["nbval-ignore-output"]
+from IPython.display import Markdown, display
+
+from specdec_lab.lab.course import compare
+
 by = {(r["rule"], r["siblings"]): r for r in rows}
 one_hot, trav = by[("one_hot", "deterministic")], by[("traversal", "sampled")]
 multi, wor = by[("multi_draft", "sampled")], by[("without_replacement", "without_replacement")]
@@ -124,36 +134,48 @@ typ = by[("typical", "deterministic")]
 display(Markdown(
     f"On this tree every exact rule's TV is float rounding (largest: {max(r['tv'] for r in rows if r['exact']):.1e}), "
     f"typical's is {typ['tv']:.3f}. Sampled siblings verified with their q (multi-draft) accept "
-    f"{multi['accepted_per_step']:.3f} drafts per step; traversal on the same trees accepts "
-    f"{'more' if trav['accepted_per_step'] > multi['accepted_per_step'] + 1e-9 else 'no more'} "
-    f"({trav['accepted_per_step']:.3f}); drawing them without replacement accepts {wor['accepted_per_step']:.3f}, "
+    f"{multi['accepted_per_step']:.3f} drafts per step; traversal on the same trees "
+    + compare(trav["accepted_per_step"], multi["accepted_per_step"], "accepts more ({a:.3f})",
+              "accepts fewer ({a:.3f})", "accepts as many ({a:.3f})", rel_tol=1e-9)
+    + f"; drawing them without replacement accepts {wor['accepted_per_step']:.3f}, "
     f"and the deterministic top siblings with the one-hot rule {one_hot['accepted_per_step']:.3f}. "
     f"Typical accepts {typ['accepted_per_step']:.3f} — by emitting what p would not."
-))
+))  # fmt: skip
 
 # %% [markdown]
 # ## 2 · The residual after each rejected sibling
 #
 # One sibling set verified by hand: the root's three deterministic siblings (q's top three tokens) under the
-# one-hot rule. Before sibling j is tried the target's distribution is the residual p_j; the sibling is
-# accepted with probability p_j(x_j); on rejection its mass is removed and the rest renormalised. After the
-# last rejection the bonus token is drawn from what is left — never one of the rejected siblings. The plain
-# cell shows the last step (the bonus's distribution); the slider below walks the steps.
+# one-hot rule, at temperature one. Before sibling j is tried the target's distribution is the residual p_j;
+# the sibling is accepted with probability p_j(x_j); on rejection its mass is removed and the rest
+# renormalised. After the last rejection the bonus token is drawn from what is left — never one of the
+# rejected siblings. The table gives each step's sibling token and its chance of acceptance; the plain cell
+# draws the last step (the bonus's distribution); the slider below walks the steps.
 
 # %% tags=["nbval-check-output"]
+from specdec_lab.accept.toy import residual_steps
+
 steps = residual_steps(target, draft, Sampling(temperature=1.0), "deterministic", width=3)
 pd.DataFrame([{"step": s["step"], "sibling token": "(bonus)" if s["token"] is None else str(s["token"]),
                "P(accept)": "" if s["accept"] is None else f"{s['accept']:.4f}"} for s in steps["steps"]]
              ).set_index("step")  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.sampling_trees import residual_figure
+
 residual_figure(steps, len(steps["steps"]) - 1)
 
 # %% tags=["nbval-ignore-output"]
-import ipywidgets as widgets  # noqa: E402
+import ipywidgets as widgets
 
-widgets.interact(lambda step: residual_figure(steps, step).show(),
-                 step=widgets.IntSlider(min=0, max=len(steps["steps"]) - 1, value=0, description="rejections"))  # fmt: skip
+from specdec_lab.lab.trees import Explorer
+
+display(Explorer(
+    widgets.IntSlider(min=0, max=len(steps["steps"]) - 1, value=len(steps["steps"]) - 1, description="rejections"),
+    lambda step: residual_figure(steps, step),
+    header="<b>Move the slider</b>: the residual before each sibling is tried, then the bonus's.",
+    show_initial=False,  # its starting value is the last step: the plain cell above
+))  # fmt: skip
 
 # %% [markdown]
 # ## 3 · The emitted sequences against the target's
@@ -164,15 +186,35 @@ widgets.interact(lambda step: residual_figure(steps, step).show(),
 # figure gives the TV from the target of three broken variants, a residual left unnormalised among them.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.accept.toy import BROKEN, joint_rows
+from specdec_lab.viz.sampling_trees import joint_figure
+
 shown = [RULES[0], RULES[2], *BROKEN[1:]]
 names = [f"{c.name} ({c.draw})" for c in shown]
-joint_figure(joint_rows(target, draft, sampling, shown), names)
+joint_figure(joint_rows(target, draft, sampling, shown), names,
+             title="the first two emitted tokens: exact rules and broken variants against autoregressive sampling")  # fmt: skip
 
 # %% tags=["nbval-check-output"]
 broken = compare_rules(target, draft, sampling, BROKEN)
 exact_tv = max(r["tv"] for r in rows if r["exact"])
-display(Markdown(f"Every broken variant's TV is {'above' if min(r['tv'] for r in broken) > 1e3 * exact_tv else 'not far above'} "
-                 "a thousand times the largest exact rule's (float rounding)."))
+smallest = min(broken, key=lambda r: r["tv"])
+
+
+def draws_to_see(tv: float) -> float:
+    """1/TV², to one significant figure: the order of the sample a histogram needs to show a TV that small."""
+    return float(f"{1 / tv**2:.1g}")
+
+
+display(Markdown(
+    "Every broken variant moves the emitted distribution off the target's, by a TV "
+    + compare(smallest["tv"], 1e3 * exact_tv, "more than a thousand times", "less than a thousand times",
+              rel_tol=0.0)
+    + " the largest exact rule's (float rounding). How far differs widely — with, in brackets, the order of "
+    "the sample a histogram of draws would need to show it (1/TV²): "
+    + "; ".join(f"{r['rule']} {r['tv']:.3f} (about {draws_to_see(r['tv']):,.0f} draws)"
+                for r in sorted(broken, key=lambda r: r["tv"]))
+    + ". The exact joint shows every one of them at once."
+))  # fmt: skip
 pd.DataFrame([{"rule": r["rule"], "siblings": r["siblings"], "TV from p": round(r["tv"], 3)} for r in broken]
              ).set_index("rule")  # fmt: skip
 
@@ -183,14 +225,19 @@ pd.DataFrame([{"rule": r["rule"], "siblings": r["siblings"], "TV from p": round(
 # histogram of its first tokens against the exact joint (`test_one_hot_tree_rule_is_lossless_eagle_issue_329`
 # settles EAGLE's one-hot question).
 #
-# ## 4 · Tokens accepted per step against the temperature
+# ## 4 · Acceptance against the temperature
 #
 # At T = 0 every rule accepts a draft iff it is the argmax. At T > 0 the one-hot rule accepts a deterministic
-# candidate x with probability p(x), the target's own probability of that token. First the toy models, exactly (a smaller tree:
-# two siblings at the root, two below the first; the top-p of sections 1-3 at every T > 0; averaged over
-# `toy_contexts` random target/draft pairs, each with its own first context):
+# candidate x with probability p(x), the target's own probability of that token. First the toy models,
+# exactly (a smaller tree: two siblings at the root, two below the first; the top-p of sections 1-3 at every
+# T > 0; averaged over `toy_contexts` random target/draft pairs, each with its own first context). Two rules
+# can give the same line (traversal and one-hot on deterministic siblings accept alike at every T): each line
+# has its own dash and marker, so one never hides the other.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.accept.toy import SMALL_SHAPE, accepted_vs_temperature
+from specdec_lab.viz.sampling_trees import accepted_temperature_figure
+
 temps = [float(t) for t in toy_temperatures.split(",")]
 pairs = [toy_models(vocab, seed=10 * i, noise=sweep_noise) for i in range(toy_contexts)]
 toy_rows = accepted_vs_temperature(pairs, temps, shape=SMALL_SHAPE, top_p=sampling.top_p)
@@ -205,12 +252,15 @@ accepted_temperature_figure(toy_rows, ("rule", "siblings"), "accepted",
 # `python -m specdec_lab.lab.accepted_temperature` wrote; `rerun=True` measures it here.
 
 # %% tags=["nbval-ignore-output"]
+import json
+
+from specdec_lab import load_model
+
+lm = load_model()  # the real model (section 6 tokenizes the bench's prompts with it too)
 if rerun or quick:
-    from specdec_lab import load_model
     from specdec_lab.io import load_prompts
     from specdec_lab.lab.accepted_temperature import accepted_vs_temperature as measure_accepted
 
-    lm = load_model()
     prompts = [p.text for p in load_prompts()[:rerun_limit]]
     real = measure_accepted(lm, prompts, [float(t) for t in rerun_temperatures.split(",")],
                             max_new_tokens=rerun_tokens, progress=False)  # fmt: skip
@@ -228,15 +278,21 @@ pd.DataFrame(real["rows"]).pivot_table(index=["method", "rule"], columns="temper
 #
 # From `python -m specdec_lab.lab.typical_sweep` (Medusa on the real model): for each ε (δ = √ε) the speed over
 # autoregressive sampling (on the decode alone: sampled texts differ in length, see section 6), against the
-# total variation between the distribution of the first token a step emits and the target's p at that context. The exact one-hot rule's TV is the noise floor of that estimate
-# (its true TV is 0), drawn dashed: typical is only measurably lossy to the right of it.
+# total variation between the distribution of the first token a step emits and the target's p at that
+# context. The exact one-hot rule's TV is the noise floor of that estimate (its true TV is 0), drawn dashed:
+# typical is only measurably lossy to the right of it. The figure's title names the machine the sweep ran on.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.results import machine_label
+from specdec_lab.viz.sampling_trees import typical_tradeoff_figure
+
 with open(typical_file) as f:
     sweep = json.load(f)
-typical_tradeoff_figure(sweep)
+typical_tradeoff_figure(sweep, title=f"typical acceptance: speed against fidelity — {machine_label(sweep['machine'])}")
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.sampling_trees import sweep_rate
+
 ar = next(r for r in sweep["rows"] if r["rule"] == "autoregressive")
 ex = next(r for r in sweep["rows"] if r["rule"] == "exact")
 typ_rows = [r for r in sweep["rows"] if r.get("epsilon") is not None]
@@ -249,7 +305,7 @@ display(Markdown(
     f"{fastest[rate] / ar[rate]:.2f}× with TV {fastest['tv']:.3f}, "
     f"{fastest['tv'] / ex['tv']:.1f} times the floor, on {sweep['config']['prompts']} prompts of "
     f"{sweep['config']['max_new_tokens']} new tokens at T = {sweep['config']['temperature']}, top-p "
-    f"{sweep['config']['top_p'] or 'none'}, {sweep['machine']['device_name']} (torch ISA {sweep['machine']['isa']}). "
+    f"{sweep['config']['top_p'] or 'none'}, measured on {machine_label(sweep['machine'])}. "
     "Section 6's benchmark prices the exact rule against typical on every prompt."
 ))
 
@@ -257,14 +313,14 @@ display(Markdown(
 # ## 6 · Every method sampled on the real model
 #
 # The benchmark runs every method sampled (at a chat model's usual temperature and top-p, with the exact rule
-# of its proposer by default; Medusa's typical acceptance as a named, lossy variant) on all the prompts in one
-# process, methods rotated per prompt. A sampled method is compared with **autoregressive sampling**, whose
-# step also pays for the draw, and with its own greedy speed-up: `kept` is the share of the greedy speed-up
-# left when sampling. The greedy speed-up comes from the sampled run itself where it has the greedy label, else
-# from a greedy run of the same prompts on the same kind of machine (`greedy_files`): each speed-up is a ratio
-# within its own run, so the two runs need not have run at the same moment, only on the same kind of CPU.
-# Sampling lowers the acceptance (the draft must now match a *draw* from p, not its argmax), so kept < 1 is
-# expected; the worst category shows whether a method ever costs time against plain sampling.
+# of its proposer by default; Medusa's typical acceptance as a named, lossy variant, `accept=typical`) on all
+# the prompts in one process, methods rotated per prompt. A sampled method is compared with **autoregressive
+# sampling**, whose step also pays for the draw, and with its own greedy speed-up: `kept` is the share of the
+# greedy speed-up left when sampling. The greedy speed-up comes from the sampled run itself where it has the
+# greedy label, else from a greedy run of the same prompts on the same kind of machine (`greedy_files`): each
+# speed-up is a ratio within its own run, so the two runs need not have run at the same moment, only on the
+# same kind of CPU. Sampling lowers the acceptance (the draft must now match a *draw* from p, not its argmax),
+# so kept < 1 is expected; the worst category shows whether a method ever costs time against plain sampling.
 #
 # One thing greedy runs never meet: sampled methods emit texts of *different lengths* from the same prompt
 # (each consumes the random stream its own way, and the end-of-text token comes when it comes). The prompt's
@@ -273,8 +329,19 @@ display(Markdown(
 # several percent, so the second table repeats the comparison on the decode alone, each prompt's traced
 # prefill taken out (`bench.report.decode_rows`). A category's interval, not its point, says whether a method
 # loses there.
+#
+# The columns of each file's two tables: `speed-up [95%]` over autoregressive sampling (Σ tokens / Σ seconds
+# against the same for autoregressive sampling on the same prompts) with its 95-percent interval (paired bootstrap over prompts);
+# `worst category`, the category where that ratio is lowest, and `there [95%]`, its ratio and interval there;
+# `greedy`, the method's greedy speed-up on the same prompts; `kept`, the sampled speed-up over the greedy one;
+# `mean accepted (greedy)`, tokens per target forward sampled, greedy in brackets. The heading above each pair
+# of tables names the draw (shared by every row, so the method labels leave it out), the file, and the machine
+# it was measured on.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.bench.report import by_sampling
+from specdec_lab.viz.sampling_trees import sampled_frame, short_label
+
 loaded = {}  # path -> run record: every bench file of this section, read once
 for path in filter(None, greedy_files.split(",")):  # the greedy speed-ups, where a run has no greedy labels
     with open(path) as f:
@@ -288,31 +355,33 @@ def sampled_table(bench_file: str) -> tuple[dict, pd.DataFrame]:
         run = loaded[bench_file] = json.load(f)
     for g in greedy_runs:
         assert g["machine"]["isa"] == run["machine"]["isa"], "a greedy run of another machine kind"
-    sampled = pd.DataFrame(by_sampling(run, greedy_runs=greedy_runs)).set_index("method")
+    records = by_sampling(run, greedy_runs=greedy_runs)
+    sampled = pd.DataFrame(records).set_index("method")
     draws = sorted({", ".join(f"{k} = {v}" for k, v in sorted(d.items())) for d in sampled["draw"]})
-    print(f"{bench_file}: {' / '.join(draws)}; {run['prompts_done']} prompts, "
-          f"{run['config']['max_new_tokens']} new tokens, --repeats {run['config'].get('repeats', 1)}, "
-          f"{run['machine']['device_name']} (torch ISA {run['machine']['isa']}); greedy speed-ups from: "
-          f"{', '.join(sorted({str(g) for g in sampled['greedy_run'].fillna(bench_file)}))}")  # fmt: skip
-    display(sampled[["rule", "speedup", "speedup_95", "worst_category", "worst_speedup", "worst_speedup_95",
-                     "greedy_speedup", "kept", "mean_accepted", "greedy_mean_accepted"]].round(2))  # fmt: skip
+    display(Markdown(
+        f"**{bench_file.rsplit('/', 1)[-1]}** — {' / '.join(draws)}; {run['prompts_done']} prompts, "
+        f"{run['config']['max_new_tokens']} new tokens, --repeats {run['config'].get('repeats', 1)}; measured on "
+        f"{machine_label(run['machine'])}; greedy speed-ups from: "
+        f"{', '.join(sorted({str(g).rsplit('/', 1)[-1] for g in sampled['greedy_run'].fillna(bench_file)}))}"
+    ))  # fmt: skip
+    display(sampled_frame(records))
     if sampled["decode_speedup"].notna().all():  # the same on the decode alone (traced prefill taken out)
-        display(sampled[["decode_speedup", "decode_speedup_95", "decode_worst_category", "decode_worst_speedup",
-                         "decode_worst_speedup_95", "greedy_decode_speedup", "decode_kept"]].round(2))  # fmt: skip
+        display(Markdown("On the decode alone (each prompt's traced prefill taken out):"))
+        display(sampled_frame(records, decode=True))
     return run, sampled
 
 
 def sampled_summary(run: dict, sampled: pd.DataFrame, draws: str) -> str:
-    exact = sampled[sampled["rule"] != "typical"]
+    exact = sampled[sampled["rule"] != "typical"].rename(index=short_label)  # the draw is stated once, in `draws`
     lowest, worst = exact["kept"].idxmin(), exact["worst_speedup"].idxmin()
     per_category = run["prompts_done"] / len({r["category"] for r in run["rows"]})
     kept = (f"every exact method kept between {exact['kept'].min():.0%} ({lowest}) and {exact['kept'].max():.0%}"
             if len(exact) > 1 else f"{lowest} kept {exact['kept'].min():.0%}")  # fmt: skip
     text = (
-        f"With {draws} ({run['prompts_done']} prompts, --repeats {run['config'].get('repeats', 1)}), {kept} of "
-        f"its greedy speed-up; the lowest category ratio against autoregressive "
-        f"sampling was {exact.loc[worst, 'worst_speedup']:.2f}× ({worst}, {exact.loc[worst, 'worst_category']}), "
-        f"resting on {per_category:.0f} prompt(s) of that category."
+        f"With {draws} ({run['prompts_done']} prompts, --repeats {run['config'].get('repeats', 1)}, "
+        f"{machine_label(run['machine'])}), {kept} of its greedy speed-up; the lowest category ratio against "
+        f"autoregressive sampling was {exact.loc[worst, 'worst_speedup']:.2f}× ({worst}, "
+        f"{exact.loc[worst, 'worst_category']}), resting on {per_category:.0f} prompt(s) of that category."
     )
     if exact["decode_speedup"].notna().all():
         d_worst = exact["decode_worst_speedup"].idxmin()
@@ -343,19 +412,19 @@ display(Markdown("\n\n".join(summaries)))
 # prompt lookup's draft is accepted exactly where the target's own next token continues an earlier n-gram,
 # and a speculative run's answer is a draw from the target (it is lossless). Replaying autoregressive answers
 # through the lookup's own matcher (`specdec_lab.lab.lookup_ceiling`) therefore measures what any
-# lookup-based method can accept on that kind of text: `right` is the share of positions where a lookup
-# step's first draft token is the text's next token, `mean_run` the draft tokens a step starting there would
-# accept. Greedy answers of a small model repeat themselves (and their prompt) more than its samples do; the
-# hybrid, whose greedy speed-up rests most on lookup chains, has the most to lose. The second table splits the
-# hybrid's accepted draft tokens by source, per 100 tokens emitted, greedy against sampled.
+# lookup-based method can accept on that kind of text. The first table has one row per bench file (`run`) and
+# autoregressive label (`label`, greedy or sampled): `answers` replayed, `positions` (answer tokens) scored,
+# `right` the share of positions where a lookup step's first draft token is the text's next token, `mean_run`
+# the draft tokens a step starting there would accept. Greedy answers of a small model repeat themselves (and
+# their prompt) more than its samples do; the hybrid, whose greedy speed-up rests most on lookup chains, has
+# the most to lose. The second table splits the hybrid's accepted draft tokens by source (one column each),
+# per 100 tokens emitted, greedy against sampled.
 
 # %% tags=["nbval-ignore-output"]
-from specdec_lab import load_model
 from specdec_lab.io import load_prompts
 from specdec_lab.lab.lookup_ceiling import ceiling_by_method
 
-tokenizer_lm = load_model()  # the prompts' token ids, tokenized as the bench did
-prompt_ids = {p.question_id: tokenizer_lm.chat_ids(p.text) for p in load_prompts()}
+prompt_ids = {p.question_id: lm.chat_ids(p.text) for p in load_prompts()}  # tokenized as the bench did
 ceiling_rows, source_rows, hybrid_emitted = [], [], {}
 for path, run in loaded.items():  # the greedy runs, then the sampled ones, as section 6 read them
     name = path.rsplit("/", 1)[-1]
@@ -373,18 +442,183 @@ by_source = pd.DataFrame(source_rows).groupby(["run", "label", "source"])["accep
 (100 * by_source.fillna(0).div(pd.Series(hybrid_emitted), axis=0)).round(1)  # accepted drafts per 100 emitted
 
 # %% [markdown]
-# ## What this shows
+# ## Check your understanding
 #
-# * Every way of drawing siblings has an exact rule, and Traversal Verification is exact on all of them; the
+# 1. Under the one-hot rule, all three siblings of section 2 were rejected. Why can the bonus token never be
+#    one of them?
+#
+#    <details><summary>Answer</summary>
+#
+#    Each rejection sets that token's probability to zero in the residual and renormalises the rest; the bonus
+#    is drawn from the final residual, where every rejected sibling has probability zero. That is what makes
+#    the rule exact: a sibling's whole probability p(x) is spent on accepting it, so none is left for the bonus.
+#    </details>
+#
+# 2. The one-hot rule is exact on sampled siblings too. Then what does the multi-draft rule gain by using q?
+#
+#    <details><summary>Answer</summary>
+#
+#    Acceptance, not exactness. Given the drawn sibling set every q is one-hot, so the one-hot rule stays
+#    exact; but it accepts x with probability p(x), while the multi-draft rule accepts it with
+#    min(1, p(x)/q(x)), which is at least p(x) when q(x) ≤ 1. Using the distribution the siblings were really
+#    drawn from lets a likely draft be accepted more often.
+#    </details>
+#
+# 3. Typical acceptance accepts more drafts per step than any exact rule in section 1. Why is that not a free
+#    speed-up?
+#
+#    <details><summary>Answer</summary>
+#
+#    It accepts by a threshold on p instead of a test that keeps the distribution, so it emits tokens the
+#    target would not have sampled as often: its TV from p is far from zero (sections 1 and 5). The speed is
+#    bought with the output's distribution, and how much is lost depends on ε.
+#    </details>
+#
+# ## Exercises
+#
+# Each exercise is a stub to fill in, then a check against the library's own function.
+
+# %% [markdown] tags=["exercise-1"]
+# ### Exercise 1 ★ — every sibling with exactly its target probability
+#
+# Section 2's table gives, for the root's three siblings, the chance a_j that sibling j is accepted once it is
+# tried (`steps["steps"][j]["accept"]`). Sibling j is emitted when the siblings before it were rejected and it
+# is accepted: $P(j) = a_j \prod_{i<j} (1 - a_i)$. Compute this for the three siblings (a list). The reference
+# is the target's own probability of each sibling's token, `steps["p"][x_j]` (`accept.toy.residual_steps`,
+# which runs the library's `tree_rules.residual`): the one-hot rule emits each sibling with exactly p(x).
+
+# %% tags=["exercise", "exercise-1"]
+chances = [s["accept"] for s in steps["steps"][:-1]]  # a_1, a_2, a_3 (the last step is the bonus)
+answer = ...  # [P(sibling 1 is emitted), P(sibling 2), P(sibling 3)]
+
+# %% tags=["solution", "exercise-1"]
+answer, still_rejected = [], 1.0
+for a in chances:
+    answer.append(still_rejected * a)
+    still_rejected *= 1 - a
+
+# %% tags=["check", "exercise-1", "nbval-check-output"]
+import math
+
+from specdec_lab.lab.course import check
+
+_ = check("P(each sibling is emitted)", answer, [steps["p"][x] for x in steps["tokens"]],
+          close=lambda a, r: len(a) == len(r) and all(math.isclose(x, y, rel_tol=1e-5) for x, y in zip(a, r, strict=True)),
+          hint="Multiply a_j by the chance that every earlier sibling was rejected.")  # fmt: skip
+
+# %% [markdown] tags=["exercise-2"]
+# ### Exercise 2 ★★ — the residual after a rejected sampled sibling
+#
+# A sibling x drawn from q (the draft's distribution at the root, `steps["q"]`) is rejected by the multi-draft
+# rule. Compute the distribution the next sibling is tested against: the residual norm(max(0, p − q)), a
+# tensor over the toy vocabulary, with p = `steps["p"]`. Take x = q's likeliest token. The reference is
+# `specdec_lab.accept.tree_rules.residual(p, q, x)`. (Why does the residual not depend on x?)
+
+# %% tags=["exercise", "exercise-2"]
+import torch
+
+p_root, q_root = torch.tensor(steps["p"]), torch.tensor(steps["q"])
+x = int(q_root.argmax())
+answer = ...  # (V,) tensor: norm(max(0, p - q))
+
+# %% tags=["solution", "exercise-2"]
+left = (p_root - q_root).clamp(min=0.0)
+answer = left / left.sum()
+
+# %% tags=["check", "exercise-2", "nbval-check-output"]
+from specdec_lab.accept.tree_rules import residual
+
+_ = check("the residual after a rejection", answer, residual(p_root, q_root, x),
+          close=lambda a, r: a.shape == r.shape and torch.allclose(a.double(), r.double(), atol=1e-6),
+          hint="Subtract q from p, clamp the negatives to zero, divide by what is left.")  # fmt: skip
+
+# %% [markdown] tags=["exercise-3"]
+# ### Exercise 3 ★★★ — the one-hot rule, enumerated exactly
+#
+# Write the one-hot rule for the root's sibling set as a function of its randomness: `coins.accept(p_x, 1.0)`
+# is True with probability p_x (a Bernoulli), `coins.sample(probs)` draws a token from `probs` (normalised or
+# not). Try the siblings in order on the residual (at first p): accept sibling x with probability p(x) (of the
+# current residual) and return it; on a rejection set p(x) to zero and renormalise; after the last rejection
+# return a draw from the residual (the bonus). `enumerate_outcomes` then runs your rule on every branch of
+# its coins and returns the exact distribution of the token it emits. The reference is the library's
+# `accept_one_hot` on the same tree, enumerated the same way (`specdec_lab.accept.exactness`).
+
+# %% tags=["exercise", "exercise-3"]
+from functools import partial
+
+from specdec_lab.accept.exactness import enumerate_outcomes
+
+
+def one_hot_rule(p, siblings, coins) -> int:
+    """The first token the one-hot rule emits on the sibling set `siblings` (tokens, in order) with target p."""
+    ...
+
+
+answer = enumerate_outcomes(partial(one_hot_rule, p_root, steps["tokens"]))  # {token: probability}
+
+# %% tags=["solution", "exercise-3"]
+def one_hot_rule(p, siblings, coins) -> int:
+    p = p.clone()
+    for x in siblings:
+        if coins.accept(float(p[x] / p.sum()), 1.0):
+            return x
+        p[x] = 0.0  # rejected: its mass goes, the rest is renormalised (p / p.sum() above)
+    return coins.sample(p)
+
+
+answer = enumerate_outcomes(partial(one_hot_rule, p_root, steps["tokens"]))
+
+# %% tags=["check", "exercise-3", "nbval-check-output"]
+from specdec_lab.accept.exactness import propose
+from specdec_lab.accept.tree_rules import accept_one_hot
+
+at_one = Sampling(temperature=1.0)  # section 2's sampling
+tree = propose([-1, 0, 0, 0], [True] * 4, (), draft, at_one, "deterministic", coins=None)  # the root's 3 siblings
+logits = torch.stack([target(path) for path in tree.meta["paths"]])  # (4, V) the target at each node
+
+
+def first_token(coins) -> int:
+    acc = accept_one_hot(tree, logits, sampling=at_one, coins=coins)
+    return int(tree.tokens[acc.path[1]]) if len(acc.path) > 1 else acc.bonus
+
+
+reference = enumerate_outcomes(first_token)
+_ = check("the one-hot rule's exact distribution", answer, reference,
+          close=lambda a, r: set(a) <= set(range(vocab)) | set(r)
+          and all(math.isclose(a.get(t, 0.0), r.get(t, 0.0), abs_tol=1e-6) for t in set(a) | set(r)),
+          hint="Return a token on every path: an accepted sibling, or the bonus drawn from the residual.")  # fmt: skip
+display(Markdown(compare(max(abs(reference.get(t, 0.0) - steps["p"][t]) for t in range(vocab)), 1e-6,
+                         "The library's distribution is not p: the rule would not be exact.",
+                         "Both equal p itself, to rounding: the first token the rule emits is distributed as "
+                         "autoregressive sampling's.")))  # fmt: skip
+
+# %% [markdown]
+# ## Takeaways
+#
+# - Every way of drawing siblings has an exact rule, and Traversal Verification is exact on all of them; the
 #   one-hot rule on deterministic top-k siblings (Medusa, EAGLE, Lookahead) is lossless — the exact joint says
 #   so, not a histogram.
-# * Breaking any one step (no renormalisation, a retried sibling, the wrong q) moves the emitted distribution
-#   off the target's, visibly, on a three-sibling tree.
-# * How much each exact rule accepts moves with the temperature (section 4's figures); typical acceptance
+# - Breaking any one step (no renormalisation, a retried sibling, the wrong q) moves the emitted distribution
+#   off the target's; how far differs widely between the flaws (section 3's table), and the smallest would take
+#   a large sample to see in a histogram, which is why exactness is checked by enumeration.
+# - How much each exact rule accepts moves with the temperature (section 4's figures); typical acceptance
 #   accepts by a threshold instead, emitting tokens the target would not have sampled — the trade-off that
 #   section 5 prices.
-# * On the real model every method samples exactly with the same loop it decodes greedily with;
-#   section 6 measures, against autoregressive sampling, how much of the greedy speed-up that keeps.
-# * What a method keeps rests on the text as much as on the rule: a deterministic draft is accepted exactly when
-#   the target's draw follows it, and sampled answers continue their own n-grams less often than greedy ones,
-#   so the methods whose greedy speed-up comes from lookup chains keep the least.
+# - On the real model every method samples exactly with the same loop it decodes greedily with; section 6
+#   measures, against autoregressive sampling, how much of the greedy speed-up that keeps.
+# - What a method keeps rests on the text as much as on the rule: a deterministic draft is accepted exactly when
+#   the target's draw follows it, so the less the sampled text continues its own n-grams, the less lookup
+#   chains keep (section 6's last tables).
+#
+# ## Further reading
+#
+# - [Leviathan et al. 2023](https://arxiv.org/abs/2211.17192): speculative sampling on a chain, the lemma each
+#   tree rule applies once per sibling.
+# - [SpecInfer, Miao et al. 2024](https://arxiv.org/abs/2305.09781): multi-step speculative sampling on trees of
+#   sampled siblings (the multi-draft rule).
+# - [Recursive Speculative Decoding, Jeon et al. 2024](https://arxiv.org/abs/2402.14160): siblings drawn without
+#   replacement and the rule exact for them.
+# - [Traversal Verification, Weng et al. 2025](https://arxiv.org/abs/2505.12398): sequence-level acceptance from
+#   the leaves up, exact on every draw.
+# - [SpecTr, Sun et al. 2023](https://arxiv.org/abs/2310.15141): verification of several drafts as optimal
+#   transport.

@@ -29,9 +29,29 @@
 #
 # `load_model` chooses both by default. This appendix shows what each choice computes (the same numbers),
 # what it costs on this machine, and how it moves the curve that every speed-up in the workbook is
-# priced on. Every comparison is timed **in one loop**: each repeat runs every setup once, in an order
+# priced on (section 3); then two larger levers, a compiled step and fewer bytes of weights (section 4).
+# Every comparison is timed **in one loop**: each repeat runs every setup once, in an order
 # rotated from repeat to repeat, and each setup keeps its median (`specdec_lab.cost.timing`), so a burst of
 # load from another process hits all setups alike instead of deciding the comparison.
+#
+# ### Learning objectives
+#
+# - **Measure** whole verify forwards under several linear-layer kernels in one interleaved loop, and tell a
+#   difference from the repeats' noise.
+# - **Explain** why a masked grouped-query attention forward copies the KV cache in transformers' `sdpa` path,
+#   and check that the kernel without the copy computes the same logits.
+# - **Derive** the memory wall of a one-token step (bytes of weights over read bandwidth) and compare a
+#   build's measured step with it.
+# - **Predict** what a cheaper step (compiled, int8 or int4 weights) does to a speculative speed-up, with the
+#   loop's own seconds shrinking or not.
+#
+# ### Prerequisites
+#
+# Notebook 00 (the cost curve t(n) and the break-even t(n)/t(1)) and notebook 01 (the speed-up formula with
+# the cost ratio c); notebook 09 for the benchmark files section 4 reads.
+#
+# **Notation** as in notebook 00: p, q, α, k, c, τ, L, E[L]; t(n) the seconds of a verify forward over n
+# tokens; "mean accepted" = tokens emitted per target forward, bonus included.
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: fewer sizes and repeats
@@ -50,37 +70,15 @@ builds_bench_files: list[str] = [  # bench runs over builds (section 4), each it
 ]
 
 # %%
+from specdec_lab import load_model
+from specdec_lab.lab.course import start
+
 if quick:
     sizes = [n for n in sizes if n in (1, 2, 4, 8, 16, 64)]
     repeats = min(repeats, 2)
     contexts = contexts[:1]
-
-import json
-import statistics
-from pathlib import Path
-
-import pandas as pd
-import torch
-from IPython.display import Markdown, display
-from transformers.utils import logging as hf_logging
-
-from specdec_lab import load_model
-from specdec_lab.bench.report import by_build
-from specdec_lab.bench.step_variants import replay_variants, variant_curves
-from specdec_lab.cost.timing import compare_cost_curves, spread_sentence
-from specdec_lab.machine import machine
-from specdec_lab.models.attention import ATTENTION, attention_kind
-from specdec_lab.models.fast_linear import linear_kind, linear_plan
-from specdec_lab.models.kernel_setups import agreement, attention_setups, linear_setups, plan_by_size, same_as_default
-from specdec_lab.viz.cost import cost_curves_figure
-
-if threads > 0:
-    torch.set_num_threads(threads)
-hf_logging.disable_progress_bar()
-lm = load_model(model_name)
-model = lm.model
-print(machine().describe())
-print(f"linear layers: {linear_kind(model)}; attention: {attention_kind(model)}")
+FIGURES = start(threads=threads, stem="12_appendix_kernels")
+model = load_model(model_name).model
 
 # %% [markdown]
 # ## 1. The matmul kernel
@@ -115,6 +113,8 @@ print(f"linear layers: {linear_kind(model)}; attention: {attention_kind(model)}"
 # kernels differs.
 
 # %% tags=["nbval-check-output"]
+from specdec_lab.models.kernel_setups import agreement, linear_setups
+
 linear = linear_setups(model)
 same = agreement(model, linear)
 linear["measured plan"]()  # back to what load_model gave
@@ -124,16 +124,30 @@ print(f"  largest logit difference below 1e-3: {same['max_abs_diff'] < 1e-3}")
 
 # %% [markdown]
 # The measured plan on this machine, per weight shape (rows → kernel), and the kernel it runs at each
-# size timed below:
+# size timed below (`same as default plan`: every layer runs the default plan's kernel at that size):
 
 # %% tags=["nbval-ignore-output"]
+import pandas as pd
+from IPython.display import Markdown, display
+
+from specdec_lab.models.attention import attention_kind
+from specdec_lab.models.fast_linear import linear_kind, linear_plan
+from specdec_lab.models.kernel_setups import plan_by_size, same_as_default
+
+print(f"linear layers: {linear_kind(model)}; attention: {attention_kind(model)}")
 display(pd.Series(linear_plan(model), name="kernel by rows").rename_axis("weight shape (out x in)").to_frame())
 plan_table = pd.DataFrame(plan_by_size(model, sizes)).rename_axis("rows n")
 default_too = same_as_default(model, sizes)
 plan_table["same as default plan"] = [n in default_too for n in plan_table.index]
 plan_table
 
+# %% [markdown]
+# Then the four setups timed in one loop (context 64). The table gives t(n) in milliseconds per setup, which
+# setup was fastest at each n, and the measured plan's time over the fastest one's (one where it won):
+
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.cost.timing import compare_cost_curves, spread_sentence
+
 linear_cmp = compare_cost_curves(model, linear, sizes=sizes, repeats=repeats)
 linear["measured plan"]()
 ms = pd.DataFrame(
@@ -148,9 +162,13 @@ display(Markdown(spread_sentence(linear_cmp.noise)))
 ms.round(2)
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.cost import cost_curves_figure
+
 cost_curves_figure(linear_cmp.curves, title=f"Linear kernels: verify cost at context {linear_cmp.context}")
 
 # %% tags=["nbval-ignore-output"]
+import statistics
+
 curves = linear_cmp.curves
 wins = linear_cmp.wins("measured plan")
 lost = [n for n in sizes if n not in wins]
@@ -162,33 +180,48 @@ differs = [n for n in sizes if n not in default_too]
 
 
 def sizes_text(ns: list[int]) -> str:
-    return ", ".join(map(str, ns)) if ns else "none"
+    return "n = " + ", ".join(map(str, ns))
+
+
+def plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
 
 
 parts = [
-    f"In this run ({repeats} interleaved repeats) the measured plan was the fastest of the four setups at "
-    f"{len(wins)} of the {len(sizes)} sizes."
+    f"In this run ({plural(repeats, 'repeat', 'interleaved repeats')}) the measured plan was the fastest of the "
+    f"four setups at {len(wins)} of the {len(sizes)} sizes."
 ]
 if lost:
     worst = max(behind, key=behind.get)
     within = [n for n in lost if behind[n] <= noise_level]
     parts.append(
-        f"At the other {len(lost)} it was behind the fastest by {statistics.median(behind.values()):.0%} in the "
-        f"median (most at n = {worst}: {behind[worst]:.0%}, behind {linear_cmp.fastest(worst)}); "
+        f"At the other {plural(len(lost), 'size', 'sizes')} it was behind the fastest by "
+        f"{statistics.median(behind.values()):.0%} in the median (most at n = {worst}: {behind[worst]:.0%}, behind "
+        f"{linear_cmp.fastest(worst)}); "
         + (
-            (
-                f"{'all' if len(within) == len(lost) else len(within)} of those gaps are within the repeats' "
-                f"median spread ({noise_level:.0%})."
-            )
+            f"{'all' if len(within) == len(lost) else len(within)} of those gaps "
+            f"{'is' if len(within) == 1 < len(lost) else 'are'} within the repeats' median spread ({noise_level:.0%})."
             if within
             else f"each gap is larger than the repeats' median spread ({noise_level:.0%})."
         )
     )
-parts.append(
-    f"The measured plan differs from the default plan only at n = {sizes_text(differs)}; at "
-    f"{sizes_text(default_too)} the two run the same kernels (table above), so between those two setups any "
-    "difference there is noise, not a choice."
-)
+# which kernels the two plans run: the sentence follows the plan table, whatever pattern it shows
+if not differs:
+    parts.append(
+        "The measured plan runs the default plan's kernels at every size timed (table above), so between those "
+        "two setups every difference is noise, not a choice."
+    )
+elif not default_too:
+    parts.append(
+        "The measured plan runs other kernels than the default plan at every size timed (table above): there "
+        "the two setups make different choices, and their times compare those choices."
+    )
+else:
+    parts.append(
+        f"The measured plan runs other kernels than the default plan at {sizes_text(differs)} and the same ones "
+        f"at {sizes_text(default_too)} (table above), so between those two setups a difference at the latter "
+        "sizes is noise, not a choice."
+    )
 if lost:
     parts.append(
         "A plan chosen once, on each matrix alone, is not guaranteed to give the fastest whole forward at every "
@@ -208,11 +241,16 @@ Markdown(" ".join(parts))
 # attention hands the 3 K/V heads to torch's kernel directly only when there is *no* attention mask —
 # that is, for one-token steps. Every forward of 2+ tokens over a cache (every verification) has a mask,
 # and then it first expands K/V to 9 heads (`repeat_kv`): a copy of the whole cache, per layer, per
-# forward, whose cost grows with the context. On CPU torch's kernel takes GQA and a mask together, so
+# forward — work proportional to the context. On CPU torch's kernel takes GQA and a mask together, so
 # `load_model` selects `specdec_lab.models.attention.gqa_sdpa_attention` (registered through transformers'
-# public `AttentionInterface`; nothing is patched), which skips the copy. Same numbers first:
+# public `AttentionInterface`; nothing is patched), which skips the copy. Whether the time it saves grows
+# with the context on this machine — the copy is one part of a forward whose linear layers cost the same at
+# every context — is for the timing below to say. Same numbers first:
 
 # %% tags=["nbval-check-output"]
+from specdec_lab.models.attention import ATTENTION
+from specdec_lab.models.kernel_setups import attention_setups
+
 attention = attention_setups(model)
 same_attention = agreement(model, attention)
 attention[ATTENTION]()  # back to the default
@@ -221,7 +259,9 @@ print(f"  same greedy token at every position: {same_attention['same_tokens']}")
 print(f"  largest logit difference below 1e-3: {same_attention['max_abs_diff'] < 1e-3}")
 
 # %% [markdown]
-# Then both timed in one loop at longer contexts, where the copies cost most:
+# Then both timed in one loop at each context of `contexts`, where the copy is the size of the cache. The
+# table gives t(n) in milliseconds for each attention at each context and the ratio of the two (below one:
+# `sdpa_gqa` is faster):
 
 # %% tags=["nbval-ignore-output"]
 attention_cmp = {c: compare_cost_curves(model, attention, sizes=sizes, context=c, repeats=repeats) for c in contexts}
@@ -237,6 +277,9 @@ pd.DataFrame(table, index=pd.Index(sizes, name="n tokens verified")).round(2)
 
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.lab.course import compare
+
+
 def attention_sentence(context: int, cmp) -> str:
     ratio = dict(zip(sizes, cmp.ratio(ATTENTION, "sdpa"), strict=True))
     masked = [n for n in sizes if n > 1]  # n = 1 has no mask: both run the same kernel
@@ -257,13 +300,19 @@ medians = {
     for c, cmp in attention_cmp.items()
 }
 trend = ""
-if len(medians) > 1:
+if len(medians) > 1:  # a lower ratio at the longer context: the saving grew with the copy it removes
     (c0, m0), (c1, m1) = list(medians.items())[0], list(medians.items())[-1]
-    trend = (
-        f" From context {c0} to {c1} the median ratio went from {m0:.2f} to {m1:.2f}: the saving "
-        f"{'grew' if m1 < m0 else 'did not grow'} with the context"
-        f"{', as the copy it removes does' if m1 < m0 else ' in this run'}."
-    )
+    spread = max(cmp.noise.spread for cmp in attention_cmp.values())
+    trend = " " + compare(
+        m0, m1,
+        "From context {c0} to {c1} the median ratio fell from {a:.2f} to {b:.2f}: the saving grew with the "
+        "context, as the copy it removes does.",
+        "From context {c0} to {c1} the median ratio rose from {a:.2f} to {b:.2f}: the saving did not grow with "
+        "the context in this run, so at these contexts the copy is not what decides the time of a forward.",
+        "From context {c0} to {c1} the median ratio went from {a:.2f} to {b:.2f}, a change within the repeats' "
+        "spread ({spread:.0%}): this run cannot tell whether the saving grows with the context.",
+        rel_tol=spread, c0=c0, c1=c1, spread=spread,
+    )  # fmt: skip
 Markdown(
     " ".join(attention_sentence(c, cmp) for c, cmp in attention_cmp.items())
     + trend
@@ -275,7 +324,9 @@ Markdown(
 #
 # A kernel choice does not only scale the milliseconds: it changes the *shape* of t(n), and the break-even
 # t(n)/t(1) a step must beat is a ratio of two of its points. The right panel of the figure in section 1
-# shows it per setup; the table below reads it at a few draft sizes. Every benchmark in `data/bench/`
+# shows it per setup; the table below reads it at a few draft sizes. Sizing a tree by the hardware's own
+# t(n) is what Sequoia calls hardware-aware ([Chen et al. 2024](https://arxiv.org/abs/2402.12374)); every
+# sizing rule of this workbook does it with the measured curve. Every benchmark in `data/bench/`
 # records the kernels it ran (`linear` and `linear_plan` in its config, the CPU's ISA under `machine`),
 # since every method's speed-up depends on them.
 
@@ -295,17 +346,26 @@ pd.DataFrame({name: {f"t({n})/t(1)": c(n) / c(1) for n in reads} for name, c in 
 #   Python's per-operator overhead, which for a model this small is a large share of a step;
 # * **fewer bytes of weights** (`load_model(..., weights="int8")` per output channel, `"int4"` in groups of
 #   32 loaded from the model file's own 4-bit blocks): a one-token step must stream every weight once, so
-#   its floor is the weights' bytes over the memory bandwidth.
+#   its floor is the weights' bytes over the memory bandwidth (the memory wall, `specdec_lab.cost.memory_wall`:
+#   why decoding is bound by memory, not arithmetic, as [Chen et al. 2023](https://arxiv.org/abs/2302.01318)
+#   put it for speculative sampling).
 #
 # `python -m specdec_lab.bench.step_variants` measured t(n) of each build in one loop (each repeat runs every
-# build once, the order rotated) and stored it with its machine; the figure reads that file.
+# build once, the order rotated) and stored it with its machine, which the table's caption and the figure's
+# title name (it need not be the machine of this notebook's "Ran on" line). The table gives each build's t(1),
+# the tokens per second of one token a step (1/t(1)), t(n)/t(1) at a few sizes, and the seconds its first
+# forwards took (`warm-up s`: compiling is paid there).
 
 # %% tags=["nbval-ignore-output"]
+import json
+from pathlib import Path
+
+from specdec_lab.bench.step_variants import variant_curves
+from specdec_lab.viz.results import machine_label
+
 record = json.loads(Path(variants_file).read_text())
 variants = variant_curves(record)
-rec_machine = record["machine"]
-print(f"measured on: {rec_machine.get('cpu', '?')} (torch ISA {rec_machine.get('isa', '?')}), "
-      f"{record['threads']} threads, context {record['context']}, {record['repeats']} repeats")  # fmt: skip
+variants_machine = machine_label(record["machine"])
 step_table = pd.DataFrame(
     {
         name: {
@@ -317,10 +377,13 @@ step_table = pd.DataFrame(
         for name, c in variants.items()
     }
 ).T.rename_axis("build")
-step_table.round(2)
+step_table.style.format("{:.2f}", na_rep="–").set_caption(
+    f"{Path(variants_file).name}: measured on {variants_machine}, context {record['context']}, "
+    f"{record['repeats']} repeats"
+)  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
-cost_curves_figure(variants, title=f"One verify step, each build (context {record['context']})")
+cost_curves_figure(variants, title=f"One verify step, each build (context {record['context']}) — {variants_machine}")
 
 # %% [markdown]
 # Why does a cheaper step change what speculation buys? A step that verifies n tokens and emits τ of them
@@ -332,10 +395,14 @@ cost_curves_figure(variants, title=f"One verify step, each build (context {recor
 # removes overhead from t, not from the proposer's Python; smaller weights shrink t(1) — the bytes — more
 # than t(n), whose extra rows pay the de-quantisation again. `replay_variants` re-prices a recorded bench
 # run (every step's tree, accepted tokens and phase timings kept) under each build's curve, with the loop's
-# own seconds either shrinking like t(1) or staying as measured — the two bracket what the build would do:
+# own seconds either shrinking like t(1) or staying as measured — the two bracket what the build would do.
+# The recorded run and the curves may come from different machines; the caption names both.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.bench.step_variants import replay_variants
+
 bench = json.loads(Path(bench_file).read_text())
+bench_machine = machine_label(bench["machine"])
 shrinks = replay_variants(bench, variants, scale_overhead=True)
 stays = replay_variants(bench, variants, scale_overhead=False)
 methods = [m for m in next(iter(shrinks.values())) if m != "autoregressive"]
@@ -343,11 +410,14 @@ replay_table = pd.DataFrame(
     {
         (name, how): {m: table[m] for m in methods}
         for name in variants
-        for how, table in (("overhead shrinks", shrinks[name]), ("overhead stays", stays[name]))
+        for how, table in (("shrinks", shrinks[name]), ("stays", stays[name]))
     }  # fmt: skip
 )
 replay_table.columns.names = ["build", "loop's own seconds"]
-replay_table.rename_axis("method (speed-up over autoregressive on the same build)").round(2)
+replay_table.rename_axis("method").style.format("{:.2f}").set_caption(
+    f"speed-up over autoregressive on the same build: {Path(bench_file).name} ({bench_machine}) re-priced "
+    f"under the curves of {Path(variants_file).name} ({variants_machine})"
+)  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
 base_name = next(iter(variants))
@@ -355,22 +425,30 @@ fastest = min(variants, key=lambda v: variants[v](1))
 best = max(methods, key=lambda m: stays[base_name][m])
 change = stays[fastest][best] / stays[base_name][best]
 Markdown(
-    f"The cheapest one-token step here is **{fastest}** (t(1) {variants[fastest](1) * 1e3:.1f} ms against "
-    f"{variants[base_name](1) * 1e3:.1f} ms for {base_name}). On it, {best} — the fastest method of the recorded "
-    f"run — would have a speed-up of {stays[fastest][best]:.2f}× there against {stays[base_name][best]:.2f}× on "
-    f"{base_name} ({change:.0%} of it) if its own work did not shrink, and "
-    f"{shrinks[fastest][best]:.2f}× ({shrinks[fastest][best] / shrinks[base_name][best]:.0%}) if it shrank like "
-    "t(1). A cheaper step and speculation multiply, but the cheaper the step, the more the loop's own seconds "
-    "and a steeper t(n)/t(1) weigh."
-)
+    f"The cheapest one-token step in {Path(variants_file).name} ({variants_machine}) is **{fastest}** (t(1) "
+    f"{variants[fastest](1) * 1e3:.1f} ms against {variants[base_name](1) * 1e3:.1f} ms for {base_name}). On it, "
+    f"{best} — the fastest method of the recorded run ({bench_machine}) — would have a speed-up of "
+    f"{stays[fastest][best]:.2f}× against {stays[base_name][best]:.2f}× on {base_name} ({change:.0%} of it) if its "
+    f"own work did not shrink, and {shrinks[fastest][best]:.2f}× ({shrinks[fastest][best] / shrinks[base_name][best]:.0%}) "
+    "if it shrank like t(1). "
+    + compare(
+        change, 1.0,
+        "On that step speculation would buy more than on the base build.",
+        "A cheaper step and speculation multiply, but the cheaper the step, the more the loop's own seconds and "
+        "a steeper t(n)/t(1) weigh: the speed-up speculation adds shrinks.",
+        "On that step speculation would buy about what it buys on the base build.",
+        rel_tol=0.01,
+    )
+)  # fmt: skip
 
 # %% [markdown]
 # The replay predicts; the bench measures. One bench run put every build side by side — the same methods on
 # fp32 and int4 weights, eager and compiled (`--methods autoregressive,hybrid@int4+compile,...`: a method's
 # `@build` suffix, `specdec_lab.bench.builds`), rotated per prompt, beside transformers' and llama.cpp's own
-# decoding of the same model file. `speed-up` is over fp32 eager autoregressive in that run; `own` over the
-# same build's autoregressive; `identical` is the fraction of prompts whose output equals that build's own
-# autoregressive output (a quantized model is another model).
+# decoding of the same model file. `tokens_per_s` is each method's Σ tokens / Σ seconds; `speedup` is over fp32
+# eager autoregressive in that run; `speedup_own` over the same build's autoregressive; `identical` is the
+# fraction of prompts whose output equals that build's own autoregressive output (a quantized model is another
+# model); `mean_accepted` (the anchors' table) is tokens per target forward, bonus included.
 #
 # Why a quantized build can differ from its own autoregressive output at all: verifying n rows computes the
 # same dot products as n one-row steps, but a kernel may sum them in another order for another row count,
@@ -383,9 +461,11 @@ Markdown(
 # softmax and p·V in slot order, where another branch's masked slot adds an exact zero, so every node of a
 # tree rounds like one-row decoding along its path. The first table below is a run from before that change
 # (its `identical` for the hybrid's trees shows what the cause cost); the others ran after it, each titled
-# with its file and the CPU it ran on; the last, with llama.cpp among its anchors, is summed up below.
+# with its file and the machine it ran on; the last, with llama.cpp among its anchors, is summed up below.
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.bench.report import by_build
+
 for builds_bench_file in builds_bench_files:
     builds_run = json.loads(Path(builds_bench_file).read_text())
     build_rows = pd.DataFrame(by_build(builds_run))
@@ -393,11 +473,11 @@ for builds_bench_file in builds_bench_files:
     attention = {b.get("attention") for b in builds_run["config"].get("builds", {}).values() if b.get("exact_rows")}
     display(Markdown(
         f"**{Path(builds_bench_file).name}**: {builds_run['prompts_done']} prompts, "
-        f"{builds_run['config']['max_new_tokens']} new tokens; measured on: {builds_run['machine'].get('cpu', '?')} "
-        f"(torch ISA {builds_run['machine'].get('isa', '?')}); exact-rows attention: {', '.join(sorted(attention)) or 'none'}"
+        f"{builds_run['config']['max_new_tokens']} new tokens; measured on {machine_label(builds_run['machine'])}; "
+        f"exact-rows attention: {', '.join(sorted(attention)) or 'none'}"
     ))  # fmt: skip
-    display(ours.pivot_table(index="method", columns="build", values=["tokens_per_s", "speedup", "speedup_own",
-                                                                      "identical"], sort=False).round(2))  # fmt: skip
+    for values in (["tokens_per_s", "speedup"], ["speedup_own", "identical"]):  # two tables: each fits the page
+        display(ours.pivot_table(index="method", columns="build", values=values, sort=False).round(2))
     display(build_rows[build_rows.build == "anchor"].set_index("method")[["tokens_per_s", "speedup", "mean_accepted",
                                                                           "identical"]].round(2))  # fmt: skip
 
@@ -408,8 +488,9 @@ top = exact.loc[exact.tokens_per_s.idxmax()]
 wall = builds_run.get("memory_wall") or {}
 plain = ours[(ours.method == "autoregressive")].set_index("build").tokens_per_s
 text = (
-    f"The fastest speculative method whose output equalled its build's autoregressive output on every prompt was "
-    f"**{top.method} on {top.build}**, at {top.tokens_per_s:.1f} tokens/s: "
+    f"In {Path(builds_bench_file).name} ({machine_label(builds_run['machine'])}) the fastest speculative method whose "
+    f"output equalled its build's autoregressive output on every prompt was **{top.method} on {top.build}**, at "
+    f"{top.tokens_per_s:.1f} tokens/s: "
     + ", ".join(f"{top.tokens_per_s / v:.2f}× {name}" for name, v in anchors.items())
     + ". "
 )
@@ -422,3 +503,149 @@ if wall.get("wall_ms_per_token"):
         + " (prompt and the loop's own work included)."
     )
 Markdown(text)
+
+# %% [markdown]
+# ## Check your understanding
+#
+# 1. Section 1's plan chooses a kernel per weight shape and row count from timings of each matrix alone. Why
+#    can that plan lose to another setup on a whole forward at some size?
+#
+#    <details><summary>Answer</summary>
+#
+#    The plan was measured once, on isolated matrices, under the load of that moment. A whole forward also
+#    runs attention, norms and the other layers, its matrices compete for the same caches, and the machine's
+#    load differs from the moment the plan was measured. A gap within the repeats' spread is noise; a larger
+#    one is a reason to measure again (`tune_linear(model, refresh=True)`).
+#    </details>
+#
+# 2. Why does transformers' `sdpa` path copy the KV cache for a verify forward but not for a one-token step?
+#
+#    <details><summary>Answer</summary>
+#
+#    A one-token step needs no attention mask, and then `sdpa` hands the 3 shared K/V heads to torch's kernel
+#    as they are. A forward of 2+ tokens over a cache needs a mask, and on that path transformers first expands
+#    K/V to the 9 query heads (`repeat_kv`): a copy of the whole cache per layer. `sdpa_gqa` passes GQA and the
+#    mask to torch's kernel together, without the copy.
+#    </details>
+#
+# 3. A build halves t(1). Why does the speculative speed-up over that build's own autoregressive decoding
+#    usually fall rather than stay?
+#
+#    <details><summary>Answer</summary>
+#
+#    The speed-up is τ(t(1) + s₁)/(t(n) + s): the loop's own seconds s (proposer, acceptance, bookkeeping)
+#    do not shrink with a faster target, so they weigh more against a cheaper t; and fewer bytes of weights
+#    shrink t(1) more than t(n), so t(n)/t(1) grows. Both lower what each verified token buys.
+#    </details>
+#
+# ## Exercises
+#
+# Each exercise is a stub to fill in, then a check against the library's own function.
+
+# %% [markdown] tags=["exercise-1"]
+# ### Exercise 1 ★ — the memory wall
+#
+# A one-token step reads every weight once. With the read bandwidth `bandwidth` (bytes/s) that the last
+# builds file recorded before its run, compute the floor of one step in **milliseconds per token**: the
+# bytes of the model's fp32 weights (every parameter once, 4 bytes each) over the bandwidth. The reference
+# is `specdec_lab.cost.memory_wall.memory_wall(model, bandwidth=bandwidth)["wall_ms_per_token"]`.
+
+# %% tags=["exercise", "exercise-1"]
+bandwidth = wall.get("read_gb_s", 20.0) * 1e9  # bytes/s, as the bench measured it (a stand-in if it has none)
+answer = ...  # ms per token: weight bytes / bandwidth
+
+# %% tags=["solution", "exercise-1"]
+weight_bytes = sum(p.numel() for p in model.parameters()) * 4  # parameters() yields a tied weight once
+answer = weight_bytes / bandwidth * 1e3
+
+# %% tags=["check", "exercise-1", "nbval-check-output"]
+from specdec_lab.cost.memory_wall import memory_wall
+from specdec_lab.lab.course import check
+
+_ = check("the memory wall (ms per token)", answer, memory_wall(model, bandwidth=bandwidth)["wall_ms_per_token"],
+          close=1e-3, hint="Count every parameter once, 4 bytes each, and convert seconds to milliseconds.")  # fmt: skip
+
+# %% [markdown] tags=["exercise-2"]
+# ### Exercise 2 ★★ — which kernel a plan runs
+#
+# Every linear layer of the model is a `FastLinear` whose `plan` is a tuple indexed by the number of rows
+# (index 0 unused): `plan[n]` names the kernel for n rows, and beyond the plan's end (more than 64 rows) it
+# is always `"stock"`. A layer without a measured plan (`plan is None`) runs the default plan,
+# `default_plan(layer.pack and ONEDNN)`. Write `kernel(layer, n)` and list the kernels of the LM head (the
+# largest matrix, the one whose plan the table of section 1 shows last) for the row counts in `rows`. The
+# reference is `FastLinear.kernel_for`.
+
+# %% tags=["exercise", "exercise-2"]
+from specdec_lab.models.fast_linear import ONEDNN, default_plan
+
+layer = model.lm_head
+rows = [1, 2, 3, 4, 8, 16, 48, 64, 65, 256]
+
+
+def kernel(layer, n: int) -> str:
+    ...
+
+
+answer = [kernel(layer, n) for n in rows]
+
+# %% tags=["solution", "exercise-2"]
+def kernel(layer, n: int) -> str:
+    plan = layer.plan or default_plan(layer.pack and ONEDNN)
+    return plan[n] if n < len(plan) else "stock"
+
+
+answer = [kernel(layer, n) for n in rows]
+
+# %% tags=["check", "exercise-2"]
+_ = check("the kernel for each row count", answer, [layer.kernel_for(n) for n in rows],
+          hint="Index the plan by the row count; past its end the layer runs torch's F.linear ('stock').")  # fmt: skip
+
+# %% [markdown] tags=["exercise-3"]
+# ### Exercise 3 ★★★ — what a cheaper step does to a chain's speed-up
+#
+# For each build of section 4 (`variants`: name → its curve t(n) in seconds), compute the speed-up of a chain
+# of $k = 3$ drafts at per-token acceptance $\alpha = 0.7$ whose draft step costs a tenth of that build's
+# t(1): $E[\text{tokens per step}]\cdot t(1) / (k\,t_{\text{draft}} + t(k + 1))$, with
+# $E[\text{tokens per step}] = (1 - \alpha^{k+1}) / (1 - \alpha)$ (notebook 01). Answer `{build: speed-up}`.
+# The reference is `specdec_lab.cost.theory.measured_speedup`.
+# Which build buys the most from speculation, and why is it not the one with the cheapest step?
+
+# %% tags=["exercise", "exercise-3"]
+alpha, k, draft_share = 0.7, 3, 0.1
+answer = ...  # {build: speed-up of the chain on that build's curve}
+
+# %% tags=["solution", "exercise-3"]
+tokens_per_step = (1 - alpha ** (k + 1)) / (1 - alpha)
+answer = {name: tokens_per_step * c(1) / (k * draft_share * c(1) + c(k + 1)) for name, c in variants.items()}
+
+# %% tags=["check", "exercise-3", "nbval-check-output"]
+import math
+
+from specdec_lab.cost.theory import measured_speedup
+
+reference = {name: measured_speedup(alpha, k, c(1), draft_share * c(1), c) for name, c in variants.items()}
+_ = check("each build's chain speed-up", answer, reference,
+          close=lambda a, r: a.keys() == r.keys() and all(math.isclose(a[n], r[n], rel_tol=1e-9) for n in r),
+          hint="Verifying k drafts is a forward over k + 1 tokens: read the curve at k + 1.")  # fmt: skip
+
+# %% [markdown]
+# ## Takeaways
+#
+# - The cost curve t(n) that prices every speed-up in the workbook is the kernels' doing: the same forward
+#   under another linear-layer kernel has another t(1) and another shape, so a break-even read from it moves.
+# - Every kernel setup computes the same logits up to the order of float sums (the agreement checks above),
+#   so choosing kernels is a question of time only, and its answer must be measured in one interleaved loop
+#   against the repeats' noise.
+# - Skipping transformers' copy of the KV cache changes only masked forwards, which is what every
+#   verification is; whether its saving grows with the context is measured here, not assumed.
+# - A cheaper step (compiled, fewer bytes of weights) and speculation multiply, but what speculation adds
+#   shrinks as the step gets cheaper: the loop's own seconds and a steeper t(n)/t(1) weigh more.
+#
+# ## Further reading
+#
+# - [Leviathan et al. 2023, Fast Inference from Transformers via Speculative Decoding](https://arxiv.org/abs/2211.17192):
+#   the speed-up formula with the cost ratio c that section 4 and exercise 3 price on measured curves.
+# - [Chen et al. 2023, Accelerating Large Language Model Decoding with Speculative Sampling](https://arxiv.org/abs/2302.01318):
+#   why decoding is memory-bound, the premise of the memory wall of section 4.
+# - [Chen et al. 2024, Sequoia](https://arxiv.org/abs/2402.12374): trees sized by the hardware's own verify cost,
+#   what section 3's t(n)/t(1) feeds.

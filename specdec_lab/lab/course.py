@@ -144,9 +144,12 @@ def _agrees(answer, reference, close) -> tuple[bool, str]:
                 f"{int((answer.to(reference.dtype) != reference).sum())} of {reference.numel()} elements differ"
             )
         same = torch.allclose(answer.double(), reference.double(), rtol=close, atol=0.0)
-        return same, f"within {close:.0%} of the library's" if same else "further than the tolerance from it"
+        return same, f"within a relative {close:g} of the library's" if same else "further than the tolerance from it"
     if isinstance(reference, float | int) and not isinstance(reference, bool) and close is not None:
         same = math.isclose(float(answer), float(reference), rel_tol=close)
-        return same, f"within {close:.0e} of the library's" if same else f"{answer:.4g}, the library's {reference:.4g}"
+        return (
+            same,
+            f"within a relative {close:g} of the library's" if same else f"{answer:.4g}, the library's {reference:.4g}",
+        )
     same = answer == reference
     return bool(same), f"{answer!r}" if same else f"got {answer!r}, expected {reference!r}"

@@ -96,7 +96,8 @@ def vocab_callback(t: VocabTradeoff, alpha: float, shipped: int | None = None):
     return show_vocab
 
 
-def training_figure(live: Sequence[Mapping], curve: Mapping, positions: Sequence[int] = (1, 2, 3)) -> go.Figure:
+def training_figure(live: Sequence[Mapping], curve: Mapping, positions: Sequence[int] = (1, 2, 3),
+                    title: str | None = None) -> go.Figure:  # fmt: skip
     """Left: the training loss against training tokens — the live run's training batches, its loss on a fixed
     held-out batch (`held_loss`, when given) and the recorded run's at its evaluation points; right: the recorded
     run's held-out accuracy at draft positions `positions` against training tokens."""
@@ -125,8 +126,8 @@ def training_figure(live: Sequence[Mapping], curve: Mapping, positions: Sequence
     fig.update_xaxes(title="training tokens", row=1, col=2)
     fig.update_yaxes(title="loss", row=1, col=1)
     fig.update_yaxes(title="accuracy", rangemode="tozero", row=1, col=2)
-    fig.update_layout(template=TEMPLATE, width=MAX_WIDTH, height=420,
-                      legend={"orientation": "h", "y": -0.2})  # fmt: skip
+    fig.update_layout(template=TEMPLATE, width=MAX_WIDTH, height=460, legend={"orientation": "h", "y": -0.2},
+                      title=title or "training the drafter: a short live run beside the recorded one")  # fmt: skip
     return fig
 
 

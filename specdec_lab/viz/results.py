@@ -14,6 +14,7 @@ from ..bench.report import categories
 from .figures import TEMPLATE
 
 __all__ = [
+    "machine_label",
     "speedup_frame",
     "stat_frame",
     "category_figure",
@@ -27,6 +28,15 @@ __all__ = [
 ]
 
 ANCHOR_PREFIX = "hf_"
+
+
+def machine_label(machine: Mapping) -> str:
+    """'AMD EPYC (AVX2, 2 threads)': the machine a results file names (its `machine` record). Every figure and
+    table drawn from a file carries it, since the notebook's own 'Ran on:' line may name another machine."""
+    cpu = machine.get("cpu") or machine.get("device_name") or "unknown CPU"
+    threads = machine.get("torch_threads")
+    details = [d for d in (machine.get("isa"), f"{threads} threads" if threads else None) if d]
+    return f"{cpu} ({', '.join(details)})" if details else str(cpu)
 
 
 def stat_frame(results: dict, key: str, methods: Sequence[str] | None = None) -> pd.DataFrame:
@@ -69,9 +79,10 @@ def category_figure(frames: Mapping[str, pd.DataFrame], title: str) -> go.Figure
 SYMBOLS = ("circle", "square-open", "diamond-open", "x-thin-open", "triangle-up-open", "star-open", "cross-thin-open")
 
 
-def replay_figure(tables: Mapping[str, Sequence[dict]], band: float = 0.05) -> go.Figure:
+def replay_figure(tables: Mapping[str, Sequence[dict]], band: float = 0.05, title: str | None = None) -> go.Figure:
     """How far each curve's replay lands from the measurement, per method: predicted / measured − 1, one marker
-    symbol per curve ({curve name: replay table}), the ±band corridor shaded. Hover: both speedups."""
+    symbol per curve ({curve name: replay table}), the ±band corridor shaded. Hover: both speedups. `title`:
+    the default names no machine; a notebook reading a results file adds the machine the file records."""
     fig = go.Figure()
     methods = list(dict.fromkeys(r["method"] for t in tables.values() for r in t))
     fig.add_hrect(y0=-band, y1=band, fillcolor="rgba(0,128,0,0.12)", line_width=0)
@@ -87,25 +98,29 @@ def replay_figure(tables: Mapping[str, Sequence[dict]], band: float = 0.05) -> g
             hovertemplate=f"{name}<br>%{{x}}: measured %{{customdata[0]:.3f}}x, predicted %{{customdata[1]:.3f}}x"
             "<extra></extra>",
         )
-    fig.update_layout(title="Replay: predicted / measured speedup − 1, per method and curve (shaded: ±"
-                      f"{band:.0%})", xaxis=dict(categoryorder="array", categoryarray=methods),
+    title = title or f"Replay: predicted / measured speedup − 1, per method and curve (shaded: ±{band:.0%})"
+    fig.update_layout(title=title, xaxis=dict(categoryorder="array", categoryarray=methods),
                       yaxis=dict(title="predicted / measured − 1", tickformat="+.0%", zeroline=False),
                       height=480, width=900, legend=dict(orientation="h", y=-0.18, x=0), template=TEMPLATE)  # fmt: skip
     return fig
 
 
 def ranking_frame(
-    measured: Mapping[str, float], projected: Mapping[str, Mapping[str, float]], baseline: str = "autoregressive"
+    measured: Mapping[str, float],
+    projected: Mapping[str, Mapping[str, float]],
+    baseline: str = "autoregressive",
+    label: str = "measured here",
 ) -> pd.DataFrame:
-    """Methods with their measured speedup and rank here, and each projection's speedup and rank (1 = fastest;
-    the baseline, 1.00 everywhere, keeps its row but is not ranked)."""
-    frame = pd.DataFrame({"measured here": pd.Series(measured)})
+    """Methods with their measured speedup (column `label`: a notebook reading another machine's file names that
+    machine in its caption and calls the column "measured") and rank, and each projection's speedup and rank
+    (1 = fastest; the baseline, 1.00 everywhere, keeps its row but is not ranked)."""
+    frame = pd.DataFrame({label: pd.Series(measured)})
     for name, speedups in projected.items():
         frame[name] = pd.Series(speedups)
     ranks = frame.drop(index=baseline, errors="ignore").rank(ascending=False, method="min").astype("Int64")
     for col in list(frame.columns):
         frame[f"rank: {col}"] = ranks[col]
-    return frame.sort_values("measured here", ascending=False)
+    return frame.sort_values(label, ascending=False)
 
 
 def ranking_figure(frame: pd.DataFrame, title: str) -> go.Figure:
@@ -124,13 +139,14 @@ def ranking_figure(frame: pd.DataFrame, title: str) -> go.Figure:
 
 
 # ---- what-if: re-priced and re-decided ----------------------------------------------------------------------
-def whatif_frame(tables: Mapping[str, Sequence[dict]]) -> pd.DataFrame:
+def whatif_frame(tables: Mapping[str, Sequence[dict]], label: str = "measured here") -> pd.DataFrame:
     """{curve name: `redecide.redecide_bench` table} -> rows = methods; columns (curve, quantity): the size the
-    run used and the one re-chosen, the re-priced speedup and the re-decided one; first the measured speedup."""
+    run used and the one re-chosen, the re-priced speedup and the re-decided one; first the measured speedup
+    (under `label`, as in `ranking_frame`)."""
     first = next(iter(tables.values()))
-    data = {("measured here", "speedup"): {r["method"]: r["measured_speedup"] for r in first},
-            ("measured here", "what is sized"): {r["method"]: r["size"] for r in first},
-            ("measured here", "size used"): {r["method"]: r["recorded_size"] for r in first}}  # fmt: skip
+    data = {(label, "speedup"): {r["method"]: r["measured_speedup"] for r in first},
+            (label, "what is sized"): {r["method"]: r["size"] for r in first},
+            (label, "size used"): {r["method"]: r["recorded_size"] for r in first}}  # fmt: skip
     for name, table in tables.items():
         data[(name, "size chosen")] = {r["method"]: r["chosen_size"] for r in table}
         data[(name, "re-priced")] = {r["method"]: r["repriced_speedup"] for r in table}

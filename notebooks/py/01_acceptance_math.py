@@ -21,17 +21,34 @@
 # tokens does a step emit, how fast is that, and how long should the draft be? Everything follows from one
 # number, the **acceptance rate** α, and one ratio, the **cost** c of a draft step relative to a target step.
 #
-# Notation (Leviathan et al. 2023, used throughout `specdec_lab`): **p** = target distribution, **q** =
-# draft distribution, **α** = Σ_x min(p(x), q(x)), **k** = draft length, **c** = T_draft / T_target.
+# ### Learning objectives
+#
+# After this notebook you can:
+#
+# - **derive** α = Σ min(p, q) = 1 − TV(p, q) and show that speculative sampling emits tokens distributed
+#   exactly as p;
+# - **compute** E[L], the expected tokens per step, for a given α and k, and check it by Monte Carlo;
+# - **find** the optimal draft length k* for α and c, first with a free verify forward, then on a measured cost
+#   curve;
+# - **convert** between the conventions papers report (α per token; τ and "mean accepted" per step) and apply
+#   the formulas to published numbers.
+#
+# ### Prerequisites
+#
+# Notebook 00 (the loop, the bonus token, the cost curve t(n)) and basic probability (expectations, the
+# geometric distribution). Notation: notebook 00's table — p (target), q (draft), α, k, c = T_draft / T_target,
+# τ, L (tokens one step emits, bonus included), E[L], and "mean accepted" (tokens per target forward, bonus
+# included) — the symbols of [Leviathan et al. 2023](https://arxiv.org/abs/2211.17192).
 #
 # 1. α = 1 − TV(p, q): why speculative sampling accepts with exactly that probability, and stays exact;
-# 2. tokens per step: (1 − α^{k+1}) / (1 − α), checked by Monte Carlo;
+# 2. tokens per step: E[L] = (1 − α^{k+1}) / (1 − α), checked by Monte Carlo;
 # 3. speedup (1 − α^{k+1}) / ((1 − α)(kc + 1)) as surfaces and curves, and the optimal k;
 # 4. the measured form: m·T_target > k·T_draft + T_verify(k+1);
 # 5. sliders to explore;
-# 6. what the papers report, and the formulas of sections 2 and 3 applied to their α.
+# 6. what the papers report, and the formulas of sections 2 and 3 applied to their α;
 #
-# All formulas live in `specdec_lab.cost.theory`; this notebook derives them, checks them and draws them.
+# then questions, exercises, takeaways and further reading. All formulas live in `specdec_lab.cost.theory`;
+# this notebook derives them, checks them and draws them.
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: fewer Monte Carlo trials (same code paths)
@@ -44,47 +61,17 @@ seed: int = 0  # random seed
 if quick:
     trials = min(trials, 20_000)
 
-from pathlib import Path
+from specdec_lab.lab.course import start
 
-import ipywidgets as w
-import numpy as np
-import pandas as pd
-import torch
-from IPython.display import Markdown
-
-from specdec_lab.bench.literature import published, summary_table
-from specdec_lab.cost import CostCurve
-from specdec_lab.cost.theory import (
-    acceptance_rate,
-    accepted_length_pmf,
-    expected_speedup,
-    expected_tokens_per_step,
-    measured_speedup,
-    optimal_k,
-    simulate_acceptance,
-    simulate_tokens_per_step,
-    speculation_pays,
-    tv_distance,
-)
-from specdec_lab.lab.widgets import Dashboard
-from specdec_lab.viz.acceptance import (
-    monte_carlo_figure,
-    optimal_k_figure,
-    speedup_curves_figure,
-    speedup_explorer,
-    speedup_surface_figure,
-)
-from specdec_lab.viz.figures import save_figure
-
-FIGURES = Path("../results/figures" if quick else "../figures")  # from notebooks/; quick runs keep figures/ as is
-rng = np.random.default_rng(seed)
-print(f"quick={quick}, trials={trials}")
+FIGURES = start("../results/figures" if quick else "../figures", seed=seed, stem="01_acceptance_math")  # quick: figures/ untouched
 
 # %% [markdown]
 # ## 1. One token: α = Σ min(p, q) = 1 − TV(p, q)
 #
-# Speculative sampling draws x ~ q and **accepts it with probability min(1, p(x)/q(x))**; on rejection it
-# draws from the *residual* norm(max(0, p − q)). Two facts follow in two lines each.
+# Speculative sampling ([Leviathan et al. 2023](https://arxiv.org/abs/2211.17192);
+# [Chen et al. 2023](https://arxiv.org/abs/2302.01318), who found the same rule independently) draws x ~ q and
+# **accepts it with probability min(1, p(x)/q(x))**; on rejection it draws from the *residual*
+# norm(max(0, p − q)). Two facts follow in two lines each.
 #
 # *Acceptance probability.* P(accept) = Σ_x q(x)·min(1, p(x)/q(x)) = Σ_x min(q(x), p(x)) = α. Since
 # Σ p = Σ q = 1, Σ min(p, q) = 1 − ½ Σ |p − q| = 1 − TV(p, q).
@@ -96,6 +83,11 @@ print(f"quick={quick}, trials={trials}")
 # A naive check with Python loops, then the library:
 
 # %% tags=["nbval-check-output"]
+import numpy as np
+import torch
+
+from specdec_lab.cost.theory import acceptance_rate, tv_distance
+
 p = np.array([0.50, 0.25, 0.15, 0.10, 0.00])
 q = np.array([0.30, 0.40, 0.05, 0.05, 0.20])
 alpha_naive = sum(min(pi, qi) for pi, qi in zip(p, q, strict=True))
@@ -105,6 +97,10 @@ assert abs(alpha_naive - alpha_lib) < 1e-12 and abs(alpha_naive - (1 - tv_naive)
 print(f"α = Σ min(p, q) = {alpha_naive:.3f} = 1 − TV = {1 - float(tv_distance(torch.tensor(p), torch.tensor(q))):.3f}")
 
 # %%
+import pandas as pd
+
+from specdec_lab.cost.theory import simulate_acceptance
+
 sim = simulate_acceptance(p, q, trials=trials, seed=seed)
 se = np.sqrt(p * (1 - p) / trials)
 pd.DataFrame(
@@ -128,14 +124,17 @@ assert np.all(np.abs(sim["histogram"] - p) < 5 * se + 1e-12)
 # ## 2. Tokens per step: (1 − α^{k+1}) / (1 − α)
 #
 # Treat acceptances along the chain as independent with probability α each (the i.i.d. assumption of
-# Leviathan et al.; section 3 of notebook 02 tests it). A step accepts L drafts, L truncated-geometric:
-# P(L = j) = α^j (1 − α) for j < k and P(L = k) = α^k. It always emits the bonus token too, so
+# Leviathan et al.; section 3 of notebook 02 tests it). A step accepts A of its k drafts, A truncated-geometric:
+# P(A = j) = α^j (1 − α) for j < k and P(A = k) = α^k. It always emits the bonus token too, so it emits
+# L = A + 1 tokens, and
 #
-#     E[L + 1] = Σ_{j=0..k} P(L ≥ j) = Σ_{j=0..k} α^j = (1 − α^{k+1}) / (1 − α).
+#     E[L] = Σ_{j=0..k} P(A ≥ j) = Σ_{j=0..k} α^j = (1 − α^{k+1}) / (1 − α).
 #
 # Edge cases: α = 0 gives 1 (plain decoding), α = 1 gives k + 1, k = 0 gives 1.
 
 # %% tags=["nbval-check-output"]
+from specdec_lab.cost.theory import expected_tokens_per_step, simulate_tokens_per_step
+
 rows = []
 for a in (0.0, 0.5, 0.8, 0.95, 1.0):
     for k in (0, 1, 4, 8):
@@ -148,14 +147,20 @@ assert (table["z (simulated − formula)"].abs() < 5).all()
 table.pivot(index="α", columns="k", values="formula").round(3)
 
 # %%
+from specdec_lab.viz.acceptance import monte_carlo_figure
+from specdec_lab.viz.figures import save_figure
+
 fig = monte_carlo_figure(steps=trials // 10, seed=seed)
-print(f"saved {save_figure(fig, '01_monte_carlo', FIGURES)}")
+print(f"saved {save_figure(fig, '01_monte_carlo', FIGURES).html.name}")  # the name: no machine's path in the output
 fig
 
 # %% [markdown]
-# The accepted-length distribution itself (not just its mean) matches the truncated geometric law:
+# The distribution of accepted drafts A itself (not just the mean of L = A + 1) matches the truncated geometric
+# law:
 
 # %%
+from specdec_lab.cost.theory import accepted_length_pmf
+
 a, k = 0.8, 6
 sims = simulate_tokens_per_step(a, k, steps=trials // 10, seed=seed)
 pd.DataFrame(
@@ -176,16 +181,22 @@ pd.DataFrame(
 # objective is unimodal in k, so `theory.optimal_k` scans it.
 
 # %%
+from specdec_lab.viz.acceptance import speedup_surface_figure
+
 fig = speedup_surface_figure(c=c, k_max=k_max)
-print(f"saved {save_figure(fig, '01_speedup_surface', FIGURES)}")
+print(f"saved {save_figure(fig, '01_speedup_surface', FIGURES).html.name}")  # the name: no machine's path in the output
 fig
 
 # %%
+from specdec_lab.viz.acceptance import speedup_curves_figure
+
 fig = speedup_curves_figure(c=c, k_max=k_max)
-print(f"saved {save_figure(fig, '01_speedup_curves', FIGURES)}")
+print(f"saved {save_figure(fig, '01_speedup_curves', FIGURES).html.name}")  # the name: no machine's path in the output
 fig
 
 # %% tags=["nbval-check-output"]
+from specdec_lab.cost.theory import expected_speedup, optimal_k
+
 alphas_t = (0.5, 0.6, 0.7, 0.8, 0.9)
 cs_t = (0.0, 0.02, 0.05, 0.1, 0.2)
 pd.DataFrame(
@@ -195,11 +206,18 @@ pd.DataFrame(
 )
 
 # %%
+from specdec_lab.viz.acceptance import optimal_k_figure
+
 fig = optimal_k_figure(k_max=k_max)
-print(f"saved {save_figure(fig, '01_optimal_k', FIGURES)}")
+print(f"saved {save_figure(fig, '01_optimal_k', FIGURES).html.name}")  # the name: no machine's path in the output
 fig
 
 # %%
+from IPython.display import Markdown
+
+from specdec_lab.lab.course import compare
+
+
 def _best(a, cc):  # (k*, speedup at k*) from the formula
     k_best = optimal_k(a, cc, k_max)
     return k_best, expected_speedup(a, k_best, cc)
@@ -210,9 +228,11 @@ Markdown(
     f"Reading the table: at c = 0.05 a draft with α = 0.5 promises {s_cheap:.2f}× *in theory* (k* = {k_cheap}); "
     f"at c = 0.2 (a draft that pays a full-vocabulary head every step) the same α gives {s_dear:.2f}× "
     f"(k* = {k_dear}). That is why the draft in notebook 02 evaluates only a reduced drafting vocabulary: it "
-    "cuts c, and the optimal k grows with it. Section 4 shows how much of the promise survives a real "
-    "verification cost."
-)
+    "cuts c, and "
+    + compare(k_cheap, k_dear, "the optimal k grows as c falls", "the optimal k shrinks as c falls",
+              within="the optimal k stays the same while the speedup grows")
+    + ". Section 4 shows how much of the promise survives a real verification cost."
+)  # fmt: skip
 
 # %% [markdown]
 # ## 4. The measured form: m·T_target > k·T_draft + T_verify(k+1)
@@ -220,13 +240,13 @@ Markdown(
 # On real hardware verifying k + 1 tokens is *not* free: a forward over several tokens costs more than
 # one over a single token, and on CPUs the curve t(n) is often not even monotonic (some small sizes hit
 # slower matmul paths than larger ones; notebook 00 measures the curve of *your* machine, and how the
-# matmul kernels change it). With seconds instead of units, a step that emits m = E[L + 1] tokens beats
+# matmul kernels change it). With seconds instead of units, a step that emits m = E[L] tokens beats
 # autoregressive decoding exactly when
 #
 #     m · T_target  >  k · T_draft + T_verify(k + 1)
 #
 # and the speedup is their ratio (`theory.measured_speedup`). `specdec_lab.cost.CostCurve` holds a
-# measured t(n); the draft proposer picks k* = argmax E[L+1] / (k·T_draft + t(k+1)) every step from
+# measured t(n); the draft proposer picks k* = argmax E[L] / (k·T_draft + t(k+1)) every step from
 # its running α̂ and its measured draft step time (`DraftLength("cost")`).
 #
 # This notebook stays deterministic (no model, no timing), so it works on an **example curve**: the
@@ -234,6 +254,9 @@ Markdown(
 # with a slow 2–3-token path — and an example draft step time:
 
 # %% tags=["nbval-check-output"]
+from specdec_lab.cost import CostCurve
+from specdec_lab.cost.theory import measured_speedup, speculation_pays
+
 curve = CostCurve(sizes=[1, 2, 3, 4, 5, 8], seconds=[0.061, 0.100, 0.128, 0.088, 0.095, 0.100])  # an example
 t_draft = 0.005  # an example draft step: a 2-layer draft with a reduced head
 print("example t(n), ms:", dict(zip(curve.sizes, [round(s * 1e3) for s in curve.seconds], strict=True)))
@@ -281,10 +304,16 @@ Markdown(
 # figure below them. Until you move one, a static snapshot of the default view stands there.
 
 # %% tags=["nbval-check-output"]
+from specdec_lab.viz.acceptance import speedup_explorer
+
 fig, numbers = speedup_explorer(alpha=0.7, k=4, c=c, k_max=k_max)
 print(numbers)
 
 # %%
+import ipywidgets as w
+
+from specdec_lab.lab.widgets import Dashboard
+
 explorer = Dashboard(
     {
         "alpha": w.FloatSlider(value=0.7, min=0.0, max=0.99, step=0.01, description="α", continuous_update=False),
@@ -303,11 +332,14 @@ explorer
 # ## 6. What the papers report
 #
 # `data/literature/published.csv` holds published results, each row with the URL it was read at and the
-# text quoted there (`specdec_lab.bench.literature`). A few of them — the original speculative sampling paper,
-# the Spec-Bench leaderboard (one GPU and one target for every method, so those rows compare with each
-# other) and EAGLE-3:
+# text quoted there (`specdec_lab.bench.literature`). A few of them — the original speculative sampling paper
+# ([Leviathan et al. 2023](https://arxiv.org/abs/2211.17192)), the Spec-Bench leaderboard
+# ([Xia et al. 2024](https://github.com/hemingkx/Spec-Bench): one GPU and one target for every method, so those
+# rows compare with each other) and EAGLE-3 ([Li et al. 2025](https://arxiv.org/abs/2503.01840)):
 
 # %%
+from specdec_lab.bench.literature import published, summary_table
+
 lit = published()
 few = lit[
     (lit["paper"].str.startswith("Leviathan") & (lit["task"] == "WMT EnDe") & (lit["temperature"] == 0)
@@ -326,8 +358,9 @@ summary_table(few)
 #   draft length γ (their name for k) by section 2's formula.
 # * **τ** (EAGLE, EAGLE-2, EAGLE-3: "average acceptance length") and Spec-Bench's "mean accepted tokens"
 #   count the tokens emitted per draft-verify cycle *including* the target's bonus token, so plain
-#   decoding scores 1 (source: `specdec_lab/bench/literature.py`, each row's `checked` text). That is E[L + 1]
-#   of section 2, not α: a τ is compared with (1 − α^{k+1})/(1 − α), never with α.
+#   decoding scores 1 (source: `specdec_lab/bench/literature.py`, each row's `checked` text). That is a
+#   measured E[L] of section 2 (notebook 00's τ, the library's "mean accepted"), not α: a τ is compared with
+#   (1 − α^{k+1})/(1 − α), never with α.
 # * The speedups are wall-clock ratios against each source's own baseline, on its own hardware; they
 #   compare within one source, not across sources, and not with a 2-core CPU.
 #
@@ -375,3 +408,152 @@ Markdown(
     "is an estimate: a real system matches none of them exactly, in either direction."
 )  # fmt: skip
 
+
+# %% [markdown]
+# ## Check your understanding
+#
+# 1. A draft whose q equals p exactly: what is α, and how many tokens does a step with k drafts emit?
+#
+#    <details><summary>Answer</summary>
+#
+#    α = Σ min(p, p) = 1: every draft is accepted (min(1, p/q) = 1), so every step emits L = k + 1 tokens — the
+#    k drafts and the bonus — and E[L] = k + 1, the limit of (1 − α^{k+1}) / (1 − α) as α → 1.
+#
+#    </details>
+#
+# 2. Why must a rejection resample from the residual norm(max(0, p − q)), and not simply from p?
+#
+#    <details><summary>Answer</summary>
+#
+#    The accepted drafts already emit min(p, q)(x) of each token's probability. Resampling the rejected mass
+#    1 − α from p would emit min(p, q) + (1 − α)·p, which is not p unless α = 1: it over-weights the tokens
+#    where q > p. The residual adds back exactly what is missing, max(0, p − q), since its mass is 1 − α.
+#    Notebook 02 shows the broken version failing a chi-square test on the real model.
+#
+#    </details>
+#
+# 3. One paper reports τ for a draft length k, another α for its draft. How do you compare the two drafts?
+#
+#    <details><summary>Answer</summary>
+#
+#    Not τ against α: τ counts tokens per step with the bonus (a measured E[L], at least 1), α is a per-token
+#    probability (at most 1). Turn the α into E[L] = (1 − α^{k+1}) / (1 − α) at the same k (assuming i.i.d.
+#    acceptances, section 2), then compare that with τ — and remember that each paper's speed-up belongs to its
+#    own hardware.
+#
+#    </details>
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise is a stub to fill in (`...`), a worked solution (removed from student copies) and a check
+# against `specdec_lab.cost.theory`, which prints ✓ or says what is wrong. Exercise 1 needs nothing the notebook
+# computed: it runs on its own.
+
+# %% [markdown] tags=["exercise-1"]
+# ### Exercise 1 ★ — α from the total variation distance
+#
+# For the two distributions in the cell below, compute α as **1 − TV(p, q)**, with TV(p, q) = ½ Σ_x |p(x) − q(x)|,
+# using numpy only. The reference is `specdec_lab.cost.theory.acceptance_rate` (Σ_x min(p(x), q(x))).
+
+# %% tags=["exercise", "exercise-1"]
+import numpy as np
+
+p1 = np.array([0.45, 0.30, 0.15, 0.10, 0.00])  # the target's distribution over five tokens
+q1 = np.array([0.20, 0.40, 0.10, 0.05, 0.25])  # the draft's
+answer = ...  # α = 1 − TV(p1, q1)
+
+# %% tags=["solution", "exercise-1"]
+answer = 1 - 0.5 * np.abs(p1 - q1).sum()
+
+# %% tags=["check", "exercise-1", "nbval-check-output"]
+import torch
+
+from specdec_lab.cost.theory import acceptance_rate
+from specdec_lab.lab.course import check
+
+_ = check("α = 1 − TV(p, q)", answer, float(acceptance_rate(torch.tensor(p1), torch.tensor(q1))), close=1e-9,
+          hint="TV(p, q) is half the sum of |p − q| over the tokens; α is one minus it.")  # fmt: skip
+
+# %% [markdown] tags=["exercise-2"]
+# ### Exercise 2 ★★ — E[L] from the distribution of accepted drafts
+#
+# A chain of $k = 5$ drafts, each accepted with probability $\alpha = 0.7$ independently. Write the probability
+# P(A = j) that the step accepts exactly j drafts (j = 0..k; a draft is only checked when every earlier one was
+# accepted), then E[L] = Σ_j (j + 1)·P(A = j) — the bonus counted. The reference is
+# `specdec_lab.cost.theory.expected_tokens_per_step(0.7, 5)`.
+
+# %% tags=["exercise", "exercise-2"]
+alpha2, k2 = 0.7, 5
+answer = ...  # E[L] = Σ_j (j + 1)·P(A = j)
+
+# %% tags=["solution", "exercise-2"]
+pmf = [alpha2**j * (1 - alpha2) for j in range(k2)] + [alpha2**k2]  # j < k: accepted j, rejected the next
+answer = sum((j + 1) * pj for j, pj in enumerate(pmf))
+
+# %% tags=["check", "exercise-2", "nbval-check-output"]
+_ = check("E[L] for α = 0.7, k = 5", answer, expected_tokens_per_step(alpha2, k2), close=1e-9,
+          hint="P(A = j) = α^j (1 − α) for j < k, and α^k for j = k; each step emits A + 1 tokens.")  # fmt: skip
+
+# %% [markdown] tags=["exercise-3"]
+# ### Exercise 3 ★★ — the optimal draft length, by scanning
+#
+# For $\alpha = 0.8$ and $c = 0.1$, find the k in 0..`k_max` that maximizes the speedup
+# (1 − α^{k+1}) / ((1 − α)(kc + 1)) of section 3 (ties: the shorter k). Write the formula yourself. The
+# reference is `specdec_lab.cost.theory.optimal_k(0.8, 0.1, k_max)`.
+
+# %% tags=["exercise", "exercise-3"]
+alpha3, c3 = 0.8, 0.1
+answer = ...  # the best k in range(k_max + 1)
+
+# %% tags=["solution", "exercise-3"]
+speedups = [(1 - alpha3 ** (k + 1)) / ((1 - alpha3) * (k * c3 + 1)) for k in range(k_max + 1)]
+answer = speedups.index(max(speedups))  # the first maximum: the shorter k on a tie
+
+# %% tags=["check", "exercise-3", "nbval-check-output"]
+_ = check("k* for α = 0.8, c = 0.1", answer, optimal_k(alpha3, c3, k_max),
+          hint="Compute the speedup for every k from 0 to k_max and keep the k of the largest.")  # fmt: skip
+
+# %% [markdown] tags=["exercise-4"]
+# ### Exercise 4 ★★★ — the optimal draft length on a measured cost curve
+#
+# Section 4's example: the verify forward over k + 1 tokens costs `curve(k + 1)` seconds and a draft step
+# `t_draft` seconds. At $\alpha = 0.6$, find the k in 0..`k_max` that maximizes tokens per second,
+# E[L] / (k·t_draft + t(k + 1)), with E[L] from section 2 (ties: the shorter k). The reference is
+# `optimal_k(0.6, t_draft, k_max, verify_cost=curve)`, the rule the draft proposer runs every step.
+
+# %% tags=["exercise", "exercise-4"]
+alpha4 = 0.6
+answer = ...  # the best k in range(k_max + 1) on the example curve
+
+# %% tags=["solution", "exercise-4"]
+rates = [expected_tokens_per_step(alpha4, k) / (k * t_draft + curve(k + 1)) for k in range(k_max + 1)]
+answer = rates.index(max(rates))
+
+# %% tags=["check", "exercise-4", "nbval-check-output"]
+_ = check("k* on the example curve at α = 0.6", answer, optimal_k(alpha4, t_draft, k_max, verify_cost=curve),
+          hint="Tokens per second: E[L] over the seconds of a step, k draft steps plus one verify of k + 1 tokens.")  # fmt: skip
+
+# %% [markdown]
+# ## Takeaways
+#
+# - Speculative sampling accepts a drafted token with probability α = Σ min(p, q) = 1 − TV(p, q), and resampling
+#   a rejection from the residual makes its output distributed exactly as p: the draft changes the speed, never
+#   the output.
+# - With independent acceptances a chain of k drafts emits E[L] = (1 − α^{k+1}) / (1 − α) tokens per step, the
+#   bonus included; the Monte Carlo agrees with the formula, in mean and in distribution.
+# - The speedup has an interior optimum in k: longer drafts win more tokens but each survives with α^i and costs c.
+# - A verify forward that costs more than one token lowers the speedup and raises the α a draft needs before it
+#   pays; the measured form, not the textbook one, is what sizes a draft on a real machine.
+# - Papers report acceptance in different conventions — α per token, τ or "mean accepted" per step with the
+#   bonus — and only like compares with like.
+#
+# ## Further reading
+#
+# - [Leviathan et al. 2023, *Fast Inference from Transformers via Speculative Decoding*](https://arxiv.org/abs/2211.17192)
+#   — α, the tokens-per-step and speedup formulas (sections 1–3), and the rows of section 6.
+# - [Chen et al. 2023, *Accelerating Large Language Model Decoding with Speculative Sampling*](https://arxiv.org/abs/2302.01318)
+#   — the same acceptance rule and its proof of exactness (section 1).
+# - [Xia et al. 2024, Spec-Bench](https://github.com/hemingkx/Spec-Bench) — one benchmark for many methods, and
+#   its "mean accepted tokens" (section 6).
+# - [Li et al. 2025, *EAGLE-3*](https://arxiv.org/abs/2503.01840) — τ, the average acceptance length (section 6).

@@ -11,8 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+import torch
 from plotly.colors import qualitative
+from plotly.subplots import make_subplots
 
+from ..accept.tree_rules import residual
 from ..cost.theory import (
     accepted_length_pmf,
     expected_speedup,
@@ -31,6 +34,7 @@ __all__ = [
     "acceptance_by_position",
     "position_figure",
     "histogram_figure",
+    "residual_figure",
     "vocabulary_labels",
     "alpha_temperature_figure",
 ]
@@ -196,6 +200,58 @@ def histogram_figure(
     fig.update_layout(barmode="group", title="Next-token distribution: speculative sampling vs the target",
                       xaxis_title="token (▁ = space, ↵ = newline)", yaxis_title="probability",
                       template=TEMPLATE)  # fmt: skip
+    return fig
+
+
+def residual_figure(
+    p: np.ndarray, q: np.ndarray, labels: Sequence[str] | Mapping[int, str], top: int = 10
+) -> go.Figure:
+    """One position of a real decode: the target's p and the draft's q (top panel), and the residual
+    norm(max(p − q, 0)) a rejection resamples from (bottom panel; `accept.tree_rules.residual`, Leviathan et al.
+    2023, Chen et al. 2023), over the `top` tokens by max(p, q), most likely under p first. The residual lives
+    exactly where the target wants more than the draft offers; its mass before normalising is 1 − α.
+
+    p, q:   (V,) distributions over the same vocabulary (after the same temperature / top-p)
+    labels: per token id (a sequence over the vocabulary, or a mapping holding at least the shown ids)
+    """
+    p, q = np.asarray(p, float), np.asarray(q, float)
+    shown = np.argsort(-np.maximum(p, q), kind="stable")[:top]
+    shown = shown[np.argsort(-p[shown], kind="stable")]
+    names = [labels[int(i)] for i in shown]
+    r = residual(torch.from_numpy(p), torch.from_numpy(q), 0).numpy()  # the rules' own residual (x unused given q)
+    alpha = float(np.minimum(p, q).sum())
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.12,
+        subplot_titles=(
+            f"target p and draft q; they overlap by α = Σ min(p, q) = {alpha:.2f}",
+            "residual norm(max(p − q, 0)): where a rejected draft is replaced from",
+        ),
+    )
+    for values, name, color in ((p, "target p", COLORS[0]), (q, "draft q", COLORS[1])):
+        fig.add_trace(
+            go.Bar(x=names, y=values[shown], name=name, marker={"color": color},
+                   hovertemplate=f"%{{x}}: {name.split()[-1]} = %{{y:.3f}}<extra></extra>"),
+            row=1, col=1,
+        )  # fmt: skip
+    fig.add_trace(
+        go.Bar(x=names, y=r[shown], name="residual norm(max(p − q, 0))", marker={"color": COLORS[2]},
+               hovertemplate="%{x}: residual = %{y:.3f}<extra></extra>"),
+        row=2, col=1,
+    )  # fmt: skip
+    fig.update_yaxes(title_text="probability", rangemode="tozero")
+    fig.update_xaxes(title_text="token (▁ = space, ↵ = newline)", row=2, col=1)
+    fig.update_layout(
+        barmode="group",
+        title="Speculative sampling at one position: p, q and the residual",
+        template=TEMPLATE,
+        width=900,
+        height=560,
+        legend={"orientation": "h", "y": -0.28},
+        margin={"t": 90, "b": 120},
+    )
     return fig
 
 

@@ -1,13 +1,14 @@
 """Figures of the measured verify cost curve t(n) (`specdec_lab.cost.CostCurve`).
 
 Left panel: milliseconds of one verify forward over n tokens, and the cost per token t(n)/n.
-Right panel: t(n)/t(1), the *break-even* line: verifying n tokens in one forward pays off only when a
+Right panel (log-log): t(n)/t(1), the *break-even* line: verifying n tokens in one forward pays off only when a
 step emits more than t(n)/t(1) tokens on average; the diagonal n is what n autoregressive forwards cost
 (and the most a step of n verified tokens can emit). The gap between the two is the room for speed-up.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -77,10 +78,16 @@ def cost_curve_figure(curve: CostCurve, title: str | None = None) -> go.Figure:
         row=1,
         col=2,
     )
-    fig.update_xaxes(title_text="tokens verified in one forward (n)", rangemode="tozero")
+    fig.update_xaxes(title_text="tokens verified in one forward (n)", rangemode="tozero", row=1, col=1)
+    # The diagonal n climbs to the largest size while t(n)/t(1) stays a few units high: on linear axes one of
+    # them is cut off or squashed flat. On log-log axes both fit whole, the diagonal stays a straight line, and
+    # the gap between them (the room for speed-up) reads as a ratio at every n.
+    low, high = min(min(rel), 1.0) / 1.25, max(n) * 1.25
+    ticks = [2**i for i in range(int(math.log2(high)) + 1)]  # 1, 2, 4, ...: doublings read off directly
+    log = {"type": "log", "tickvals": ticks, "ticktext": [str(t) for t in ticks]}
+    fig.update_xaxes(title_text="n (log scale)", range=[math.log10(0.8), math.log10(high)], **log, row=1, col=2)
     fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=1)
-    # the diagonal n climbs far above the measured curve: clip it so the break-even line stays readable
-    fig.update_yaxes(title_text="× t(1)", range=[0, max(max(rel) * 1.6, 3.0)], row=1, col=2)
+    fig.update_yaxes(title_text="× t(1) (log scale)", range=[math.log10(low), math.log10(high)], **log, row=1, col=2)
     fig.update_layout(
         title=title or f"Verify cost on {curve.device} (context {curve.context} tokens)",
         template=TEMPLATE,

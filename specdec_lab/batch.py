@@ -111,14 +111,17 @@ def generate_batch(
     out = BatchResult(results=[], batch_size=batch_size, seconds=0.0, forwards=0)
     bar = _progress(len(ids), progress)
     while queue or any(slots):
-        for b in range(rows):  # continuous batching: a free row takes the next prompt
-            if slots[b] is None and queue:
-                i = queue.pop()
+        free = [b for b in range(rows) if slots[b] is None][: len(queue)]  # continuous batching: each takes a prompt
+        picked = [queue.pop() for _ in free]
+        opened = clock.now()
+        prefilled = _prefill_together(setup, cache, [ids[i] for i in picked]) if len(free) == rows > 1 else {}
+        for b, i in zip(free, picked, strict=True):
+            if b not in prefilled:
                 cache.reset(b)
-                proposer = first if i == 0 else setup.proposer()
-                seq_seed = None if seed is None else seed + i
-                row = setup.open(ids[i], cache.row(b), proposer, setup.generator(seq_seed), Memory(), clock, rows=rows)
-                slots[b] = (i, row)
+            proposer = first if i == 0 else setup.proposer()
+            seq_seed = None if seed is None else seed + i
+            slots[b] = (i, setup.open(ids[i], cache.row(b), proposer, setup.generator(seq_seed), Memory(), clock,
+                                      rows=rows, prefilled=prefilled.get(b), opened=opened))  # fmt: skip
         start = clock.now()
         trees: list[Tree | None] = [None] * rows
         for b, slot in enumerate(slots):
@@ -151,6 +154,24 @@ def generate_batch(
     out.results, out.latency = results, latency
     out.seconds = clock.now(drain=True) - clock.start
     return out
+
+
+def _prefill_together(setup: Setup, cache: RowsCache, prompts: list[list[int]]) -> dict:
+    """Every row empty (the batch's first fill, or all rows finished at once): prefill all prompts in one forward,
+    each prompt but its last token (the first tree's root) as a chain in its row. -> {row: PrefillOutput}; a
+    one-token prompt has nothing to prefill and is left out (its row is reset and opened as usual)."""
+    from .verify import PrefillOutput
+
+    for b in range(len(cache.rows)):
+        cache.reset(b)
+    chains = [Tree.chain(p[0], p[1:-1]) if len(p) > 1 else None for p in prompts]
+    outs = verify_rows(setup.model, cache, chains, setup.layers, logits=False)
+    done = {}
+    for b, (chain, out) in enumerate(zip(chains, outs, strict=True)):
+        if chain is not None:
+            cache.row(b).keep(list(range(len(chain))))  # commit the prompt, drop the padding
+            done[b] = PrefillOutput(hidden=out.hidden, features=out.features)
+    return done
 
 
 def _check_prompts(prompts) -> list:

@@ -42,7 +42,7 @@ from .models.load import LoadedModel, prompt_ids, unwrap
 from .proposers import METHODS, DecodeState, Proposer, get_method, make_proposer, register_method
 from .sampling import Sampling
 from .trees.tree import Tree
-from .verify import TreeOutput, check_feature_layers, prefill, verify_tree
+from .verify import PrefillOutput, TreeOutput, check_feature_layers, prefill, verify_tree
 
 # METHODS, register_method and make_proposer live in proposers/registry.py; they are re-exported here
 # because `generate(method=...)` is where users meet them.
@@ -424,12 +424,14 @@ class Setup:
         return generator
 
     def open(self, ids: list[int], cache: KVCache, proposer: Proposer, generator: torch.Generator, memory: Memory,
-             clock: Clock, rows: int = 1) -> Decoding:  # fmt: skip
+             clock: Clock, rows: int = 1, prefilled: PrefillOutput | None = None, opened: float | None = None,
+             ) -> Decoding:  # fmt: skip
         """Prefill `ids` (but the last: the first tree's root) into `cache`, start the proposer, and return the
-        sequence ready to step; its prefill seconds run from now on `clock`. rows: the sequences verified together
-        with this one (a batch's size: its steps are priced at t(rows, n))."""
-        opened = clock.now()
-        prompt_out = prefill(self.model, cache, torch.tensor(ids[:-1], dtype=torch.long), self.layers)
+        sequence ready to step; its prefill seconds run from now (or `opened`) on `clock`. rows: the sequences
+        verified together with this one (a batch's size: its steps are priced at t(rows, n)). prefilled: the
+        prompt's prefill, done already (a batch prefills its first prompts in one forward)."""
+        opened = clock.now() if opened is None else opened
+        prompt_out = prefilled or prefill(self.model, cache, torch.tensor(ids[:-1], dtype=torch.long), self.layers)
         step = self.step
         state = DecodeState(tokens=list(ids), prompt_length=len(ids), cache_length=cache.length, max_depth=0,
                             max_nodes=step.max_nodes if step is not None else None, model=self.model, cache=cache,

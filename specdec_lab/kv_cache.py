@@ -48,9 +48,27 @@ class BufferedLayer(DynamicLayer):
         v[:, :, : self.length] = self._v[:, :, : self.length]
         self._k, self._v, self.capacity = k, v, cap
 
-    def _set_views(self) -> None:
-        self.keys = self._k[:, :, : self.length]  # (B, H_kv, L, D) view, no copy
-        self.values = self._v[:, :, : self.length]
+    # `keys`/`values` are views of the filled prefix made when read, not stored: a step truncates every layer of
+    # every row (30 layers × B rows), and re-slicing on each truncate cost more than the reads it served
+    @property
+    def keys(self) -> torch.Tensor | None:
+        return None if self._k is None else self._k[:, :, : self.length]  # (B, H_kv, L, D) view, no copy
+
+    @keys.setter
+    def keys(self, value) -> None:  # DynamicLayer.__init__/reset assign None; the buffers are the state
+        if value is not None:
+            raise NotImplementedError(
+                "BufferedLayer's K/V live in its buffers: write with update(), drop with "
+                "truncate()/keep() (offloading and beam reordering are not supported)"
+            )
+
+    @property
+    def values(self) -> torch.Tensor | None:
+        return None if self._v is None else self._v[:, :, : self.length]
+
+    @values.setter
+    def values(self, value) -> None:
+        type(self).keys.fset(self, value)
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:
@@ -61,7 +79,6 @@ class BufferedLayer(DynamicLayer):
         self._k[:, :, self.length : self.length + n] = key_states
         self._v[:, :, self.length : self.length + n] = value_states
         self.length += n
-        self._set_views()
         return self.keys, self.values
 
     def get_seq_length(self) -> int:
@@ -74,8 +91,6 @@ class BufferedLayer(DynamicLayer):
 
     def truncate(self, length: int) -> None:
         self.length = length
-        if self.is_initialized:
-            self._set_views()
 
     def keep(self, start: int, offsets: torch.Tensor, contiguous_prefix: bool) -> None:
         """Keep entries start+offsets (offsets increasing from 0) at slots [start, start+len(offsets))."""
@@ -89,7 +104,6 @@ class BufferedLayer(DynamicLayer):
     def reset(self) -> None:
         self.length = 0
         self._k = self._v = None
-        self.keys = self.values = None
         self.is_initialized = False
 
 
@@ -167,7 +181,6 @@ class _RowLayer(BufferedLayer):
     def __init__(self, k: torch.Tensor, v: torch.Tensor):
         super().__init__(capacity=k.shape[2])
         self._k, self._v, self.device, self.is_initialized = k, v, k.device, True
-        self._set_views()
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         raise AssertionError("a row's buffers are the batch's: made with the batch")  # is_initialized is True
@@ -179,32 +192,48 @@ class _RowLayer(BufferedLayer):
         )
 
 
+class _Slots:
+    """Where one batched forward writes: row r's N new entries go to slots [L_r, L_r + N), the same for every
+    layer, so the index is built once per forward (and is a plain slice when every row is at the same length)."""
+
+    def __init__(self, starts: list[int]):
+        self.starts, self.index = starts, None
+
+    def write(self, buf: torch.Tensor, new: torch.Tensor) -> None:
+        """buf (B, H_kv, C, D) <- new (B, H_kv, N, D) at each row's slots."""
+        b, h, n, d = new.shape
+        if len(set(self.starts)) == 1:  # every row at one length: one slice
+            buf[:, :, self.starts[0] : self.starts[0] + n] = new
+            return
+        if self.index is None or self.index.shape != new.shape:
+            starts = torch.tensor(self.starts, device=new.device)
+            slots = starts[:, None] + torch.arange(n, device=new.device)  # (B, N)
+            self.index = slots[:, None, :, None].expand(b, h, n, d)
+        buf.scatter_(2, self.index, new)  # one write for every row
+
+
 class _BatchLayer(DynamicLayer):
-    """One layer of a batched forward: row b's N new entries go to its slots [L_b, L_b + N) (ragged rows: each
+    """One layer of a batched forward: row r's N new entries go to its slots [L_r, L_r + N) (ragged rows: each
     at its own length), and attention reads every row's slots [0, max L + N), masked per row by the caller
     (`verify.rows_attention_mask`)."""
 
-    def __init__(self, rows: list[BufferedLayer], k: torch.Tensor, v: torch.Tensor):
+    def __init__(self, rows: list[BufferedLayer], k: torch.Tensor, v: torch.Tensor, slots: _Slots):
         super().__init__()
-        self.rows, self._k, self._v, self.is_initialized = rows, k, v, True
+        self.rows, self._k, self._v, self.slots, self.is_initialized = rows, k, v, slots, True
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
-        b, h, n, d = key_states.shape  # (B, H_kv, N, D): row r's N entries go to its slots [L_r, L_r + N)
-        starts = torch.tensor([row.length for row in self.rows], device=key_states.device)  # (B,)
-        slots = starts[:, None] + torch.arange(n, device=key_states.device)  # (B, N)
-        if int(slots.max()) >= self._k.shape[2]:
-            self.rows[int(slots.max(dim=1).values.argmax())]._grow(int(slots.max()) + 1)  # raises, naming the fix
-        index = slots[:, None, :, None].expand(b, h, n, d)
-        self._k.scatter_(2, index, key_states)  # one write for every row
-        self._v.scatter_(2, index, value_states)
-        for row in self.rows:
-            row.length += n
-            row._set_views()
-        span = int(starts.max()) + n  # = max L_r + N
+        n = key_states.shape[2]  # key_states (B, H_kv, N, D)
+        span = max(self.slots.starts) + n  # = max L_r + N
+        if span > self._k.shape[2]:
+            self.rows[self.slots.starts.index(max(self.slots.starts))]._grow(span)  # raises, naming the fix
+        self.slots.write(self._k, key_states)
+        self.slots.write(self._v, value_states)
+        for row, start in zip(self.rows, self.slots.starts, strict=True):
+            row.length = start + n  # its views are set again by the keep (or rollback) that follows the forward
         return self._k[:, :, :span], self._v[:, :, :span]
 
     def get_seq_length(self) -> int:
-        return max(row.length for row in self.rows)
+        return max(self.slots.starts)
 
 
 class RowsCache:
@@ -250,8 +279,9 @@ class RowsCache:
         from transformers.cache_utils import Cache
 
         cache = DynamicCache.__new__(DynamicCache)
+        slots = _Slots(self.lengths)  # where this forward writes: each row at its committed length
         layers = [
-            _BatchLayer([row.layers[i] for row in self.rows], k, v)
+            _BatchLayer([row.layers[i] for row in self.rows], k, v, slots)
             for i, (k, v) in enumerate(zip(self.k, self.v, strict=True))
         ]
         Cache.__init__(cache, layers=layers)

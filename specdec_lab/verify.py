@@ -248,15 +248,19 @@ def rows_attention_mask(trees: Sequence[Tree | None], lengths: Sequence[int], dt
 
 @torch.inference_mode()
 def verify_rows(
-    model, cache: RowsCache, trees: Sequence[Tree | None], feature_layers: Sequence[int] = ()
+    model, cache: RowsCache, trees: Sequence[Tree | None], feature_layers: Sequence[int] = (), logits: bool = True
 ) -> list[TreeOutput | None]:
     """`verify_tree` for B rows in one target forward: row b's tree at its own cache length (ragged rows), each
     row's nodes appended to its own cache (`cache.row(b)`, then kept per row with `keep(path)`); a row without a
     tree (None: finished, or waiting for a prompt) takes part as padding only and is left as it was.
-    -> one TreeOutput per row (None where it had no tree). Full-attention models only (no sliding windows)."""
+    -> one TreeOutput per row (None where it had no tree). Full-attention models only (no sliding windows).
+    logits=False skips the LM head (a prefill needs only the hidden states): the outputs' logits are None.
+    One row is `verify_tree` on that row's cache (a chain then needs no mask: SDPA's faster path)."""
     config = model.config.get_text_config(decoder=True)
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
         raise ValueError(f"{type(model).__name__} has sliding-window layers: verify rows one at a time (batch 1)")
+    if len(trees) == 1 and trees[0] is not None and logits:
+        return [verify_tree(model, cache.row(0), trees[0], feature_layers)]
     device = next(model.parameters()).device
     lengths = cache.lengths
     tokens, positions, mask = rows_attention_mask(trees, lengths, model.dtype, device)
@@ -265,7 +269,7 @@ def verify_rows(
                output_hidden_states=bool(feature_layers))  # fmt: skip
     sizes = [0 if t is None else len(t) for t in trees]
     hidden = torch.cat([out.last_hidden_state[b, :m] for b, m in enumerate(sizes)])  # (Σ N_b, H): real nodes only
-    logits = lm_logits(model, hidden).split(sizes)  # the head over real nodes only, split per row
+    heads = lm_logits(model, hidden).split(sizes) if logits else [None] * len(sizes)  # real nodes only
     outputs: list[TreeOutput | None] = []
     for b, m in enumerate(sizes):
         if m == 0:
@@ -275,5 +279,5 @@ def verify_rows(
         features = None
         if feature_layers:
             features = torch.stack([out.hidden_states[layer][b, :m] for layer in feature_layers], dim=1)  # (N, F, H)
-        outputs.append(TreeOutput(logits=logits[b], hidden=out.last_hidden_state[b, :m], features=features))
+        outputs.append(TreeOutput(logits=heads[b], hidden=out.last_hidden_state[b, :m], features=features))
     return outputs

@@ -225,7 +225,6 @@ class CompiledStep:
             self.compiled.add(key)
         for layer in layers_:  # the real nodes are written; the dummies' slots lie past the new length
             layer.length = start + n
-            layer._set_views()
         if not feature_layers:
             return hidden[:n], None
         return hidden[:n], torch.stack([states[layer][:n] for layer in feature_layers], dim=1)  # (N, F, H)
@@ -240,7 +239,6 @@ class CompiledStep:
                 layer.capacity = max(layer.capacity, capacity_for(needed - BUCKETS[-1]))
                 empty = torch.empty(1, config.num_key_value_heads, 0, d, dtype=ref.dtype, device=ref.device)
                 layer.lazy_initialization(empty, empty)
-                layer._set_views()
             if needed > layer.capacity:
                 layer._grow(capacity_for(needed - BUCKETS[-1]))
 

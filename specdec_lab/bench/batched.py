@@ -10,7 +10,9 @@ chose at this B), and per row whether the output equals our single-sequence auto
 (else the first differing token and the reference's top-1 − top-2 logit gap there: a near-tie flipped by the
 batched forward's other summation order, or a bug). Speedup = a method's tokens/s over batched autoregressive's at
 the same B, in the same run. Each (B, repeat) runs the methods in an order rotated by one (`cost.timing.rotated`),
-and every (B, method) keeps its fastest repeat.
+every (B, method) keeps its fastest repeat, and the speedup's interval is the range of the per-repeat ratios (a
+method and autoregressive paired by repeat). One untimed warm-up decode per (B, method) comes first: the sizers
+measure the cost curve t(B, n) on their first step.
 
 Anchors: `hf_generate`, transformers' own batched greedy `generate` (left padding, B prompts at a time, each
 chunk waiting for its longest answer), and `hf_assisted` at B > 1 records what transformers does there (it refuses
@@ -40,6 +42,7 @@ __all__ = ["ANCHORS", "run_batched", "hf_batched", "summarize_batched", "main"]
 
 FORMAT = "specdec_lab.bench.batched/1"
 ANCHORS = ("hf_generate", "hf_assisted")
+WARMUP_TOKENS = 8  # one untimed decode per (B, method) first: curves measured, allocations made
 
 
 def _percentile(xs: Sequence[float], q: float) -> float:
@@ -77,10 +80,19 @@ def hf_batched(
     return tokens, latency, None
 
 
+def _paired_range(mine: list[float] | None, base: list[float] | None) -> list[float] | None:
+    """[min, max] over repeats of mine[i] / base[i]; None without two paired repeats."""
+    if not mine or not base or len(mine) != len(base) or len(mine) < 2:
+        return None
+    ratios = [m / a for m, a in zip(mine, base, strict=True)]
+    return [round(min(ratios), 3), round(max(ratios), 3)]
+
+
 def summarize_batched(runs: list[dict], baseline: str = BASELINE) -> list[dict]:
     """Per (B, method): tokens/s, latency median and p90, speedup over batched `baseline` at that B, mean accepted,
     tokens verified per row and step, identical n/N."""
     base = {r["batch_size"]: r["tokens_per_s"] for r in runs if r["method"] == baseline and r.get("tokens_per_s")}
+    base_each = {r["batch_size"]: r.get("repeat_tokens_per_s") for r in runs if r["method"] == baseline}
     out = []
     for r in runs:
         if r.get("error"):
@@ -91,6 +103,8 @@ def summarize_batched(runs: list[dict], baseline: str = BASELINE) -> list[dict]:
         out.append({
             "batch_size": r["batch_size"], "method": r["method"], "tokens_per_s": round(r["tokens_per_s"], 2),
             "speedup": round(r["tokens_per_s"] / base[r["batch_size"]], 3) if r["batch_size"] in base else None,
+            # the interval: the speedup of each repeat on its own (a method and autoregressive paired by repeat)
+            "speedup_range": _paired_range(r.get("repeat_tokens_per_s"), base_each.get(r["batch_size"])),
             "latency_median_s": round(statistics.median(x["latency"] for x in rows), 2),
             "latency_p90_s": round(_percentile([x["latency"] for x in rows], 0.9), 2),
             "mean_accepted": r.get("mean_accepted"), "nodes_per_step": r.get("nodes_per_step"),
@@ -114,16 +128,19 @@ def run_batched(lm, prompts, methods: Sequence[str], batch_sizes: Sequence[int],
                  for x in tqdm(ids, desc="reference (one sequence)", disable=not progress)]  # fmt: skip
     for b in batch_sizes:
         best: dict[str, dict] = {}
+        each: dict[str, list[float]] = {m: [] for m in methods}  # tokens/s of every repeat, in repeat order
         for rep in range(repeats):
             for method in rotated(list(methods), rep):
                 if (b, method) in done:
                     continue
                 run = _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, reference)
+                if "tokens_per_s" in run:
+                    each[method].append(round(run["tokens_per_s"], 3))
                 if "error" in run or method not in best or run["seconds"] < best[method]["seconds"]:
                     best[method] = run
         for method in methods:
             if method in best:
-                record["runs"].append(best[method])
+                record["runs"].append({**best[method], "repeat_tokens_per_s": each[method]})
         record["summary"] = summarize_batched(record["runs"])
         if out:
             write_json(out, record)
@@ -136,6 +153,7 @@ def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, referenc
     if method in ANCHORS:
         if method == "hf_assisted" and b == 1:
             return {**base, "error": "measured at batch 1 by the single-sequence bench (python -m specdec_lab.bench)"}
+        hf_batched(model, tokenizer, ids[:b], b, WARMUP_TOKENS, assisted=method == "hf_assisted")  # warm-up
         t0 = time.perf_counter()
         tokens, latency, error = hf_batched(model, tokenizer, ids, b, max_new_tokens, assisted=method == "hf_assisted")
         if error:
@@ -144,6 +162,9 @@ def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, referenc
         forwards = None
     else:
         spec = check_method_spec(parse_method_spec(method))  # typed parameters, checked against the registry
+        # warm-up, not timed (as the single-sequence bench's): the sizers' first step at B rows measures the cost
+        # curve t(B, n) once per process (seconds), which would otherwise land in this run's clock
+        generate_batch(lm, ids[:b], spec.name, WARMUP_TOKENS, batch_size=b, **spec.params)
         result = generate_batch(lm, ids, spec.name, max_new_tokens, batch_size=b, trace=True, **spec.params)
         tokens, latency, seconds = [r.tokens for r in result.results], result.latency, result.seconds
         forwards = sum(r.forwards for r in result.results)

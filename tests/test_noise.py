@@ -24,7 +24,10 @@ def test_warning_only_above_the_threshold():
     assert quiet.spread == pytest.approx(0.03)  # the median over sizes: one noisy size does not decide
     assert quiet.worst == (4, 0.5)
     assert not quiet.unreliable and quiet.message().startswith("Timings look steady")
-    assert "3%" in quiet.message() and "worst 50% at n = 4" in quiet.message()
+    assert "3.0%" in quiet.message() and "worst 50.0% at n = 4" in quiet.message()
+    # one decimal: a spread just under the threshold does not print as the threshold ("15%, under the 15%")
+    edge = TimingNoise(per_size={1: 0.149}, repeats=5, threshold=0.15, load_per_core=None)
+    assert not edge.unreliable and "14.9%" in edge.message() and "under the 15%" in edge.message()
 
     busy = TimingNoise(per_size={1: 0.4, 2: 0.6}, repeats=5, threshold=0.1, load_per_core=3.0)
     assert busy.unreliable

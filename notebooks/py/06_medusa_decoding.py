@@ -43,7 +43,7 @@
 # **Prerequisites.** 02 (speculative sampling), 03 (Medusa heads), 04 (tree attention) and 05 (optimized trees).
 #
 # **Notation** (notebook 00's table): $p$ = target, $q$ = draft (here: the heads), $E[L]$ = expected tokens per
-# step, $\tau$ = temperature. "Mean accepted" = tokens emitted per target forward, **bonus included**
+# step, $\tau$ = its measured mean, $T$ = temperature. "Mean accepted" = tokens emitted per target forward, **bonus included**
 # (autoregressive = 1).
 #
 # Sections: (1) one prompt decoded on a fixed demonstration tree, step by step; (2) which tree pays on this

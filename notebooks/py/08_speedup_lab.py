@@ -250,8 +250,7 @@ Markdown(sentence)
 
 # %% tags=["nbval-skip"]
 from specdec_lab.lab.compare import CompareDashboard
-from specdec_lab.lab.speedup import LIVE_ONLY
-from specdec_lab.lab.widgets import show_widget
+from specdec_lab.lab.widgets import LIVE_ONLY, show_widget
 
 compare_dash = CompareDashboard(lm, all_prompts, initial=comparison or None, seed=seed)
 # it opens on the comparison above (if any), which is also what a reader of the stored notebook sees of it

@@ -233,7 +233,7 @@ def theory_prediction(rows: Sequence[dict], curve, tree_expected_length: float |
 
     with E[tokens per step] = mean over steps of (1 − α̂^{k+1}) / (1 − α̂) (`expected_tokens_per_step`),
     k the step's draft length and α̂ the maximum-likelihood per-token acceptance of the trace (chains);
-    a tree method passes its own predicted E[L + 1] (Medusa: `expected_length` from calibrated head
+    a tree method passes its own predicted E[L] (Medusa: `expected_length` from calibrated head
     accuracies) as tree_expected_length. Overheads outside the two costs are the theory's blind spot.
     Returns {"alpha", "tokens_per_step", "speedup"} (alpha None for trees), None without traced steps.
     """

@@ -93,8 +93,9 @@ class TimingNoise:
         load = ""
         if self.load_per_core is not None:
             load = f"; load average {self.load_per_core:.1f} per core, this process included"
-        worst = f"worst {w:.0%} at n = {n}"
-        detail = f"spread of the {self.repeats} repeats {self.spread:.0%} (IQR / median; {worst}{load})"
+        # one decimal: a spread just under the threshold must not print as the threshold itself ("15%, under 15%")
+        worst = f"worst {w:.1%} at n = {n}"
+        detail = f"spread of the {self.repeats} repeats {self.spread:.1%} (IQR / median; {worst}{load})"
         rough = f" Only {self.repeats} repeats: a rough estimate." if self.repeats < 3 else ""
         if self.unreliable:
             return (

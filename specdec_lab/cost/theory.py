@@ -1,20 +1,21 @@
 """Closed-form acceptance math of speculative decoding (Leviathan et al. 2023; Chen et al. 2023).
 
 Notation: p = target distribution, q = draft distribution, α = E[Σ_x min(p(x), q(x))] the per-token
-acceptance rate (= 1 − TV(p, q)), k = draft length, c = cost of one draft step / one target step.
+acceptance rate (= 1 − TV(p, q)), k = draft length, c = cost of one draft step / one target step, L = the tokens
+one step emits (accepted drafts plus the bonus token, 1 ≤ L ≤ k + 1): notebook 00's table.
 
 Derivations (each function states the one it implements):
 
 * Acceptance of one token. Speculative sampling accepts x ~ q with probability min(1, p(x)/q(x)), so
       P(accept) = Σ_x q(x) · min(1, p(x)/q(x)) = Σ_x min(p(x), q(x)) = 1 − TV(p, q) = α.
-* Tokens per step. With i.i.d. acceptances the number of accepted drafts L is a geometric variable
-  truncated at k: P(L = j) = α^j (1 − α) for j < k, P(L = k) = α^k. Every step also emits the bonus
-  token, so   E[L + 1] = Σ_{j=0..k} α^j = (1 − α^{k+1}) / (1 − α).
+* Tokens per step. With i.i.d. acceptances the number of accepted drafts j is a geometric variable
+  truncated at k: P(j) = α^j (1 − α) for j < k, P(k) = α^k. Every step also emits the bonus token,
+  so L = j + 1 and   E[L] = Σ_{j=0..k} α^j = (1 − α^{k+1}) / (1 − α).
 * Speedup. A step costs k draft steps and one target forward: (k·c + 1) target-step units, so
       speedup = (1 − α^{k+1}) / ((1 − α)(k·c + 1)).
   That assumes verifying k + 1 tokens costs what one token costs. The *measured* form replaces the
   unit costs with seconds: T_step(k) = k·T_draft + T_verify(k + 1), and speculation wins when
-      m·T_target > k·T_draft + T_verify(k + 1),     m = E[L + 1]
+      m·T_target > k·T_draft + T_verify(k + 1),     m = E[L]
   (the condition of the seed: m tokens in the time autoregressive decoding makes one per T_target).
 """
 
@@ -68,7 +69,7 @@ def expected_tokens_per_step(alpha: float, k: int) -> float:
 
 
 def accepted_length_pmf(alpha: float, k: int) -> np.ndarray:
-    """(k+1,) P(L = j) for j = 0..k accepted drafts: α^j (1 − α) for j < k, α^k for j = k."""
+    """(k+1,) P(j accepted drafts) for j = 0..k (so L = j + 1): α^j (1 − α) for j < k, α^k for j = k."""
     _check(alpha, k)
     pmf = np.array([alpha**j * (1.0 - alpha) for j in range(k + 1)])
     pmf[k] = alpha**k
@@ -89,7 +90,7 @@ def optimal_k(alpha: float, c: float, k_max: int = 32, verify_cost: Callable[[in
     """argmax_k of the speedup over k in [0, k_max] (ties -> shorter; k = 0 means "don't speculate").
 
     verify_cost(n): optional cost of verifying n tokens relative to one target step (default 1 for all n,
-    the textbook assumption); with it the objective is E[L + 1] / (k·c + verify_cost(k + 1)).
+    the textbook assumption); with it the objective is E[L] / (k·c + verify_cost(k + 1)).
     c and verify_cost may be in any one unit instead — seconds, say: the argmax does not depend on it
     (`DraftLength` passes a measured draft step and `StepCost.step` as they are).
     There is no closed form for the integer optimum, but the objective is unimodal in k, so a scan is exact.
@@ -108,7 +109,7 @@ def optimal_k(alpha: float, c: float, k_max: int = 32, verify_cost: Callable[[in
 def measured_speedup(
     alpha: float, k: int, t_target: float, t_draft: float, t_verify: float | Callable[[int], float]
 ) -> float:
-    """Speedup from measured seconds: m·T_target / (k·T_draft + T_verify(k + 1)), m = E[L + 1].
+    """Speedup from measured seconds: m·T_target / (k·T_draft + T_verify(k + 1)), m = E[L].
 
     t_target: one autoregressive step; t_draft: one draft step; t_verify: seconds of verifying k + 1
     tokens (a number, or a function of the token count such as a `CostCurve`).

@@ -23,7 +23,7 @@ from ..models.load import unwrap
 from ..proposers.registry import BASELINE
 from ..viz.comparison import comparison_figure, comparison_frame
 from .experiment import LabHook, LabResult, prepare
-from .widgets import PLACEHOLDER, output_record, parse_ids
+from .widgets import LIVE_ONLY, output_record, parse_ids
 
 __all__ = ["compare_methods", "CompareDashboard", "DEFAULT_METHODS"]
 
@@ -197,5 +197,5 @@ class CompareDashboard:
 
     def _repr_mimebundle_(self, **kwargs):
         bundle = self.widget._repr_mimebundle_(**kwargs)
-        bundle["text/plain"] = PLACEHOLDER
+        bundle["text/plain"] = LIVE_ONLY  # no snapshot below: a stored notebook shows the comparison it opened on
         return bundle

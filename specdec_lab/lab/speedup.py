@@ -32,12 +32,10 @@ from ..proposers.registry import LOOP_PARAMS, METHODS, Param, method_parameters,
 from ..viz.decoding import step_tree_figure
 from ..viz.lab_figures import accepted_figure, numbers_html, provenance_html
 from .experiment import LabResult, instructive_step, run_experiment
-from .widgets import PLACEHOLDER, Snapshot, output_record, parse_ids, show_widget
+from .widgets import LIVE_ONLY, PLACEHOLDER, Snapshot, output_record, parse_ids, show_widget
 
 __all__ = ["LabDashboard", "param_widget", "OWN_PROMPT", "LIVE_ONLY"]
 
-# what a stored notebook shows in place of a dashboard that has no snapshot (PLACEHOLDER promises one below)
-LIVE_ONLY = "[interactive dashboard: its controls appear when the notebook runs]"
 
 OWN_PROMPT = -1  # the picker's value while the text box holds a prompt that is not a shipped one
 _OWN_LABEL = "(your own prompt: type it below)"

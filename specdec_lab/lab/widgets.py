@@ -23,7 +23,16 @@ import html as _html
 import json
 from collections.abc import Callable
 
-__all__ = ["Dashboard", "Snapshot", "PLACEHOLDER", "mime_bundle", "output_record", "show_widget", "parse_ids"]
+__all__ = [
+    "Dashboard",
+    "Snapshot",
+    "PLACEHOLDER",
+    "LIVE_ONLY",
+    "mime_bundle",
+    "output_record",
+    "show_widget",
+    "parse_ids",
+]
 
 
 def parse_ids(text: str) -> list[int]:
@@ -113,6 +122,8 @@ def show_widget(widget, placeholder: str) -> None:
 
 
 PLACEHOLDER = "[interactive dashboard: its controls appear when the notebook runs; the default view follows below]"
+# what a stored notebook shows in place of a dashboard that has no snapshot (PLACEHOLDER promises one below)
+LIVE_ONLY = "[interactive dashboard: its controls appear when the notebook runs]"
 
 
 class Dashboard:

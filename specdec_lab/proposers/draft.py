@@ -16,7 +16,7 @@ The draft keeps its own KV cache (`KVCache`). Per loop step:
 The draft's head evaluates only its drafting vocabulary (plus the prompt's tokens) when it has one
 (`Draft.vocab`): q is zero elsewhere, which keeps speculative sampling exact. k is fixed, HF's +2/−1
 heuristic, or chosen each step from the acceptance α̂ and the one cost model (`draft_length.DraftLength`
-pricing on `cost.StepCost`, with the draft's own step time): k* = argmax E[L + 1] / (k·t_draft + price(k+1)),
+pricing on `cost.StepCost`, with the draft's own step time): k* = argmax E[L] / (k·t_draft + price(k+1)),
 where k = 0 (a root-only tree, a plain autoregressive step) backs off where no draft pays — long contexts,
 where the draft's own attention grows and α falls, or a poor draft — and probes now and then to come back
 (after `probe_every` steps, the wait doubling after each failed probe). α̂, the probe schedule and the

@@ -36,7 +36,7 @@ from ..io import eos_ids, load_prompts, positive_int, write_json
 from ..machine import machine_info, sync
 from ..models.load import load_model, unwrap
 from ..proposers.registry import BASELINE, check_method_spec, parse_method_spec
-from .harness import first_diff, top2_gap
+from .harness import first_diff, first_per_category, top2_gap
 
 __all__ = ["ANCHORS", "run_batched", "hf_batched", "summarize_batched", "main"]
 
@@ -114,7 +114,8 @@ def summarize_batched(runs: list[dict], baseline: str = BASELINE) -> list[dict]:
 
 
 def run_batched(lm, prompts, methods: Sequence[str], batch_sizes: Sequence[int], max_new_tokens: int = 128,
-                repeats: int = 1, out: str | None = None, progress: bool = True) -> dict:  # fmt: skip
+                repeats: int = 1, out: str | None = None, progress: bool = True, command: str | None = None,
+                ) -> dict:  # fmt: skip
     """The run (module docstring); `prompts`: `io.Prompt`s. -> the results record (also written to `out`)."""
     from tqdm.auto import tqdm
 
@@ -123,14 +124,18 @@ def run_batched(lm, prompts, methods: Sequence[str], batch_sizes: Sequence[int],
     config = {"methods": list(methods), "batch_sizes": list(batch_sizes), "max_new_tokens": max_new_tokens,
               "repeats": repeats, "prompts": len(prompts)}  # fmt: skip
     record = _resume(out, config) or {"format": FORMAT, "config": config, "machine": machine_info(), "runs": []}
+    if command:
+        record.setdefault("command", command)
     done = {(r["batch_size"], r["method"]) for r in record["runs"]}
     reference = [generate_batch(lm, [x], BASELINE, max_new_tokens, batch_size=1).results[0].tokens
                  for x in tqdm(ids, desc="reference (one sequence)", disable=not progress)]  # fmt: skip
+    bar = tqdm(total=len(batch_sizes) * len(methods) * repeats, desc="(B, method, repeat)", disable=not progress)
     for b in batch_sizes:
         best: dict[str, dict] = {}
         each: dict[str, list[float]] = {m: [] for m in methods}  # tokens/s of every repeat, in repeat order
         for rep in range(repeats):
             for method in rotated(list(methods), rep):
+                bar.update(1)
                 if (b, method) in done:
                     continue
                 run = _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, reference)
@@ -143,7 +148,8 @@ def run_batched(lm, prompts, methods: Sequence[str], batch_sizes: Sequence[int],
                 record["runs"].append({**best[method], "repeat_tokens_per_s": each[method]})
         record["summary"] = summarize_batched(record["runs"])
         if out:
-            write_json(out, record)
+            write_json(out, record)  # atomic; a rerun of the same command resumes after the last finished B
+    bar.close()
     return record
 
 
@@ -202,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-new-tokens", type=positive_int, default=128)
     p.add_argument("--repeats", type=positive_int, default=1, help="runs per (B, method); the fastest is kept")
     p.add_argument("--limit", type=positive_int, default=None, help="the first N prompts only")
+    p.add_argument("--per-category", type=positive_int, default=None, help="the first N prompts of each category")
     p.add_argument("--prompts", default=None, help="question.jsonl (default: the benchmark's 56 prompts)")
     p.add_argument("--weights", default="fp32", choices=["fp32", "int8", "int4"], help="the target's weights")
     p.add_argument("--out", default="results/bench-batched.json")
@@ -211,10 +218,14 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [int(s) for s in a.batch_size.split(",") if s.strip()]
         if not sizes or min(sizes) < 1:
             raise ValueError(f"--batch-size takes whole numbers >= 1, got {a.batch_size!r}")
-        prompts = load_prompts(a.prompts)[: a.limit]
+        prompts = load_prompts(a.prompts)
+        if a.per_category:
+            prompts = first_per_category(prompts, a.per_category)
+        prompts = prompts[: a.limit]
         lm = load_model("smollm2-135m", weights=a.weights)
+        command = " ".join(["python -m specdec_lab.bench.batched", *(argv if argv is not None else sys.argv[1:])])
         record = run_batched(lm, prompts, [m for m in a.methods.split(",") if m], sizes, a.max_new_tokens, a.repeats,
-                             a.out, progress=not a.no_progress)  # fmt: skip
+                             a.out, progress=not a.no_progress, command=command)  # fmt: skip
     except ValueError as err:
         print(f"specdec_lab.bench.batched: error: {err}", file=sys.stderr)
         return 2

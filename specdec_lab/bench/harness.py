@@ -105,7 +105,7 @@ MEMORY_POLICIES = ("fresh", "method")
 
 
 # ---- prompts ----------------------------------------------------------------------------------------
-def _first_per_category(prompts: list[Prompt], n: int) -> list[Prompt]:
+def first_per_category(prompts: list[Prompt], n: int) -> list[Prompt]:
     """The first n prompts of every category, in file order."""
     counts: dict[str, int] = {}
     out = []
@@ -212,7 +212,7 @@ def run_benchmark(
     model, tokenizer = unwrap(lm)
     device = next(model.parameters()).device
     all_prompts = as_prompts(prompts)
-    selected = _first_per_category(all_prompts, config.per_category) if config.per_category else all_prompts
+    selected = first_per_category(all_prompts, config.per_category) if config.per_category else all_prompts
     selected = selected[: config.limit] if config.limit else selected
 
     record = asdict(config)  # "config" in results.json: all CLI args, with what the model says filled in

@@ -18,7 +18,10 @@ can flip a near-tie (the bench records the first differing token and its top-1 �
 How much to speculate at batch B comes from the one cost model: each row prices its steps on t(B, n), the
 measured seconds of one forward over B rows of n tokens (`cost.cost_curve_for(rows=B)`). A forward over few rows
 × tokens is bound by reading the weights (nearly free to widen); over many it is bound by compute, so the same
-sizers pick shorter drafts and smaller trees as B grows, down to proposing nothing where nothing pays.
+sizers pick shorter drafts and smaller trees as B grows, down to proposing nothing where nothing pays. What that
+price leaves out — each row's Python work and the padding to the widest row's tree, both growing with B — is
+measured by a `cost.gate.SpeculationGate` on the batch itself: it runs steps that speculate and plain steps (depth
+0: batched autoregressive decoding) and keeps the mode that emits more tokens per second, re-probing the other.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .cost.gate import SpeculationGate
 from .generate import Clock, Decoding, GenerationResult, Setup
 from .kv_cache import RowsCache
 from .memory import Memory
@@ -48,6 +52,7 @@ class BatchResult:
     # per step, per row: (the prompt it decodes, tokens it emitted) or None where the row was padding: the
     # ragged acceptance of a batch, drawn as a rows × steps heatmap (`viz.batching.ragged_figure`)
     grid: list[list[tuple[int, int] | None]] = field(default_factory=list)
+    gate: dict | None = None  # the speculation gate's steps per mode and rates (`SpeculationGate.summary`); None: off
 
     @property
     def tokens(self) -> int:
@@ -68,6 +73,7 @@ class BatchResult:
             "tokens_per_s": round(self.tokens_per_s, 2),
             "latency_median_s": round(lat[len(lat) // 2], 3) if lat else None,
             "mean_active_rows": round(sum(self.active) / len(self.active), 2) if self.active else 0.0,
+            "gate": self.gate,
         }
 
 
@@ -88,11 +94,14 @@ def generate_batch(
     seed: int | None = None,
     trace: bool = False,
     progress: bool = False,
+    gate: bool | SpeculationGate = True,
     **params,
 ) -> BatchResult:
     """Decode every prompt with `method`, `batch_size` at a time in one forward per step; a finished row takes the
     next waiting prompt (continuous batching). Arguments as `generate`'s (the prompts: texts, or token-id lists);
-    prompt i samples with seed + i. -> a `BatchResult` (each prompt's result in the order given)."""
+    prompt i samples with seed + i. `gate`: whether a speculative method's rows speculate is decided by measuring
+    both modes on the batch (module docstring; more than one row only), False: the sizers alone decide, or a
+    `SpeculationGate` of your own. -> a `BatchResult` (each prompt's result in the order given)."""
     prompts = _check_prompts(prompts)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
@@ -109,6 +118,10 @@ def generate_batch(
     results: list[GenerationResult | None] = [None] * len(ids)
     latency = [0.0] * len(ids)
     out = BatchResult(results=[], batch_size=batch_size, seconds=0.0, forwards=0)
+    if gate is True:
+        gate = SpeculationGate() if rows > 1 and setup.method != "autoregressive" else None
+    gate = gate or None
+    speculate = True
     bar = _progress(len(ids), progress)
     while queue or any(slots):
         free = [b for b in range(rows) if slots[b] is None][: len(queue)]  # continuous batching: each takes a prompt
@@ -123,11 +136,13 @@ def generate_batch(
             slots[b] = (i, setup.open(ids[i], cache.row(b), proposer, setup.generator(seq_seed), Memory(), clock,
                                       rows=rows, prefilled=prefilled.get(b), opened=opened))  # fmt: skip
         start = clock.now()
+        if gate is not None:
+            speculate = gate.open()
         trees: list[Tree | None] = [None] * rows
         for b, slot in enumerate(slots):
             if slot is not None:
                 row = slot[1]
-                row.state.max_depth = row.budget() - 1
+                row.state.max_depth = row.budget() - 1 if speculate else 0  # a plain step: one token per row
                 if row.last is not None:
                     row.observe(row.last, until=start)
                 trees[b] = row.propose()  # 1.
@@ -137,12 +152,14 @@ def generate_batch(
         out.forwards += 1
         out.active.append(sum(t is not None for t in trees))
         out.grid.append([None] * rows)
+        emitted = 0
         for b, slot in enumerate(slots):
             if slot is None:
                 continue
             i, row = slot
             step = row.accept(trees[b], outputs[b], start, proposed, verified)  # 3.-6.
             out.grid[-1][b] = (i, len(step.emitted))
+            emitted += len(step.emitted)
             if row.trace:
                 row.steps.append(row.traced(step))
             if row.finished():
@@ -150,7 +167,10 @@ def generate_batch(
                 results[i], latency[i] = row.result(now - row.opened), now - clock.start
                 slots[b] = None
                 bar.update()
+        if gate is not None:
+            gate.record(emitted, clock.now() - start)
     bar.close()
+    out.gate = gate.summary() if gate is not None else None
     out.results, out.latency = results, latency
     out.seconds = clock.now(drain=True) - clock.start
     return out

@@ -18,6 +18,7 @@ import specdec_lab as S
 from specdec_lab.accept.exactness import g_test
 from specdec_lab.batch import generate_batch
 from specdec_lab.cost import CostCurve, set_cost_curve
+from specdec_lab.cost.gate import SpeculationGate
 from specdec_lab.eagle import random_drafter
 from specdec_lab.kv_cache import KVCache, RowsCache
 from specdec_lab.medusa import MedusaHeads
@@ -117,6 +118,47 @@ def test_every_method_per_row_equals_its_prompt_alone(model, batch_size):
         assert out.forwards < sum(r.forwards for r in out.results), name  # rows shared their forwards
         emitted = [sum(cell[1] for step in out.grid for cell in step if cell and cell[0] == i) for i in range(6)]
         assert emitted == [len(r) for r in ref], name  # the rows × steps grid holds every emitted token
+
+
+def test_the_gate_switching_modes_leaves_every_rows_output_unchanged(model):
+    """A gate that switches between speculating and plain steps every step or two (`probe=2, every=1`): each row's
+    output is still `generate`'s for its prompt alone, for every method, and both modes ran."""
+    ref = [S.generate(model, p, max_new_tokens=14).tokens for p in PROMPTS]
+    for name, params in methods(model).items():
+        if name == "autoregressive":
+            continue
+        gate = SpeculationGate(probe=2, every=1, first=1)  # S p S p, then the better one step, S p S p, ...
+        out = generate_batch(model, PROMPTS, name, max_new_tokens=14, batch_size=3, gate=gate, **params)
+        assert [r.tokens for r in out.results] == ref, name
+        assert min(gate.steps.values()) >= 3 and out.gate == gate.summary(), (name, gate.steps)
+
+
+def test_the_gate_keeps_the_mode_that_emits_more_tokens_per_second():
+    """A probe alternates the modes step by step, then the faster one runs (`first` steps, doubling up to
+    `every`), either way round; a probe's first step is not counted."""
+    for spec_rate, plain_rate, winner in ((10, 12, "plain"), (14, 12, "speculate")):
+        gate, modes = SpeculationGate(probe=3, every=8, first=2), ""
+        for _ in range(40):
+            spec = gate.open()
+            modes += "S" if spec else "p"
+            gate.record(spec_rate if spec else plain_rate, 1.0)
+        w = "p" if winner == "plain" else "S"
+        assert modes == "SpSpSp" + w * 2 + "SpSpSp" + w * 4 + "SpSpSp" + w * 8 + "SpSpSp" + w * 2, modes
+        assert gate.rate == {"speculate": spec_rate, "plain": plain_rate}
+    gate = SpeculationGate(probe=2, every=5)
+    for tokens, mode in ((1000, "speculate"), (12, "plain"), (10, "speculate"), (12, "plain")):
+        assert gate.open() == (mode == "speculate")
+        gate.record(tokens, 1.0)  # the first: the step that measured t(B, n), not counted
+    assert gate.rate == {"speculate": 10.0, "plain": 12.0} and not gate.open()
+    with pytest.raises(ValueError, match="probe, every and first >= 1"):
+        SpeculationGate(probe=0)
+
+
+def test_a_single_row_and_autoregressive_decoding_run_without_a_gate(model):
+    assert generate_batch(model, PROMPTS[:2], "prompt_lookup", max_new_tokens=4, batch_size=1).gate is None
+    assert generate_batch(model, PROMPTS[:2], max_new_tokens=4, batch_size=2).gate is None
+    out = generate_batch(model, PROMPTS[:2], "prompt_lookup", max_new_tokens=4, batch_size=2)
+    assert out.gate["steps"]["speculate"] >= 1
 
 
 def test_sampling_on_a_batch_emits_the_targets_distribution():

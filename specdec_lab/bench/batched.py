@@ -109,6 +109,7 @@ def summarize_batched(runs: list[dict], baseline: str = BASELINE) -> list[dict]:
             "latency_p90_s": round(_percentile([x["latency"] for x in rows], 0.9), 2),
             "mean_accepted": r.get("mean_accepted"), "nodes_per_step": r.get("nodes_per_step"),
             "identical": f"{sum(same)}/{len(same)}" if same else None,
+            "speculated": (r.get("gate") or {}).get("speculated"),  # share of steps the gate let speculate
         })  # fmt: skip
     return out
 
@@ -165,7 +166,7 @@ def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, referenc
         if error:
             return {**base, "error": error}
         seconds = time.perf_counter() - t0
-        forwards = None
+        forwards, gate = None, None
     else:
         spec = check_method_spec(parse_method_spec(method))  # typed parameters, checked against the registry
         # warm-up, not timed (as the single-sequence bench's): the sizers' first step at B rows measures the cost
@@ -175,6 +176,7 @@ def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, referenc
         tokens, latency, seconds = [r.tokens for r in result.results], result.latency, result.seconds
         forwards = sum(r.forwards for r in result.results)
         steps = [s for r in result.results for s in r.steps]
+        gate = result.gate
     rows = []
     for p, x, toks, ref, lat in zip(prompts, ids, tokens, reference, latency, strict=True):
         diff = first_diff(ref, toks)
@@ -186,6 +188,8 @@ def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, referenc
     if forwards:
         run["mean_accepted"] = round(n / forwards, 3)
         run["nodes_per_step"] = round(sum(len(s.tree_tokens) for s in steps) / max(len(steps), 1), 3)
+    if gate is not None:
+        run["gate"] = gate  # the speculation gate's steps per mode and measured rates (`cost.gate`)
     return run
 
 

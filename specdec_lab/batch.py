@@ -19,9 +19,10 @@ How much to speculate at batch B comes from the one cost model: each row prices 
 measured seconds of one forward over B rows of n tokens (`cost.cost_curve_for(rows=B)`). A forward over few rows
 × tokens is bound by reading the weights (nearly free to widen); over many it is bound by compute, so the same
 sizers pick shorter drafts and smaller trees as B grows, down to proposing nothing where nothing pays. What that
-price leaves out — each row's Python work and the padding to the widest row's tree, both growing with B — is
-measured by a `cost.gate.SpeculationGate` on the batch itself: it runs steps that speculate and plain steps (depth
-0: batched autoregressive decoding) and keeps the mode that emits more tokens per second, re-probing the other.
+price leaves out — each row's Python work and the padding to the widest row's tree, both growing with B — can be
+measured on the batch itself by a `cost.gate.SpeculationGate` (`gate=True`, off by default: on the bench it did
+not pay overall, `data/bench/README.md`): it runs steps that speculate and plain steps (depth 0) and keeps the mode
+that emits more tokens per second, re-probing the other.
 """
 
 from __future__ import annotations
@@ -94,14 +95,15 @@ def generate_batch(
     seed: int | None = None,
     trace: bool = False,
     progress: bool = False,
-    gate: bool | SpeculationGate = True,
+    gate: bool | SpeculationGate = False,
     **params,
 ) -> BatchResult:
     """Decode every prompt with `method`, `batch_size` at a time in one forward per step; a finished row takes the
     next waiting prompt (continuous batching). Arguments as `generate`'s (the prompts: texts, or token-id lists);
-    prompt i samples with seed + i. `gate`: whether a speculative method's rows speculate is decided by measuring
-    both modes on the batch (module docstring; more than one row only), False: the sizers alone decide, or a
-    `SpeculationGate` of your own. -> a `BatchResult` (each prompt's result in the order given)."""
+    prompt i samples with seed + i. `gate`: True lets a `SpeculationGate` decide by measurement whether a
+    speculative method's rows speculate (module docstring; more than one row only), a `SpeculationGate` of your
+    own runs always; False (the default): the sizers alone decide. -> a `BatchResult` (each prompt's result in the
+    order given)."""
     prompts = _check_prompts(prompts)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}")

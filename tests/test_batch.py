@@ -154,10 +154,11 @@ def test_the_gate_keeps_the_mode_that_emits_more_tokens_per_second():
         SpeculationGate(probe=0)
 
 
-def test_a_single_row_and_autoregressive_decoding_run_without_a_gate(model):
-    assert generate_batch(model, PROMPTS[:2], "prompt_lookup", max_new_tokens=4, batch_size=1).gate is None
-    assert generate_batch(model, PROMPTS[:2], max_new_tokens=4, batch_size=2).gate is None
-    out = generate_batch(model, PROMPTS[:2], "prompt_lookup", max_new_tokens=4, batch_size=2)
+def test_the_gate_is_asked_for_and_runs_on_more_than_one_row_of_a_speculative_method(model):
+    assert generate_batch(model, PROMPTS[:2], "prompt_lookup", max_new_tokens=4, batch_size=2).gate is None
+    assert generate_batch(model, PROMPTS[:2], "prompt_lookup", max_new_tokens=4, batch_size=1, gate=True).gate is None
+    assert generate_batch(model, PROMPTS[:2], max_new_tokens=4, batch_size=2, gate=True).gate is None
+    out = generate_batch(model, PROMPTS[:2], "prompt_lookup", max_new_tokens=4, batch_size=2, gate=True)
     assert out.gate["steps"]["speculate"] >= 1
 
 

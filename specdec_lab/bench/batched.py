@@ -116,7 +116,7 @@ def summarize_batched(runs: list[dict], baseline: str = BASELINE) -> list[dict]:
 
 def run_batched(lm, prompts, methods: Sequence[str], batch_sizes: Sequence[int], max_new_tokens: int = 128,
                 repeats: int = 1, out: str | None = None, progress: bool = True, command: str | None = None,
-                ) -> dict:  # fmt: skip
+                gate: bool = False) -> dict:  # fmt: skip
     """The run (module docstring); `prompts`: `io.Prompt`s. -> the results record (also written to `out`)."""
     from tqdm.auto import tqdm
 
@@ -124,6 +124,8 @@ def run_batched(lm, prompts, methods: Sequence[str], batch_sizes: Sequence[int],
     ids = [lm.chat_ids(p.text) if p.ids is None else list(p.ids) for p in prompts]
     config = {"methods": list(methods), "batch_sizes": list(batch_sizes), "max_new_tokens": max_new_tokens,
               "repeats": repeats, "prompts": len(prompts)}  # fmt: skip
+    if gate:
+        config["gate"] = True  # our methods ran with generate_batch(gate=True)
     record = _resume(out, config) or {"format": FORMAT, "config": config, "machine": machine_info(), "runs": []}
     if command:
         record.setdefault("command", command)
@@ -139,7 +141,7 @@ def run_batched(lm, prompts, methods: Sequence[str], batch_sizes: Sequence[int],
                 bar.update(1)
                 if (b, method) in done:
                     continue
-                run = _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, reference)
+                run = _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, reference, gate)
                 if "tokens_per_s" in run:
                     each[method].append(round(run["tokens_per_s"], 3))
                 if "error" in run or method not in best or run["seconds"] < best[method]["seconds"]:
@@ -154,7 +156,7 @@ def run_batched(lm, prompts, methods: Sequence[str], batch_sizes: Sequence[int],
     return record
 
 
-def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, reference) -> dict:
+def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, reference, gate=False) -> dict:
     """One (B, method): its decode of every prompt, timed, with identity per row."""
     base = {"batch_size": b, "method": method}
     if method in ANCHORS:
@@ -172,7 +174,8 @@ def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, referenc
         # warm-up, not timed (as the single-sequence bench's): the sizers' first step at B rows measures the cost
         # curve t(B, n) once per process (seconds), which would otherwise land in this run's clock
         generate_batch(lm, ids[:b], spec.name, WARMUP_TOKENS, batch_size=b, **spec.params)
-        result = generate_batch(lm, ids, spec.name, max_new_tokens, batch_size=b, trace=True, **spec.params)
+        result = generate_batch(lm, ids, spec.name, max_new_tokens, batch_size=b, trace=True, gate=gate,
+                                **spec.params)  # fmt: skip
         tokens, latency, seconds = [r.tokens for r in result.results], result.latency, result.seconds
         forwards = sum(r.forwards for r in result.results)
         steps = [s for r in result.results for s in r.steps]
@@ -216,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompts", default=None, help="question.jsonl (default: the benchmark's 56 prompts)")
     p.add_argument("--weights", default="fp32", choices=["fp32", "int8", "int4"], help="the target's weights")
     p.add_argument("--out", default="results/bench-batched.json")
+    p.add_argument("--gate", action="store_true",
+                   help="our methods decide by a speculation gate measured on the batch (cost/gate.py)")  # fmt: skip
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
     try:
@@ -229,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         lm = load_model("smollm2-135m", weights=a.weights)
         command = " ".join(["python -m specdec_lab.bench.batched", *(argv if argv is not None else sys.argv[1:])])
         record = run_batched(lm, prompts, [m for m in a.methods.split(",") if m], sizes, a.max_new_tokens, a.repeats,
-                             a.out, progress=not a.no_progress, command=command)  # fmt: skip
+                             a.out, progress=not a.no_progress, command=command, gate=a.gate)  # fmt: skip
     except ValueError as err:
         print(f"specdec_lab.bench.batched: error: {err}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@
     curve_file.py   a device's curve as a file (`python -m specdec_lab.cost.curve_file`), read by the what-ifs
     timing.py       contenders timed in one interleaved loop, the order rotated (`interleaved`)
     noise.py        how far to trust a timing: the spread of repeats, and a warning when it is large
+    gate.py         whether a batch's rows speculate, from both modes measured on the batch (`SpeculationGate`)
     memory_wall.py  the fastest a step can be when it must read every weight once
     theory.py       closed-form acceptance math: E[tokens], speedup, optimal k (Leviathan et al.; Chen et al.)
 

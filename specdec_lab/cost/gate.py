@@ -21,6 +21,12 @@ seconds over its probe steps (propose → accept; prefills are outside a step), 
 probes before: the text and each row's α drift. The first step of a probe is not counted: the first step at B
 rows measures t(B, n). Greedy output does not depend on the
 gate: a plain step verifies a tree of one node.
+
+What it cannot see: a plain step is batched autoregressive decoding only for a drafter that costs nothing when it
+proposes nothing (prompt lookup). EAGLE's and Medusa's drafters still follow every accepted token, and a
+speculating step right after a plain one pays the drafter's catch-up, so the alternating probe under-rates
+speculation for them. `generate_batch` leaves the gate off unless asked (`gate=True`); notebook 13 §6 and
+`data/bench/README.md` hold what it did on the batched bench.
 """
 
 from __future__ import annotations

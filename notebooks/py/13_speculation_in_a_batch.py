@@ -1,0 +1,437 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -papermill,-execution
+#     formats: ipynb,py//py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (specdec_lab)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 13 · Speculation in a batch
+#
+# Every notebook so far decoded one prompt at a time. A server decodes many: B requests share each target
+# forward, and that changes what speculation buys. Verifying a few extra tokens is nearly free only while a step
+# is bound by reading the weights; B rows × n tokens each soon make it bound by compute, and then every drafted
+# token costs what it would cost to decode it. This notebook runs every method on a batch through the same loop —
+# each row proposes its own tree, one forward verifies all of them, each row accepts its own path — and lets the
+# one cost model decide how much to speculate at each batch size.
+#
+# ### Learning objectives
+#
+# After this notebook you can:
+#
+# - **build** the attention mask of one forward over B rows at different cache lengths (ragged rows, padding);
+# - **explain** ragged acceptance and continuous batching, and read them off a rows × steps grid;
+# - **measure** the step's price t(B, n) and predict from it where speculation stops paying;
+# - **choose** a draft length at batch size B from a measured curve, as the loop's sizers do, and compare the
+#   choice with the policies vLLM and SGLang ship.
+#
+# ### Prerequisites
+#
+# Notebooks 00 (the loop, the cost curve t(n)), 01 (α, k, E[L], the optimal k), 04 (tree attention) and 06 or 10
+# (a tree method). Notation: notebook 00's table — p, q, α, k, c, τ, L, E[L], and "mean accepted" (tokens emitted
+# per target forward, bonus included); B is the batch size, n the tokens one row verifies in a step.
+#
+# 1. one forward over B rows, drawn small: the 4D mask;
+# 2. the price of a step, t(B, n);
+# 3. ragged acceptance and continuous batching, live;
+# 4. how much to speculate at B: the sizers' choices beside vLLM's and SGLang's policies;
+# 5. the batched bench: speedup, throughput and latency by batch size;
+# 6. what the price leaves out: a speculation gate, measured;
+#
+# then questions, exercises, takeaways and further reading.
+
+# %% tags=["parameters"]
+quick: bool = False  # CI: a smaller live batch (same code paths)
+policy_file: str = "../data/curves/batch_policy-amx.json"  # t(B, n) and the sizers' choices (bench.batch_policy)
+bench_file: str = "../data/bench/amx-batched-28x64-r2.json"  # the batched bench (bench.batched)
+gate_file: str = "../data/bench/amx-batched-gate-28x64-r2.json"  # the same bench with the speculation gate (§6)
+demo_prompts: int = 6  # prompts of the live batch (section 3)
+demo_batch: int = 3  # its rows
+demo_tokens: int = 48  # new tokens per prompt
+demo_method: str = "prompt_lookup"  # the method of the live batch
+
+# %%
+if quick:
+    demo_prompts, demo_tokens = 4, 16
+
+from specdec_lab.lab.course import start
+
+FIGURES = start("../results/figures" if quick else "../figures", stem="13_speculation_in_a_batch")
+
+# %% [markdown]
+# ## 1. One forward over B rows
+#
+# Each row is a sequence at its own length L_b (its committed K/V) with its own tree. One forward takes them all:
+# the node tokens as a (B, N) batch padded to the largest tree, positions L_b + depth, and one additive mask per
+# row over the shared cache slots — a node sees its row's committed slots and its own ancestors; a padding node
+# sees only its own slot, so every softmax has a term and nothing leaks between rows. Rows advance by different
+# counts afterwards (each keeps its own accepted path): the slots stay per row, which is why the batch keeps one
+# cache buffer with a length per row (`specdec_lab.kv_cache.RowsCache`) rather than one length for all.
+
+# %%
+import torch
+
+from specdec_lab.trees import Tree
+from specdec_lab.verify import rows_attention_mask
+from specdec_lab.viz.batching import rows_mask_figure
+
+trees = [Tree(torch.tensor([7, 8, 9, 10]), torch.tensor([-1, 0, 0, 1])), Tree.chain(3, [4]), None]
+lengths = [2, 4, 3]  # each row's committed length L_b
+tokens, positions, mask = rows_attention_mask(trees, lengths, torch.float32)
+print("tokens (B, N):", tokens.tolist())
+print("positions (B, N):", positions.tolist())
+rows_mask_figure(mask, lengths)
+
+# %% [markdown]
+# Row 0 verifies a branching tree of 4 nodes after 2 committed slots; row 1 a chain of 2 after 4; row 2 has no
+# tree (it finished, or waits for a prompt) and takes part as padding only. The dashed line is each row's L_b.
+
+# %% [markdown]
+# ## 2. The price of a step: t(B, n)
+#
+# `bench.batch_policy` measured one forward over B rows of n tokens each (`cost.measure_cost_curve(rows=B)`),
+# for every B the bench runs. The solid lines are a step's seconds, the dotted ones the seconds per token
+# verified: while they fall steeply, a wider step is nearly free (the weights are read once for all rows and
+# tokens); where they flatten, the step has become compute-bound and a drafted token costs about what decoding
+# it would.
+
+# %%
+import json
+
+from specdec_lab.cost import CostCurve
+from specdec_lab.viz.batching import cost_by_batch_figure
+
+with open(policy_file) as f:
+    policy = json.load(f)
+curves = {int(b): CostCurve.from_dict(c) for b, c in policy["curves"].items()}
+print(f"measured on: {policy['machine']['cpu']} · {policy['machine']['isa']} (this file's machine)")
+cost_by_batch_figure(curves)
+
+# %%
+from IPython.display import Markdown, display
+
+from specdec_lab.lab.course import compare
+
+small, large = min(curves), max(curves)
+ratio = {b: curves[b](8) / curves[b](1) for b in (small, large)}
+display(Markdown(compare(
+    ratio[large], ratio[small],
+    f"At B = {large} a step of 8 tokens per row costs {{a:.2f}}× a step of 1, against {{b:.2f}}× at B = {small}: "
+    "the wider the batch, the dearer each extra token — speculation has less room.",
+    f"At B = {large} a step of 8 tokens per row costs {{a:.2f}}× a step of 1, no more than the {{b:.2f}}× at "
+    f"B = {small}: on this machine the batch has not made extra tokens dearer.",
+)))  # fmt: skip
+
+# %% [markdown]
+# ## 3. Ragged acceptance and continuous batching, live
+#
+# `generate_batch` decodes a list of prompts B rows at a time with one method. Each step every active row
+# proposes, one forward verifies all trees, and each row accepts its own path — so rows advance by different
+# counts. A row that emits EOS or spends its budget frees its slot, and the next waiting prompt is prefilled into
+# it while the others go on: a long answer does not hold a short one's slot.
+
+# %%
+from specdec_lab import generate, generate_batch, load_model
+from specdec_lab.io import load_prompts
+
+lm = load_model("smollm2-135m")
+texts = [p.text for p in load_prompts()[::9][:demo_prompts]]  # one prompt from every few, several categories
+batch = generate_batch(lm, texts, demo_method, max_new_tokens=demo_tokens, batch_size=demo_batch)
+alone = [generate(lm, t, max_new_tokens=demo_tokens).tokens for t in texts]
+same = sum(r.tokens == a for r, a in zip(batch.results, alone, strict=True))
+print(f"{demo_method}, {demo_prompts} prompts on {demo_batch} rows: {same} of {demo_prompts} rows equal "
+      "autoregressive decoding of their prompt alone")  # fmt: skip
+
+# %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.batching import ragged_figure
+
+ragged_figure(batch.grid)
+
+# %% [markdown]
+# Each column is one batched forward; a cell holds the tokens that row emitted in it (its accepted drafts plus
+# the bonus), blank where the row was padding. Hover to see which prompt a row was decoding: when a row finishes,
+# the next prompt takes it over.
+
+# %% [markdown]
+# ## 4. How much to speculate at batch size B
+#
+# Each row sizes its drafts on t(B, n) (`StepCost` with `rows=B`): the sizers are the ones of the single-sequence
+# loop, only the price changed. The table lists what they choose on the measured curves — a chain of free drafts
+# (prompt lookup's) at three acceptance rates α, and Medusa's tree for the shipped heads — beside the draft
+# length vLLM's documented EAGLE-3 example uses at that many running requests (its own model and GPU).
+
+# %%
+import pandas as pd
+
+table = pd.DataFrame(policy["chosen"]).set_index("batch_size")
+table
+
+# %%
+for p in policy["published"]:
+    print(f"{p['system']} ({p['setting']}): {p['rule']}\n  source: {p['source']}")
+
+# %% tags=["nbval-ignore-output"]
+import ipywidgets as W
+
+from specdec_lab.lab.widgets import Dashboard, show_widget
+from specdec_lab.medusa.drafter import get_drafter
+from specdec_lab.viz.batching import policy_view
+
+accuracies = get_drafter("default", lm.model).accuracies.model("independent")
+slider = W.SelectionSlider(options=sorted(curves), value=small, description="B")
+dashboard = Dashboard({"b": slider}, lambda b: policy_view(curves, b, accuracies),
+                      initial=policy_view(curves, small, accuracies), what="the sizes chosen at the smallest B")  # fmt: skip
+show_widget(dashboard.widget, dashboard.snapshot)
+
+# %% [markdown]
+# ## 5. The batched bench: speedup, throughput and latency by B
+#
+# `python -m specdec_lab.bench.batched` ran every method on benchmark prompts from every category at each batch
+# size, prompts fed from a queue (the cell prints the file's command and machine; `data/bench/README.md` indexes
+# it). Speedup is tokens/s over batched autoregressive decoding at the same B, in the same run; `speedup_range`
+# is the lowest and highest speedup of single repeats, each paired with autoregressive's repeat — how far one
+# run's ratio moved on a shared machine. The dashed line is EAGLE-3's published speedup by batch
+# size in SGLang on an H100 with Llama-3.1-8B (EAGLE-3 paper, arXiv 2503.01840, Table 3, as quoted in this
+# project's issue 52; another model and device: compare its shape, not its level).
+
+# %%
+from specdec_lab.viz.batching import speedup_by_batch_figure, throughput_latency_figure
+
+with open(bench_file) as f:
+    bench = json.load(f)
+summary = [r for r in bench["summary"] if "error" not in r]
+cfg = bench["config"]
+print(f"measured on: {bench['machine']['cpu']} · {bench['machine']['isa']} (this file's machine)\n"
+      f"{cfg['prompts']} prompts × {cfg['max_new_tokens']} new tokens, {cfg['repeats']} repeat(s) per (B, method), "
+      f"the fastest kept\ncommand: {bench.get('command', '(not recorded)')}")  # fmt: skip
+for r in bench["summary"]:
+    if "error" in r:
+        print(f"not measured: {r['method']} at B = {r['batch_size']}: {r['error']}")
+EAGLE3_TABLE3 = {"EAGLE-3, SGLang, H100 (published)": {1: 2.36, 8: 1.62, 32: 1.32}}  # source: arXiv 2503.01840 Table 3
+speedup_by_batch_figure(summary, EAGLE3_TABLE3)
+
+# %%
+cols = ["tokens_per_s", "speedup", "speedup_range", "latency_median_s", "latency_p90_s", "mean_accepted", "nodes_per_step",
+        "speculated", "identical"]  # fmt: skip
+pd.DataFrame(summary).set_index(["batch_size", "method"])[cols]
+
+# %% [markdown]
+# Columns: `tokens_per_s` is every prompt's new tokens over the run's wall time at that B; `speedup` its ratio to
+# batched autoregressive; `latency_*` the seconds from the start until a request's last token (median, 90th
+# percentile); `mean_accepted` tokens per target forward per row, bonus included; `nodes_per_step` the tokens a
+# row verified per step (what the sizers chose); `speculated` the share of steps a gate let the rows speculate
+# (section 6; empty here: no gate); `identical` the rows equal to single-sequence autoregressive decoding of their
+# prompt.
+
+# %%
+throughput_latency_figure(summary)
+
+# %%
+best = {}
+for r in summary:
+    if r["method"] != "autoregressive" and r.get("speedup") and (r["batch_size"] not in best or r["speedup"] > best[r["batch_size"]][1]):
+        best[r["batch_size"]] = (r["method"], r["speedup"])
+lo, hi = min(best), max(best)
+display(Markdown(compare(
+    best[lo][1], best[hi][1],
+    f"The best method's speedup falls from {{a:.2f}}× at B = {lo} ({best[lo][0]}) to {{b:.2f}}× at B = {hi} "
+    f"({best[hi][0]}): the larger the batch, the less room speculation has.",
+    f"The best method's speedup is {{a:.2f}}× at B = {lo} ({best[lo][0]}) and {{b:.2f}}× at B = {hi} "
+    f"({best[hi][0]}): on this machine the batch did not shrink it.",
+)))  # fmt: skip
+
+# %% [markdown]
+# ## 6. What the price leaves out: a speculation gate, measured
+#
+# The sizers price a step by t(B, n), the target's forward. At B rows a step also runs every row's proposer and
+# acceptance one after the other in Python, writes each row's K/V at its own length, and pads every row to the
+# widest row's tree; all of that grows with B and none of it is in t(B, n). So each row's sizer can still see a
+# draft that pays while the batch as a whole loses. A gate (`specdec_lab.cost.gate.SpeculationGate`,
+# `generate_batch(..., gate=True)`, `bench.batched --gate`) measures instead of assuming: it alternates speculating
+# and plain steps (every row's depth capped at 0) on the same stretch of text, then runs the mode that emitted more
+# tokens per second, and probes again. A plain step is not free for every method, though: EAGLE's and Medusa's
+# drafters still follow the accepted tokens, and a speculating step after a plain one pays the drafter's catch-up.
+# The tables set the same bench with the gate (`gate_file`, B ≥ 2: one row runs without a gate) beside the run
+# above.
+
+# %%
+def best_by_b(summary_rows):
+    """{B: (method, speedup)} of the fastest method other than autoregressive and the transformers anchors."""
+    out = {}
+    for r in summary_rows:
+        if r.get("speedup") is None or r["method"] == "autoregressive" or r["method"].startswith("hf_"):
+            continue
+        if r["batch_size"] not in out or r["speedup"] > out[r["batch_size"]][1]:
+            out[r["batch_size"]] = (r["method"], r["speedup"])
+    return out
+
+
+with open(gate_file) as f:
+    gate_run = json.load(f)
+print(f"gate_file: {gate_run['machine']['cpu']} · {gate_run['machine']['isa']} (its machine)\n"
+      f"command: {gate_run.get('command', '(not recorded)')}")  # fmt: skip
+with_gate = [r for r in gate_run["summary"] if "error" not in r]
+alone = best_by_b(summary)
+gated = best_by_b(with_gate)
+both = sorted(set(alone) & set(gated))
+pd.DataFrame({
+    "sizers alone: best": {b: f"{alone[b][0]} {alone[b][1]:.2f}×" for b in both},
+    "with the gate: best": {b: f"{gated[b][0]} {gated[b][1]:.2f}×" for b in both},
+}).rename_axis("B")  # fmt: skip
+
+# %%
+by_method = {(r["batch_size"], r["method"]): r for r in summary}
+pd.DataFrame([{"B": r["batch_size"], "method": r["method"], "sizers alone": by_method[(r["batch_size"], r["method"])]["speedup"],
+               "with the gate": r["speedup"], "steps speculated": r["speculated"]}
+              for r in with_gate if r["method"] != "autoregressive" and not r["method"].startswith("hf_")
+              and (r["batch_size"], r["method"]) in by_method]).set_index(["B", "method"])  # fmt: skip
+
+# %%
+worst_alone = min(both, key=lambda b: alone[b][1])
+display(Markdown(compare(
+    gated[worst_alone][1], alone[worst_alone][1],
+    f"Where the sizers alone did worst (B = {worst_alone}, {{b:.2f}}×), the gate lifted the best method to "
+    "{a:.2f}×: it stopped speculating where the whole step did not pay.",
+    f"Where the sizers alone did worst (B = {worst_alone}, {{b:.2f}}×), the gate did not lift the best method "
+    "({a:.2f}×): its probes and the drafters' work in plain steps cost what it saved.",
+)))  # fmt: skip
+better = sum(gated[b][1] > alone[b][1] for b in both)
+display(Markdown(
+    f"Across B = {both[0]}–{both[-1]} the gate's best method was faster than the sizers' alone at {better} of "
+    f"{len(both)} batch sizes"
+    + (": so `generate_batch` leaves it off by default." if better <= len(both) / 2 else ".")
+))  # fmt: skip
+
+# %% [markdown]
+# ## Check your understanding
+#
+# 1. Why does a padding node attend to its own cache slot rather than to nothing?
+#
+#    <details><summary>Answer</summary>A softmax over a row with every key masked is 0/0: NaN, which would spread
+#    through the rest of the forward's arithmetic. One visible slot keeps it finite; the node's output is never
+#    read and its K/V land past the row's committed length, dropped by the next `keep`.</details>
+#
+# 2. Two rows verify trees of 2 and 8 nodes in one step. What does the row with 2 nodes pay for the other's 8?
+#
+#    <details><summary>Answer</summary>Its padding: the forward computes B × 8 node positions, so the step costs
+#    t(B, 8), not t(B, 2). That is why each row sizes its drafts on the batch's curve t(B, n) — a row's choice
+#    prices the step every row pays.</details>
+#
+# 3. Why can a batched row differ from the same prompt decoded alone under greedy decoding, and what would tell
+#    a bug from rounding?
+#
+#    <details><summary>Answer</summary>A batched forward multiplies more rows at once, so its kernels sum in other
+#    orders: fp32 results differ in the last bits and can flip a near-tie between the top two tokens. The bench
+#    records the first differing token and the top-1 − top-2 logit gap there: a gap at rounding size is a tie; a
+#    large gap is a bug.</details>
+
+# %% [markdown] tags=["exercise-1"]
+# ### Exercise 1 ★ — the mask of one row
+#
+# Row 0 above (a tree with parents `[-1, 0, 0, 1]`, 2 committed slots) verifies N = 4 nodes in a forward over
+# S = 8 slots. Build its (N, S) boolean visibility: node i sees slot j if j < L (the committed prefix) or slot j
+# holds one of its ancestors (itself included, at slot L + its index). Compare with
+# `specdec_lab.verify.rows_attention_mask` (visible = the additive mask is 0).
+
+# %% tags=["exercise", "exercise-1"]
+visible = ...  # a (4, 8) bool tensor
+
+# %% tags=["solution", "exercise-1"]
+parents, L = [-1, 0, 0, 1], 2
+visible = torch.zeros(4, 8, dtype=torch.bool)
+visible[:, :L] = True  # the committed prefix
+for i in range(4):
+    j = i
+    while j >= 0:  # the node and its ancestors, at slots L + index
+        visible[i, L + j] = True
+        j = parents[j]
+
+# %% tags=["check", "exercise-1", "nbval-check-output"]
+from specdec_lab.lab.course import check
+
+check("row 0's mask", visible, mask[0, 0, :, :8] == 0, hint="Walk each node's parents up to the root.")
+
+# %% [markdown] tags=["exercise-2"]
+# ### Exercise 2 ★ — throughput from a batch's results
+#
+# Compute the live batch's total throughput (section 3) from its results: every prompt's new tokens over the
+# batch's wall seconds. Compare with `BatchResult.tokens_per_s`.
+
+# %% tags=["exercise", "exercise-2"]
+throughput = ...  # tokens per second
+
+# %% tags=["solution", "exercise-2"]
+throughput = sum(len(r.tokens) for r in batch.results) / batch.seconds
+
+# %% tags=["check", "exercise-2"]
+check("the batch's throughput", throughput, batch.tokens_per_s, close=1e-9)
+
+# %% [markdown] tags=["exercise-3"]
+# ### Exercise 3 ★★ — the draft length at batch size B
+#
+# On the largest batch size's measured curve, choose the draft length k of a chain of free drafts (prompt
+# lookup's) accepted with $\alpha = 0.7$: the k in 0..8 that maximises E[L] / t(B, k + 1), with E[L] =
+# (1 − α^{k+1}) / (1 − α) (notebook 01). Compare with the library: `cost.theory.optimal_k(0.7, 0.0, 8, verify_cost=curve)`.
+
+# %% tags=["exercise", "exercise-3"]
+k_chosen = ...  # an int
+
+# %% tags=["solution", "exercise-3"]
+curve = curves[large]
+alpha = 0.7
+k_chosen = max(range(9), key=lambda k: ((1 - alpha ** (k + 1)) / (1 - alpha) / curve(k + 1), -k))
+
+# %% tags=["check", "exercise-3"]
+from specdec_lab.cost.theory import optimal_k
+
+check(f"k at B = {large}, α = 0.7", k_chosen, optimal_k(0.7, 0.0, 8, verify_cost=curves[large]))
+
+# %% [markdown] tags=["exercise-4"]
+# ### Exercise 4 ★★★ — where did the rows wait?
+#
+# From the live batch's grid (`batch.grid`: per step, per row, `(prompt, tokens emitted)` or `None` for padding),
+# count the padding cells — row-steps in which a row decoded nothing — and compare with what `batch.active` (the
+# rows decoding in each step) implies: steps × rows minus the active ones.
+
+# %% tags=["exercise", "exercise-4"]
+padding = ...  # an int
+
+# %% tags=["solution", "exercise-4"]
+padding = sum(cell is None for step in batch.grid for cell in step)
+
+# %% tags=["check", "exercise-4"]
+check("padding row-steps", padding, len(batch.active) * len(batch.grid[0]) - sum(batch.active))
+
+# %% [markdown]
+# ## Takeaways
+#
+# - One loop serves a batch: every row proposes, one forward verifies all trees under one 4D mask, every row
+#   accepts its own path — methods batch without a second copy of the loop.
+# - Rows advance by different counts (ragged acceptance) and finished rows take the next prompt (continuous
+#   batching), so each row keeps its own cache length.
+# - A step's price t(B, n) decides how much to speculate: the same sizers choose smaller drafts and trees as the
+#   batch makes extra tokens dearer, down to proposing nothing.
+# - The forward is not the whole step: what grows with B outside it (each row's Python work, padding) is not in
+#   t(B, n). A gate can measure it on the batch; whether that pays depends on what a plain step still costs the
+#   method's drafter.
+# - Greedy rows equal their prompts decoded alone up to the rounding of a batched forward; the bench records any
+#   difference with its logit gap.
+#
+# ## Further reading
+#
+# - Li et al., [EAGLE-3](https://arxiv.org/abs/2503.01840): throughput by batch size in SGLang (Table 3).
+# - vLLM's [dynamic speculative decoding](https://github.com/vllm-project/vllm/blob/015a47e1282c9ef40d706ee3463cb699e04e93c0/docs/features/speculative_decoding/dynamic_speculative_decoding.md):
+#   draft length by the number of running requests.
+# - SGLang's [adaptive speculative decoding](https://github.com/sgl-project/sglang/blob/369fa46b1151bb3e8b73ddd17fee059fad72dd2f/docs/advanced_features/adaptive_speculative_decoding.md):
+#   step tiers from the accepted length.
+# - Leviathan et al., [speculative decoding](https://arxiv.org/abs/2211.17192): the memory-bound argument a
+#   batch wears down.

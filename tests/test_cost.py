@@ -113,7 +113,9 @@ def test_a_curve_round_trips_through_its_json_and_the_older_shape_still_loads():
     assert CostCurve.from_dict({**curve.to_dict(), "device": "cpu"}, device="cuda").device == "cpu"  # its own wins
     for path in sorted(REPO.glob("data/curves/*.json")):  # every committed record loads
         record = json.loads(path.read_text())
-        for entry in (record.get("variants") or record.get("levers")).values():
+        entries = record.get("variants") or record.get("levers") or record.get("curves")  # step variants, levers, by B
+        assert entries, f"{path.name}: no curves under 'variants', 'levers' or 'curves'"
+        for entry in entries.values():
             assert CostCurve.from_dict(entry)(1) > 0, path
     for c in json.loads((REPO / "data/bench/avx2-results-traces-curves.json").read_text())["curves"].values():
         assert CostCurve.from_dict(c) == CostCurve(**c)

@@ -123,7 +123,6 @@ def generate_batch(
     if gate is True:
         gate = SpeculationGate() if rows > 1 and setup.method != "autoregressive" else None
     gate = gate or None
-    speculate = True
     bar = _progress(len(ids), progress)
     while queue or any(slots):
         free = [b for b in range(rows) if slots[b] is None][: len(queue)]  # continuous batching: each takes a prompt
@@ -138,8 +137,7 @@ def generate_batch(
             slots[b] = (i, setup.open(ids[i], cache.row(b), proposer, setup.generator(seq_seed), Memory(), clock,
                                       rows=rows, prefilled=prefilled.get(b), opened=opened))  # fmt: skip
         start = clock.now()
-        if gate is not None:
-            speculate = gate.open()
+        speculate = gate is None or gate.open()
         trees: list[Tree | None] = [None] * rows
         for b, slot in enumerate(slots):
             if slot is not None:

@@ -168,7 +168,7 @@ def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, referenc
         if error:
             return {**base, "error": error}
         seconds = time.perf_counter() - t0
-        forwards, gate = None, None
+        forwards, gate_record = None, None
     else:
         spec = check_method_spec(parse_method_spec(method))  # typed parameters, checked against the registry
         # warm-up, not timed (as the single-sequence bench's): the sizers' first step at B rows measures the cost
@@ -179,7 +179,7 @@ def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, referenc
         tokens, latency, seconds = [r.tokens for r in result.results], result.latency, result.seconds
         forwards = sum(r.forwards for r in result.results)
         steps = [s for r in result.results for s in r.steps]
-        gate = result.gate
+        gate_record = result.gate
     rows = []
     for p, x, toks, ref, lat in zip(prompts, ids, tokens, reference, latency, strict=True):
         diff = first_diff(ref, toks)
@@ -191,8 +191,8 @@ def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, referenc
     if forwards:
         run["mean_accepted"] = round(n / forwards, 3)
         run["nodes_per_step"] = round(sum(len(s.tree_tokens) for s in steps) / max(len(steps), 1), 3)
-    if gate is not None:
-        run["gate"] = gate  # the speculation gate's steps per mode and measured rates (`cost.gate`)
+    if gate_record is not None:
+        run["gate"] = gate_record  # the speculation gate's steps per mode and measured rates (`cost.gate`)
     return run
 
 

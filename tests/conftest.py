@@ -1,8 +1,8 @@
 """Shared fixtures: `device`, `real_model`, `model` (a one-thread tiny model; a test file may define its
 own), seeding, and auto-skip of `real` tests without the model.
 
-Under CI (`CI=true`) a skip of a `real` or `browser` test is a failure: those tiers skip where the model
-wheel or chromium is missing, and in CI a missing tier must not pass as green."""
+Under CI (`CI=true`) a skip of a `real`, `browser` or `vllm` test is a failure: those tiers skip where the model
+wheel, chromium or the serving venv is missing, and in CI a missing tier must not pass as green."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and _strict_ci() and any(item.get_closest_marker(m) for m in ("real", "browser")):
+    if report.skipped and _strict_ci() and any(item.get_closest_marker(m) for m in ("real", "browser", "vllm")):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true, where every tier must run: {reason}"

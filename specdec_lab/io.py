@@ -41,6 +41,7 @@ __all__ = [
     "cache_dir",
     "eos_ids",
     "positive_int",
+    "first_per_category",
 ]
 
 FILE_MODE = 0o644  # rw-r--r--: every file written here, regardless of umask (see the module doc)
@@ -178,6 +179,17 @@ def load_prompts(path: str | os.PathLike | None = None) -> list[Prompt]:
     if not prompts:
         raise PromptError(f"{path}: no prompts in file")
     return prompts
+
+
+def first_per_category(prompts: list[Prompt], n: int) -> list[Prompt]:
+    """The first n prompts of every category, in file order."""
+    counts: dict[str, int] = {}
+    out = []
+    for p in prompts:
+        if counts.get(p.category, 0) < n:
+            counts[p.category] = counts.get(p.category, 0) + 1
+            out.append(p)
+    return out
 
 
 def as_prompts(prompts: Sequence) -> list[Prompt]:

@@ -3,7 +3,7 @@
 Rules ("arrows point down": a package answers one question, and imports only what lies below it):
     (a) no import cycle among specdec_lab's modules;
     (b) every import points down or sideways in `RANKS` (base < trees/accept < models/cost < drafters <
-        proposers < generate < train < bench < viz < lab/sweep), lazy imports included; every top-level
+        proposers < generate < train/serve < bench < viz < lab/sweep), lazy imports included; every top-level
         module and package has a rank (a new one is placed, not added flat), and the core stays small;
     (c) decoding — `generate`, `verify`, `proposers.*` — never reaches training (`train*`) or the notebook
         layers (`viz*`, `lab*`), however indirectly; importing `specdec_lab.generate` loads no trainer,
@@ -47,7 +47,8 @@ RANKS = {
     "medusa": 3, "eagle": 3,  # the drafters
     "proposers": 4,
     "generate": 5, "batch": 5, "": 5,  # the loop (one sequence, or B rows around one forward), the face
-    "train": 6, "bench": 7, "viz": 8, "lab": 9, "sweep": 9,
+    "train": 6, "serve": 6,  # fitted from data; the drafters exported for and served by an engine
+    "bench": 7, "viz": 8, "lab": 9, "sweep": 9,
 }  # fmt: skip
 CORE_FILES = 10  # top-level modules, __init__ included: the loop, its pieces, base utilities
 

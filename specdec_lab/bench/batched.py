@@ -32,11 +32,11 @@ import torch
 
 from ..batch import generate_batch
 from ..cost.timing import rotated
-from ..io import eos_ids, load_prompts, positive_int, write_json
+from ..io import eos_ids, first_per_category, load_prompts, positive_int, write_json
 from ..machine import machine_info, sync
 from ..models.load import load_model, unwrap
 from ..proposers.registry import BASELINE, check_method_spec, parse_method_spec
-from .harness import first_diff, first_per_category, top2_gap
+from .harness import first_diff, top2_gap
 
 __all__ = ["ANCHORS", "run_batched", "hf_batched", "summarize_batched", "main"]
 

@@ -47,7 +47,7 @@ import torch
 
 from ..cost.memory_wall import machine_bandwidth, memory_wall
 from ..cost.timing import rotated
-from ..io import Prompt, as_prompts, eos_ids
+from ..io import Prompt, as_prompts, eos_ids, first_per_category
 from ..machine import machine_info, sync
 from ..memory import Memory
 from ..models.attention import attention_kind
@@ -105,17 +105,6 @@ MEMORY_POLICIES = ("fresh", "method")
 
 
 # ---- prompts ----------------------------------------------------------------------------------------
-def first_per_category(prompts: list[Prompt], n: int) -> list[Prompt]:
-    """The first n prompts of every category, in file order."""
-    counts: dict[str, int] = {}
-    out = []
-    for p in prompts:
-        if counts.get(p.category, 0) < n:
-            counts[p.category] = counts.get(p.category, 0) + 1
-            out.append(p)
-    return out
-
-
 def _ids(p: Prompt, tokenizer) -> list[int]:
     """A prompt's ids; text goes into the model's chat template (`models.prompt_ids`, chat="auto")."""
     try:

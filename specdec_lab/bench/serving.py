@@ -39,10 +39,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..cost.timing import rotated
-from ..io import load_prompts, positive_int, write_json
+from ..io import first_per_category, load_prompts, positive_int, write_json
 from ..machine import machine_info
 from .batched import _percentile, run_batched
-from .harness import first_diff, first_per_category, top2_gap
+from .harness import first_diff, top2_gap
 
 __all__ = ["CONFIGS", "load", "run_serving", "summarize_serving", "main"]
 

@@ -89,9 +89,8 @@ def decide_policy(lm, batch_sizes: Sequence[int], methods: Sequence[str] = ("ngr
     """The lab (our loop's acceptance per depth), t(B, n) on this machine, and the choice per B (`policy.choose`)."""
     from tqdm.auto import tqdm
 
-    from ..bench.harness import first_per_category
     from ..cost.curve import measure_cost_curve
-    from ..io import load_prompts
+    from ..io import first_per_category, load_prompts
     from ..models.load import prompt_ids
     from . import policy
 

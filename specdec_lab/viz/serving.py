@@ -1,9 +1,9 @@
 """Figures of serving (notebook 14): a serve.json policy and a serving bench's summary in, plotly figures out.
 
-    policy_figure(rows)                 each method's predicted speedup by batch size B, and the k it would serve
-    serving_figure(summary)             tokens/s against concurrency: vLLM's configs and our loop, one line each
-    serving_speedup_figure(summary)     the same over vLLM plain at each concurrency, with the rounds' ranges
-    acceptance_figure(vllm, ours)       acceptance by draft position: vLLM's counters beside our loop's traces
+policy_figure(rows)                 each method's predicted speedup by batch size B, and the k it would serve
+serving_figure(summary)             tokens/s against concurrency: vLLM's configs and our loop, one line each
+serving_speedup_figure(summary)     the same over vLLM plain at each concurrency, with the rounds' ranges
+acceptance_figure(vllm, ours)       acceptance by draft position: vLLM's counters beside our loop's traces
 """
 
 from __future__ import annotations

@@ -211,11 +211,11 @@ def test_summary_rows_compare_with_vllm_plain():
                 "prompts": 7, "acceptance": {"rate_per_position": [0.5]}, "rows": []}  # fmt: skip
 
     record = {"vllm": [run("none", 1, 10.0, [10.0, 9.0]), run("eagle3", 1, 15.0, [15.0, 9.9])],
-              "lab": {"eagle3": {"survival": [0.48]}}}  # fmt: skip
+              "lab": {"eagle3": {"survival": [0.48], "drafted": 0.96}}}  # fmt: skip
     rows = summarize_serving(record)
     assert [r["config"] for r in rows] == ["none", "eagle3"]
     assert rows[1]["speedup_vs_vllm_plain"] == 1.5 and rows[1]["speedup_range"] == [1.1, 1.5]
-    assert rows[1]["vllm_rate_per_position"] == [0.5] and rows[1]["ours_rate_per_position"] == [0.48]
+    assert rows[1]["vllm_rate_per_position"] == [0.5] and rows[1]["ours_rate_per_position"] == [0.5]
 
 
 # ---- the real thing --------------------------------------------------------------------------------------
@@ -250,3 +250,15 @@ def test_vllm_serves_our_eagle3_drafter_identically(real_model, tmp_path):
     assert got.tokens == ours
     assert spec["drafts"] > 0 and len(spec["accepted_per_position"]) == 3
     assert group_pids(pid) == []
+
+
+def test_engine_corrections_scale_the_predictions_by_what_vllm_measured():
+    cheap = {1: (lambda n: 1.0), 8: (lambda n: 1.0)}
+    runs = [_run()]  # predicted at k = 3 on a flat curve: 2.8×
+    measured = [("none", 1, 10.0), ("eagle3", 1, 14.0), ("none", 8, 50.0), ("eagle3", 8, 35.0)]
+    serving = {"config": {"k": 3}, "vllm": [{"config": m, "concurrency": c, "tokens_per_s": t} for m, c, t in measured]}
+    factors = policy.engine_corrections(runs, cheap, serving)
+    assert factors == {"eagle3": {1: round(1.4 / 2.8, 4), 8: round(0.7 / 2.8, 4)}}
+    rows = policy.choose(runs, cheap, corrections=factors)
+    assert rows[0]["methods"]["eagle3"] == {"k": 3, "speedup": 1.4}  # 2.8 × 0.5
+    assert rows[1]["methods"]["eagle3"]["k"] == 0 and rows[1]["choice"]["method"] == "none"  # 2.8 × 0.25 < margin

@@ -262,7 +262,7 @@ def summarize_serving(record: dict) -> list[dict]:
                "equals_vllm_plain": _equals_plain(r),
                "speedup_range": _ratio_range(r, plain_runs.get(r["concurrency"])),
                "vllm_rate_per_position": r["acceptance"]["rate_per_position"],
-               "ours_rate_per_position": lab.get(r["config"], {}).get("survival")}  # fmt: skip
+               "ours_rate_per_position": _per_draft(lab.get(r["config"]))}  # fmt: skip
         rows.append(row)
     for r in (record.get("ours") or {}).get("runs", []):
         if "tokens_per_s" not in r:
@@ -280,6 +280,13 @@ def summarize_serving(record: dict) -> list[dict]:
                      "speedup_vs_vllm_plain": round(cpp["tokens_per_s"] / plain[1], 3) if 1 in plain else None,
                      "identical": f"{cpp['identical']}/{cpp['prompts']}"})  # fmt: skip
     return rows
+
+
+def _per_draft(run: dict | None) -> list[float] | None:
+    """Our loop's shares per drafting step (S_i / f), as vLLM counts: accepted at position i over the drafts."""
+    if not run or not run.get("drafted"):
+        return None
+    return [round(s / run["drafted"], 4) for s in run["survival"]]
 
 
 def _equals_plain(run: dict) -> str | None:

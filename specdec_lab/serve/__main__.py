@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="batch sizes the policy prices (comma-separated, with 1)")  # fmt: skip
     e.add_argument("--keep-policy", action="store_true", help="keep an existing serve.json instead of deciding again")
     e.add_argument("--quick", action="store_true", help="a small lab (2 prompts × 16 tokens, 1 repeat): CI's smoke")
+    e.add_argument("--engine-prices", default=None, metavar="FILE",
+                   help="a serving bench's results (bench.serving): correct the policy by vLLM's speedups")  # fmt: skip
     r = sub.add_parser("run", help="start vLLM's OpenAI server on 127.0.0.1 for an export")
     r.add_argument("--export", required=True, help="a folder written by `export`")
     r.add_argument("--method", choices=METHODS, default="auto", help="auto: the policy's choice (serve.json)")
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.command == "export":
             from .export import export_all
 
-            record = export_all(a.out, a.batch_size, keep_policy=a.keep_policy, quick=a.quick)
+            record = export_all(a.out, a.batch_size, keep_policy=a.keep_policy, quick=a.quick, engine=a.engine_prices)
             chosen = {"choice": record["choice"], "speculative_config": record["speculative_config"]}
             print(json.dumps(chosen, indent=1))
             print(f"wrote {a.out}/serve.json; serve it with `{PROG} run --export {a.out}`")

@@ -13,7 +13,8 @@
                     loop, the target's t(B, n) on this machine, every method's best k and predicted speedup by
                     batch size, each method's k-by-running-requests schedule, the method chosen, and
                     `speculative_config`: vLLM's config of that choice (what `serve run --method auto` starts;
-                    absolute paths, as exported); the machine it was decided on
+                    absolute paths, as exported); the machine it was decided on. With `--engine-prices FILE`
+                    (a serving bench's results) the predictions are corrected by what vLLM measured
 
 Each part is written atomically and kept when present (a rerun resumes); `serve.json` is decided again unless
 `--keep-policy`. Nothing here imports vLLM: the folders are checked against what its loaders read
@@ -85,8 +86,9 @@ def export_eagle3(out: str | os.PathLike, weights: str = "data/eagle/smollm2-135
 
 def decide_policy(lm, batch_sizes: Sequence[int], methods: Sequence[str] = ("ngram", "draft", "eagle3"),
                   prompts: int = LAB_PROMPTS, max_new_tokens: int = LAB_TOKENS, k: int = LAB_K,
-                  repeats: int = 3) -> dict:  # fmt: skip
-    """The lab (our loop's acceptance per depth), t(B, n) on this machine, and the choice per B (`policy.choose`)."""
+                  repeats: int = 3, engine: dict | None = None) -> dict:  # fmt: skip
+    """The lab (our loop's acceptance per depth), t(B, n) on this machine, and the choice per B (`policy.choose`);
+    engine: a serving bench's record, whose measured ratios correct the predictions (`policy.engine_corrections`)."""
     from tqdm.auto import tqdm
 
     from ..cost.curve import measure_cost_curve
@@ -101,16 +103,21 @@ def decide_policy(lm, batch_sizes: Sequence[int], methods: Sequence[str] = ("ngr
         curves[b] = measure_cost_curve(lm.model, sizes=tuple(range(1, k + 2)), repeats=repeats, statistic="paired",
                                        rows=b)  # fmt: skip
     runs = [policy.measure(lm, ids, m, k, max_new_tokens, curves[1](1)) for m in tqdm(methods, desc="lab", leave=False)]
-    table = policy.choose(runs, {b: curves[b] for b in batch_sizes})
-    return {"lab": {"prompts": [p.question_id for p in chosen], "max_new_tokens": max_new_tokens,
+    priced = {b: curves[b] for b in batch_sizes}
+    corrections = policy.engine_corrections(runs, priced, engine) if engine else None
+    table = policy.choose(runs, priced, corrections=corrections)
+    return {"engine_corrections": corrections,
+            "lab": {"prompts": [p.question_id for p in chosen], "max_new_tokens": max_new_tokens,
                     "runs": [r.to_dict() for r in runs]},
             "curves": {str(b): {str(n): round(c(n), 6) for n in c.sizes} for b, c in curves.items()},
             "by_batch_size": table}  # fmt: skip
 
 
 def export_all(out: str | os.PathLike, batch_sizes: Sequence[int] = (1, 2, 4, 8, 16), keep_policy: bool = False,
-               quick: bool = False, model: str = "smollm2-135m") -> dict:  # fmt: skip
-    """Write every part of the export (module docstring) into `out`; -> the serve.json record."""
+               quick: bool = False, model: str = "smollm2-135m",
+               engine: str | os.PathLike | None = None) -> dict:  # fmt: skip
+    """Write every part of the export (module docstring) into `out`; -> the serve.json record. engine: a serving
+    bench's results file (`bench.serving`) whose measured speedups correct the policy (`policy.engine_corrections`)."""
     from ..machine import machine_info
     from ..models.load import load_model
     from .policy import NGRAM, pick_method, schedule
@@ -123,8 +130,10 @@ def export_all(out: str | os.PathLike, batch_sizes: Sequence[int] = (1, 2, 4, 8,
     export_target(Path(str(lm.model.config._name_or_path)), out / "target")
     export_draft(lm, out / "draft")
     export_eagle3(out / "eagle3")
+    serving = json.loads(Path(engine).read_text()) if engine else None
     decided = decide_policy(lm, batch_sizes, prompts=2 if quick else LAB_PROMPTS,
-                            max_new_tokens=16 if quick else LAB_TOKENS, repeats=1 if quick else 3)  # fmt: skip
+                            max_new_tokens=16 if quick else LAB_TOKENS, repeats=1 if quick else 3,
+                            engine=serving)  # fmt: skip
     rows = decided["by_batch_size"]
     method, mean = pick_method(rows)
     first = rows[0]["methods"]  # at one request: each method's k when served with a fixed k (`run --method NAME`)
@@ -136,6 +145,7 @@ def export_all(out: str | os.PathLike, batch_sizes: Sequence[int] = (1, 2, 4, 8,
         "ngram": NGRAM,
         "machine": machine_info(),
         "quick": quick,
+        "engine_prices": str(engine) if engine else None,
         "policy": decided
         | {
             "tokens_by_method": {m: max(1, v["k"], v.get("best_k", 0)) for m, v in first.items()},

@@ -20,7 +20,8 @@ pay by more than the noise is not served). The engine runs one method, with k by
 (vLLM's dynamic speculative decoding, `num_speculative_tokens_per_batch_size`: `schedule`), so the policy serves the
 method with the best mean predicted speedup over the measured B (`pick_method`), with its k at every B — "propose
 nothing" where it does not pay. The drafting cost is taken to scale with B as the target's one-token step does (a
-small model's step, bound by the same reads): an approximation the serving bench checks.
+small model's step, bound by the same reads): an approximation the serving bench checks. Given a serving bench's
+results, `engine_corrections` scales each method's predictions at each B by what the engine measured there.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "survival",
     "measure",
     "predicted_speedup",
+    "engine_corrections",
     "choose",
     "schedule",
     "pick_method",
@@ -104,17 +106,39 @@ def predicted_speedup(run: LabRun, k: int, t) -> float:
     return expected * t(1) / time
 
 
-def choose(runs: Sequence[LabRun], curves: dict, margin: float = MARGIN) -> list[dict]:
+def engine_corrections(runs: Sequence[LabRun], curves: dict, serving: dict) -> dict[str, dict[int, float]]:
+    """{method: {B: measured / predicted}} from a serving bench's record (`bench.serving`): each fixed-k config's
+    tokens/s over vLLM plain's at concurrency B = c, over what `predicted_speedup` gives for the same k on t(B, ·).
+
+    Our t(B, n) prices our loop's forward; the engine's step also runs its own drafting, rejection sampling and
+    scheduling, which the curve does not see. As the loop corrects its cost model by its own timings, the policy
+    takes the engine's measured ratio as a factor on every k of that method at that B (the factor is measured at
+    one k and applied to all: an approximation the next bench run checks)."""
+    plain = {r["concurrency"]: r["tokens_per_s"] for r in serving["vllm"] if r["config"] == "none"}
+    k = serving["config"]["k"]
+    out: dict[str, dict[int, float]] = {}
+    for run in runs:
+        for r in serving["vllm"]:
+            b = r["concurrency"]
+            if r["config"] == run.method and b in plain and b in curves and k <= run.k:
+                predicted = predicted_speedup(run, k, curves[b])
+                out.setdefault(run.method, {})[b] = round(r["tokens_per_s"] / plain[b] / predicted, 4)
+    return out
+
+
+def choose(runs: Sequence[LabRun], curves: dict, margin: float = MARGIN, corrections: dict | None = None) -> list[dict]:
     """Per batch size B of `curves` ({B: t(B, ·)}): every method's best k and its predicted speedup (k = 0 and 1.0
-    where no k reaches `margin`), and the best method at that B ("none" where none pays)."""
+    where no k reaches `margin`), and the best method at that B ("none" where none pays). corrections: the
+    engine's factors (`engine_corrections`), applied to the method's every k at that B."""
     rows = []
     for b, t in sorted(curves.items()):
         row: dict = {"batch_size": b, "methods": {}}
         for run in runs:
-            best = max(range(1, run.k + 1), key=lambda k, run=run, t=t: predicted_speedup(run, k, t))
-            speedup = predicted_speedup(run, best, t)
-            row["methods"][run.method] = {"k": best, "speedup": round(speedup, 3)} if speedup >= margin else \
-                {"k": 0, "speedup": 1.0, "best_k": best, "best_speedup": round(speedup, 3)}  # fmt: skip
+            factor = (corrections or {}).get(run.method, {}).get(b, 1.0)
+            price = {k: predicted_speedup(run, k, t) * factor for k in range(1, run.k + 1)}
+            best = max(price, key=price.get)
+            row["methods"][run.method] = {"k": best, "speedup": round(price[best], 3)} if price[best] >= margin else \
+                {"k": 0, "speedup": 1.0, "best_k": best, "best_speedup": round(price[best], 3)}  # fmt: skip
         name, pick = max(row["methods"].items(), key=lambda kv: kv[1]["speedup"], default=("none", {"k": 0}))
         row["choice"] = {"method": name, "k": pick["k"], "speedup": pick["speedup"]} if pick["k"] else \
             {"method": "none", "k": 0, "speedup": 1.0}  # fmt: skip

@@ -96,6 +96,15 @@ def _server_config(export: str, config: str, k: int, threads: str, max_num_seqs:
                         threads=threads, max_num_seqs=max_num_seqs)  # fmt: skip
 
 
+def _policy_record(serve_record: dict) -> dict:
+    """What the bench's `policy` config served: the export's choice, its schedule and the engine's corrections."""
+    method = serve_record["choice"]["method"]
+    return {"choice": serve_record["choice"], "speculative_config": serve_record["speculative_config"],
+            "schedule": serve_record["policy"]["schedules"].get(method),
+            "engine_corrections": serve_record["policy"].get("engine_corrections"),
+            "engine_prices": serve_record.get("engine_prices")}  # fmt: skip
+
+
 def _measure(server, ids, c, max_tokens, model, reference, plain, eos) -> dict:
     from ..serve.client import acceptance, scrape_metrics
 
@@ -143,8 +152,7 @@ def run_serving(lm, prompts, export: str, configs: Sequence[str], concurrency: S
               "max_new_tokens": max_new_tokens, "prompts": [p.question_id for p in prompts], "ours": list(ours),
               "threads": threads, "repeats": repeats}  # fmt: skip
     record = _resume(out, config) or {"format": FORMAT, "config": config, "machine": machine_info(), "vllm": [],
-                                      "policy": {"choice": serve_record["choice"],
-                                                 "speculative_config": serve_record["speculative_config"]}}  # fmt: skip
+                                      "policy": _policy_record(serve_record)}  # fmt: skip
     if command:
         record.setdefault("command", command)
     model, eos = lm.model, set(eos_ids(lm.model, lm.tokenizer))

@@ -1,0 +1,487 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -papermill,-execution
+#     formats: ipynb,py//py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (specdec_lab)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 14 · From the workbook to a server
+#
+# The notebooks so far decoded with our own loop. In production a serving engine does that: vLLM takes requests
+# over HTTP, batches whatever is running, and speculates with a drafter it loads from a folder. This notebook
+# carries the workbook into it: the drafters trained here (the distilled draft model, the EAGLE-3 drafter) are
+# exported in the layouts vLLM loads, our cost model chooses which one to serve and how many tokens to draft at
+# each number of running requests, vLLM serves it, and the same measurements as before — identity with
+# autoregressive decoding, acceptance per position, speed — are taken on the engine, beside our own loop.
+#
+# ### Learning objectives
+#
+# After this notebook you can:
+#
+# - **export** a target and its drafters as folders a serving engine loads, and read the speculative config;
+# - **derive** a draft length for every batch size from measured acceptance and the step's price t(B, n);
+# - **serve** a drafter with vLLM and check its greedy output token for token against our loop;
+# - **read** an engine's acceptance counters and compare them with our loop's on the same prompts;
+# - **explain** how throughput and latency change with concurrency, and where speculation stops paying.
+#
+# ### Prerequisites
+#
+# Notebooks 00 (the loop, the cost curve), 01 (α, k, E[L]), 10 (the EAGLE-3 drafter) and 13 (speculation in a
+# batch, t(B, n)). Notation: notebook 00's table; S_i below is the share of steps whose draft was accepted up to
+# position i, so E[L] = 1 + Σ S_i (the bonus counted, as in 00). Serving needs vLLM in its own venv, once:
+# `make serve-setup`.
+#
+# 1. the policy: which drafter and how many tokens, by batch size;
+# 2. the export: folders vLLM loads;
+# 3. a live server: requests from this notebook, checked against our loop;
+# 4. the serving table: throughput, latency and acceptance by concurrency;
+# 5. on a GPU;
+#
+# then questions, exercises, takeaways and further reading.
+
+# %% tags=["parameters"]
+quick: bool = False  # CI: a smaller lab for the policy and a shorter live request (same code paths)
+export_dir: str = "../results/serve"  # where section 2 exports (python -m specdec_lab.serve export)
+serving_file: str = "../data/bench/avx512-serving-14x64-r2.json"  # the serving bench (bench.serving)
+policy_file: str = "../data/bench/avx512-serving-policy-14x64-r2.json"  # the policy re-priced by the engine (§4)
+live: bool = True  # section 3 starts vLLM (needs `make serve-setup`; without it the section says so and skips)
+live_method: str = "eagle3"  # what section 3 serves: ngram, draft or eagle3
+live_tokens: int = 32  # new tokens per live request
+
+# %%
+if quick:
+    live_tokens = 16
+
+from specdec_lab.lab.course import start
+
+FIGURES = start("../results/figures" if quick else "../figures", stem="14_serving")
+
+# %% [markdown]
+# ## 1. The policy: which drafter, how many tokens, at which batch size
+#
+# The picture first. A serving engine runs a chain: each step a drafter proposes k tokens, one forward verifies
+# them, and the longest agreeing prefix plus one bonus token is emitted. Notebook 01 gave the expected tokens of a
+# step; with S_i the share of steps accepted up to position i it is E[L](k) = 1 + S_1 + … + S_k, and a step of B
+# requests drafting k tokens costs t(B, k + 1) plus the drafting. The speedup at B is E[L](k) · t(B, 1) divided by
+# that price (`specdec_lab.serve.policy`, whose docstring has the whole formula).
+#
+# Two things come from measurement on this machine: S_i for each drafter, from our loop decoding a few benchmark
+# prompts with a fixed chain (the lab), and t(B, n), the step's price (notebook 13). `export_all` measures both,
+# prices every k at every B, and keeps for each method its best k at each B — or k = 0 where nothing pays.
+#
+# **Predict, then run:** on a 2-core CPU, will the best k grow or shrink from B = 1 to B = 16? Write down your
+# guess before running the next cell.
+
+# %%
+from specdec_lab.serve.export import export_all
+
+record = export_all(export_dir, quick=quick)
+rows = record["policy"]["by_batch_size"]
+print(f"decided on: {record['machine']['cpu']} · {record['machine']['isa']} (this run)")
+print(f"served: {record['choice']['method']} (mean predicted speedup over B: "
+      f"{record['choice']['mean_predicted_speedup']:.2f}×)")  # fmt: skip
+
+# %%
+import pandas as pd
+
+lab = pd.DataFrame(record["policy"]["lab"]["runs"]).set_index("method")
+lab["E[L] at k"] = 1 + lab["survival"].map(sum)
+lab[["k", "survival", "drafted", "draft_cost", "E[L] at k", "steps"]]
+
+# %% [markdown]
+# `survival` lists S_1 … S_k; `drafted` is the share of steps that drafted at all (prompt lookup proposes nothing
+# where the text has no match); `draft_cost` is c, the drafter's seconds per drafted token over one target step.
+
+# %%
+from specdec_lab.viz.serving import policy_figure
+
+policy_figure(rows)
+
+# %%
+from IPython.display import Markdown, display
+
+from specdec_lab.lab.course import compare
+
+chosen = record["choice"]["method"]
+if chosen == "none":
+    display(Markdown("No drafter's predicted speedup reached the margin at any batch size: the policy serves plain "
+                     "decoding."))  # fmt: skip
+else:
+    ks = {r["batch_size"]: r["methods"][chosen]["k"] for r in rows}
+    lo, hi = min(ks), max(ks)
+    display(Markdown(compare(
+        ks[lo], ks[hi],
+        f"For {chosen} the policy drafts k = {{a}} at B = {lo} and k = {{b}} at B = {hi}: the wider the batch, the "
+        "dearer each drafted token, so it drafts fewer.",
+        f"For {chosen} the policy drafts k = {{a}} at B = {lo} and k = {{b}} at B = {hi}: on this machine the "
+        "batch did not make drafting dearer.",
+        within=f"For {chosen} the policy drafts k = {{a}} at both B = {lo} and B = {hi}.",
+    )))  # fmt: skip
+
+# %% [markdown]
+# ## 2. The export: folders vLLM loads
+#
+# `python -m specdec_lab.serve export --out DIR` (what the cell above ran) writes four things. `target/` is the
+# model as a complete Hugging Face folder — the GGUF's values in fp32, with `architectures` (vLLM picks the model
+# class from it), the tokenizer and the chat template. `draft/` is the distilled 2-layer draft with its low-rank
+# readout folded into a plain head, and `eagle3/` the EAGLE-3 drafter in the layout vLLM's `Eagle3LlamaForCausalLM`
+# reads (`d2t` maps the drafting vocabulary's rows to target ids; the config names the target layers whose hidden
+# states it reads). `serve.json` holds the policy and vLLM's `--speculative-config` for it, with k by running
+# requests (`num_speculative_tokens_per_batch_size`, vLLM's dynamic speculative decoding).
+
+# %%
+import json
+from pathlib import Path
+
+for part in ("target", "draft", "eagle3"):
+    files = sorted(Path(export_dir, part).iterdir())
+    size = sum(f.stat().st_size for f in files) / 2**20
+    print(f"{part + '/':9s} {size:7.1f} MiB  {', '.join(f.name for f in files)}")
+print("\nspeculative config (serve.json):")
+print(json.dumps(record["speculative_config"], indent=1).replace(str(Path(export_dir).resolve()), "<export>"))
+
+# %% [markdown]
+# ## 3. A live server, checked against our loop
+#
+# `specdec_lab.serve.Server` starts vLLM's OpenAI server from its own venv on a free port of 127.0.0.1 and stops
+# it, with every process it forked, when the block ends. The requests send token ids — the prompt already in the
+# chat template, exactly the ids our loop decodes — and ask for the new tokens' ids back, so the comparison with
+# our `generate` is token for token. vLLM's `/metrics` counts, for every draft position, how many steps accepted
+# the draft up to there; our loop's step traces give the same shares for the same prompts and k.
+
+# %% tags=["nbval-ignore-output"]
+from specdec_lab import generate, load_model
+from specdec_lab.io import first_per_category, load_prompts
+from specdec_lab.serve import ServeError, Server, ServerConfig
+from specdec_lab.serve.client import acceptance, complete, scrape_metrics
+from specdec_lab.serve.engine import serve_python
+
+lm = load_model("smollm2-135m")
+prompts = first_per_category(load_prompts(), 1)[: 2 if quick else 4]
+ids = [lm.chat_ids(p.text) for p in prompts]
+try:
+    serve_python()
+    reason = None if live else "live=False"
+except ServeError as err:
+    reason = str(err)
+if reason:
+    print(f"section 3 skipped: {reason}")
+else:
+    ours = [generate(lm, x, max_new_tokens=live_tokens).tokens for x in ids]
+    with Server(ServerConfig(export=export_dir, method=live_method, num_speculative_tokens=3, max_num_seqs=4,
+                             max_model_len=1024)) as server:  # fmt: skip
+        before = scrape_metrics(server.url)
+        served = [complete(server.url, x, live_tokens) for x in ids]
+        spec = acceptance(before, scrape_metrics(server.url))
+    same = sum(s.tokens == o for s, o in zip(served, ours, strict=True))
+    print(f"vLLM {live_method} (k = 3): {same} of {len(ids)} answers equal our autoregressive decoding token for token")
+    print(f"vLLM's acceptance by position: {spec['rate_per_position']} (mean accepted {spec['mean_accepted']})")
+    print(lm.tokenizer.decode(served[0].tokens, skip_special_tokens=True)[:300])
+
+# %% [markdown]
+# ## 4. The serving table
+#
+# `python -m specdec_lab.bench.serving` ran one vLLM server per config — plain decoding, prompt lookup (`ngram`),
+# the draft model and EAGLE-3 each with k = 3, and `policy`, the export's choice with its k by running requests —
+# and sent benchmark prompts from every category at 1 to 16 concurrent requests, the configs rotated in each
+# round. In the same run it decoded the prompts with our own `generate_batch` at B = concurrency, and with
+# llama.cpp at one request. The cell prints the file's command and machine.
+
+# %%
+from specdec_lab.viz.results import machine_label
+
+with open(serving_file) as f:
+    bench = json.load(f)
+summary = bench["summary"]
+cfg = bench["config"]
+print(f"measured on: {machine_label(bench['machine'])} (this file's machine)\n"
+      f"{len(cfg['prompts'])} prompts × {cfg['max_new_tokens']} new tokens, {cfg['repeats']} round(s) per "
+      f"concurrency, the fastest kept\ncommand: {bench.get('command', '(not recorded)')}")  # fmt: skip
+print("the exported policy:", json.dumps(bench["policy"]["choice"]))
+
+# %%
+from specdec_lab.viz.serving import serving_figure, serving_speedup_figure
+
+serving_figure(summary)
+
+# %%
+serving_speedup_figure(summary)
+
+# %%
+table = pd.DataFrame([r for r in summary if r["engine"] == "vllm"])
+table.set_index(["concurrency", "config"])[["tokens_per_s", "speedup_vs_vllm_plain", "speedup_range", "ttft_median",
+                                            "ttft_p90", "itl_median", "itl_p90", "identical"]]  # fmt: skip
+
+# %% [markdown]
+# Columns: `tokens_per_s` counts every request's new tokens over the wall time at that concurrency;
+# `speedup_vs_vllm_plain` divides it by plain decoding's in the same round, and `speedup_range` is the lowest and
+# highest ratio of single rounds. `ttft` is the time to a request's first token, `itl` the time between its tokens
+# (a chunk of several accepted tokens shares its gap among them); both in seconds, median and 90th percentile.
+# `identical` counts answers equal to our single-sequence autoregressive decoding.
+
+# %%
+ours_rows = pd.DataFrame([r for r in summary if r["engine"] != "vllm"])
+ours_rows.set_index(["concurrency", "engine", "config"])[["tokens_per_s", "speedup_vs_vllm_plain", "identical"]]
+
+# %%
+def by(config, engine="vllm", rows=summary):
+    return {r["concurrency"]: r for r in rows if r["engine"] == engine and r["config"] == config}
+
+
+statics = [c for c in ("ngram", "draft", "eagle3") if by(c)]
+conc = sorted(by("none"))
+best_static = {c: max(statics, key=lambda m: by(m)[c]["speedup_vs_vllm_plain"]) for c in conc}
+first, last = conc[0], conc[-1]
+a, b = (by(best_static[c])[c]["speedup_vs_vllm_plain"] for c in (first, last))
+display(Markdown(compare(
+    a, b,
+    f"With a fixed k = {cfg['k']} the best drafter gave {{a:.2f}}× at {first} request ({best_static[first]}) and "
+    f"{{b:.2f}}× at {last} ({best_static[last]}): the more requests share a forward, the less a draft saves.",
+    f"With a fixed k = {cfg['k']} the best drafter gave {{a:.2f}}× at {first} request ({best_static[first]}) and "
+    f"{{b:.2f}}× at {last} ({best_static[last]}): here concurrency did not wear the gain down.",
+)))  # fmt: skip
+
+# %% [markdown]
+# ### The policy, priced by the engine
+#
+# The `policy` rows above serve what our cost model chose from our loop's t(B, n). The engine's step is not our
+# loop's: vLLM also runs its drafter, its rejection sampler and its scheduler every step, none of which is in
+# t(B, n). So the export was decided again with the engine's prices (`serve export --engine-prices` this run's
+# file): at each B, each method's predicted speedup is scaled by the ratio vLLM measured for it there
+# (`serve.policy.engine_corrections`), and the bench ran plain decoding and the re-priced policy again.
+
+# %%
+with open(policy_file) as f:
+    repriced = json.load(f)
+print(f"measured on: {machine_label(repriced['machine'])} (this file's machine)\n"
+      f"command: {repriced.get('command', '(not recorded)')}")  # fmt: skip
+print("schedule served ([first B, last B, k]):", repriced["policy"]["schedule"])
+priced = by("policy", rows=repriced["summary"])
+alone = by("policy")
+pd.DataFrame({
+    "cost model alone": {c: alone[c]["speedup_vs_vllm_plain"] for c in sorted(alone)},
+    "engine-priced": {c: priced[c]["speedup_vs_vllm_plain"] for c in sorted(priced)},
+    "engine-priced range": {c: priced[c]["speedup_range"] for c in sorted(priced)},
+    "identical": {c: priced[c]["identical"] for c in sorted(priced)},
+}).rename_axis("concurrency")  # fmt: skip
+
+# %%
+worst_c = min(priced, key=lambda c: priced[c]["speedup_vs_vllm_plain"])
+worst = priced[worst_c]
+lo_range = (worst.get("speedup_range") or [worst["speedup_vs_vllm_plain"]] * 2)[0]
+display(Markdown(compare(
+    worst["speedup_vs_vllm_plain"], 1.0,
+    f"Priced by the engine, the policy was faster than vLLM plain at every concurrency measured; its lowest ratio "
+    f"was {{a:.2f}}× (at {worst_c} requests).",
+    f"Priced by the engine, the policy's lowest ratio to vLLM plain was {{a:.2f}}× at {worst_c} requests (its "
+    f"rounds reached {lo_range:.2f}× at worst): there it still lost time to plain decoding.",
+    within=f"Priced by the engine, the policy's lowest ratio to vLLM plain was {{a:.2f}}× at {worst_c} requests: "
+    "level with plain decoding, within the rounds' spread.",
+    rel_tol=0.03,
+)))  # fmt: skip
+
+# %% [markdown]
+# ### Acceptance: the engine's counters against our loop
+#
+# Same prompts, same drafter, same k: vLLM's per-position counters beside the shares our loop's traces give. The
+# second table repeats EAGLE-3's with the prompts sent as raw text, without the chat template — what a client
+# that posts `"prompt": "<text>"` to `/v1/completions` measures.
+
+# %%
+from specdec_lab.viz.serving import acceptance_figure
+
+c1 = {r["config"]: r for r in summary if r["engine"] == "vllm" and r["concurrency"] == conc[0]}
+vllm_rates = {m: c1[m]["vllm_rate_per_position"] for m in statics}
+ours_rates = {m: c1[m]["ours_rate_per_position"] for m in statics}
+acceptance_figure(vllm_rates, ours_rates)
+
+# %%
+gap = {m: max(abs(v - o) for v, o in zip(vllm_rates[m], ours_rates[m], strict=True)) for m in statics}
+pd.DataFrame({"vLLM": vllm_rates, "ours": ours_rates, "largest gap": gap}).rename_axis("method")
+
+# %%
+raw = bench.get("raw_text")
+chat_rate = vllm_rates["eagle3"][0]
+raw_rate = raw["vllm"]["rate_per_position"][0]
+pd.DataFrame({"vLLM": {"chat template": vllm_rates["eagle3"], "raw text": raw["vllm"]["rate_per_position"]},
+              "ours": {"chat template": ours_rates["eagle3"],
+                       "raw text": [round(x / raw["ours"]["drafted"], 4) for x in raw["ours"]["survival"]]}})  # fmt: skip
+
+# %%
+display(Markdown(compare(
+    chat_rate, raw_rate,
+    "Sent as raw text, EAGLE-3's first position is accepted less often ({b:.2f} against {a:.2f} in the chat "
+    "template): the drafter was distilled on chat-formatted answers, so a client that skips the template measures "
+    "a weaker drafter.",
+    "Sent as raw text, EAGLE-3's first position is accepted no less often ({b:.2f} against {a:.2f} in the chat "
+    "template): the prompt's format is not what lowers the engine's acceptance.",
+    within="Sent as raw text, EAGLE-3's first position is accepted about as often ({b:.2f} against {a:.2f} in the "
+    "chat template): the prompt's format is not what lowers the engine's acceptance.",
+    rel_tol=0.05,
+)))  # fmt: skip
+
+# %% [markdown]
+# Then why does the engine accept fewer EAGLE-3 drafts than the drafter's training record promises? The record
+# (`data/eagle/smollm2-135m/manifest.json`) gives its held-out *accuracy* per position: position i's top-1 guess
+# right given the positions before it were right, teacher-forced on distilled answers to held-out training
+# prompts. The counters give the *survival* of a draft, position i reached over all drafts, on the bench's
+# prompts. The same quantity as the record is the survival's ratio S_i / S_(i−1):
+
+# %%
+with open("../data/eagle/smollm2-135m/manifest.json") as f:
+    heldout = json.load(f)["heldout_accuracy_by_position"]
+survival = [1.0, *vllm_rates["eagle3"]]
+conditional = [round(survival[i + 1] / survival[i], 4) for i in range(len(survival) - 1)]
+pd.DataFrame({"vLLM survival S_i": vllm_rates["eagle3"], "vLLM S_i / S_(i-1)": conditional,
+              "training record (held-out)": heldout[: len(conditional)]},
+             index=pd.Index(range(1, len(conditional) + 1), name="position"))  # fmt: skip
+
+# %%
+first_gap = heldout[0] - conditional[0]
+later = max(abs(h - c) for h, c in zip(heldout[1:], conditional[1:], strict=False))
+display(Markdown(compare(
+    first_gap, later,
+    f"Measured as the record measures it, the engine's rates after position 1 sit within {later:.2f} of the "
+    f"record; position 1 is {first_gap:.2f} below it — the bench's prompts are not the training prompts' held-out "
+    "split. Our loop on the same prompts agrees with the engine (the table above): the gap is between two prompt "
+    "sets and two quantities, not between two engines.",
+    f"Measured as the record measures it, the engine's rates differ from the record by up to {later:.2f} after "
+    f"position 1 and by {first_gap:.2f} at position 1; our loop on the same prompts agrees with the engine (the "
+    "table above): the gap is between prompt sets and quantities, not between engines.",
+)))  # fmt: skip
+
+# %% [markdown]
+# ## 5. On a GPU
+#
+# Nothing in the export is CPU-specific: the same folders load in vLLM's CUDA build (`make serve-setup` installs
+# the regular `vllm` wheel of the same version where `nvidia-smi` finds a GPU), and SGLang reads the EAGLE-3
+# folder as `LlamaForCausalLMEagle3`. What changes is the price: a GPU step stays bound by reading the weights to
+# a far larger B × n than two CPU cores, so `export` measured there finds k > 0 at batch sizes where this machine
+# drafts nothing. Decide the policy on the machine that serves: the curve is the machine's, not the model's.
+
+# %% [markdown]
+# ## Check your understanding
+#
+# 1. Why does the bench send token ids rather than text, when both engines have the same tokenizer?
+#
+#    <details><summary>Answer</summary>Text would go through the server's own tokenization and, for
+#    `/v1/completions`, no chat template: the engine would decode another sequence than our loop, and neither the
+#    identity check nor the acceptance comparison would compare like with like. With ids, both engines decode the
+#    same tokens from the same position.</details>
+#
+# 2. Why can a config that speeds one request up slow sixteen down?
+#
+#    <details><summary>Answer</summary>At one request a step is bound by reading the weights, so verifying k + 1
+#    tokens costs little more than one. At sixteen the forward already processes sixteen tokens and is closer to
+#    compute-bound: each drafted token costs nearly what decoding it would, and the rejected ones are pure
+#    loss.</details>
+#
+# 3. vLLM's counter for position 2 is never above its counter for position 1. Why?
+#
+#    <details><summary>Answer</summary>A chain is accepted up to its first mismatch: a step whose second draft
+#    is accepted had its first accepted too. The counters count prefixes, so they can only fall with
+#    position.</details>
+
+# %% [markdown] tags=["exercise-1"]
+# ### Exercise 1 ★ — the expected tokens of a step
+#
+# From the lab's survival shares of the served method (`lab.loc[method, "survival"]`, S_1 … S_K), compute E[L]
+# for a chain of k = 2: the tokens a step emits on average, the bonus included. Check it against the policy's own
+# price on a flat curve (a step costs the same for any n, so the predicted speedup is E[L] when drafting is free).
+
+# %% tags=["exercise", "exercise-1"]
+method = "eagle3"
+expected_2 = ...  # a float
+
+# %% tags=["solution", "exercise-1"]
+method = "eagle3"
+expected_2 = 1 + sum(lab.loc[method, "survival"][:2])
+
+# %% tags=["check", "exercise-1"]
+from specdec_lab.lab.course import check
+from specdec_lab.serve import policy
+
+run = policy.LabRun(**{**record["policy"]["lab"]["runs"][list(lab.index).index(method)], "draft_cost": 0.0})
+check("E[L] at k = 2", expected_2, policy.predicted_speedup(run, 2, lambda n: 1.0), close=1e-9)
+
+# %% [markdown] tags=["exercise-2"]
+# ### Exercise 2 ★★ — the schedule vLLM reads
+#
+# vLLM's `num_speculative_tokens_per_batch_size` is a list of `[first B, last B, k]`. From the policy's rows
+# (`rows`: one per measured B, each with `methods[name]["k"]`), build the schedule for the method `record` chose:
+# each measured B's k holds up to the next measured B − 1, and the last range runs to 1024 requests. Compare with
+# `policy.schedule`.
+
+# %% tags=["exercise", "exercise-2"]
+plan = ...  # a list of [first, last, k]
+
+# %% tags=["solution", "exercise-2"]
+name = record["choice"]["method"] if record["choice"]["method"] != "none" else "eagle3"
+sizes = [r["batch_size"] for r in rows]
+plan = [[b, (sizes[i + 1] - 1) if i + 1 < len(sizes) else 1024, r["methods"][name]["k"]]
+        for i, (b, r) in enumerate(zip(sizes, rows, strict=True))]  # fmt: skip
+
+# %% tags=["check", "exercise-2"]
+name = record["choice"]["method"] if record["choice"]["method"] != "none" else "eagle3"
+check("the k-by-requests schedule", plan, policy.schedule(rows, name))
+
+# %% [markdown] tags=["exercise-3"]
+# ### Exercise 3 ★★ — acceptance from the engine's counters
+#
+# Two scrapes of vLLM's `/metrics`, before and after 10 requests, are below (the counters are cumulative). Compute
+# the acceptance rate at each draft position — accepted at that position over the drafts — as a list, and the mean
+# accepted tokens per step (the bonus counted). Compare with `serve.client.acceptance`.
+
+# %% tags=["exercise", "exercise-3"]
+before = {"vllm:spec_decode_num_drafts_total": 40.0, 'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"}': 20.0,
+          'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="1"}': 9.0,
+          'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="2"}': 4.0}  # fmt: skip
+after = {"vllm:spec_decode_num_drafts_total": 140.0, 'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"}': 75.0,
+         'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="1"}': 39.0,
+         'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="2"}': 19.0}  # fmt: skip
+rates, mean_accepted = ..., ...  # a list of 3 floats, and a float
+
+# %% tags=["solution", "exercise-3"]
+drafts = after["vllm:spec_decode_num_drafts_total"] - before["vllm:spec_decode_num_drafts_total"]
+keys = [k for k in after if "per_pos" in k]
+accepted = [after[k] - before[k] for k in keys]
+rates = [a / drafts for a in accepted]
+mean_accepted = 1 + sum(accepted) / drafts
+
+# %% tags=["check", "exercise-3"]
+reference = acceptance(before, after)
+check("rates per position", rates, reference["rate_per_position"], close=1e-3)
+check("mean accepted", mean_accepted, reference["mean_accepted"], close=1e-3)
+
+# %% [markdown]
+# ## Takeaways
+#
+# - The workbook's drafters are the engine's: the distilled draft and the EAGLE-3 drafter load in vLLM from the
+#   exported folders, and greedy serving reproduces our autoregressive output token for token.
+# - The policy is the workbook's cost model: acceptance per position and a step's price choose the drafter and a
+#   k for every number of running requests, handed to vLLM as its dynamic schedule — k = 0 where drafting does
+#   not pay. The price must be the serving engine's: our loop's t(B, n) does not see vLLM's own per-step work.
+# - The engine's acceptance counters and our loop's traces measure the same shares when both see the same token
+#   ids; a drafter's training record is another quantity (accuracy given the positions before, teacher-forced)
+#   on other prompts, so it is no forecast of an engine's counters.
+# - Concurrency wears speculation down: the wider the batch, the less a draft saves, so a fixed k that pays for
+#   one request can lose at many — a schedule priced on the engine's own step drafts less, or nothing, there.
+#
+# ## Further reading
+#
+# - Kwon et al., [vLLM and PagedAttention](https://arxiv.org/abs/2309.06180): the engine's memory manager and
+#   batching.
+# - vLLM's [dynamic speculative decoding](https://github.com/vllm-project/vllm/blob/015a47e1282c9ef40d706ee3463cb699e04e93c0/docs/features/speculative_decoding/dynamic_speculative_decoding.md):
+#   the draft length by running requests, as exported here.
+# - Li et al., [EAGLE-3](https://arxiv.org/abs/2503.01840): the drafter served here, and its layer features.
+# - Leviathan et al., [speculative decoding](https://arxiv.org/abs/2211.17192): the expected tokens of a step.

@@ -29,3 +29,16 @@ def test_use_it_from_python_block_runs(capsys):
     assert scope["ar"].text.strip() and scope["ar"].stop_reason in ("eos", "max_new_tokens")
     assert scope["pl"].tokens == scope["ar"].tokens
     assert "prompt_lookup" in out and "autoregressive" in out
+
+
+@pytest.mark.real
+def test_add_a_method_block_runs(capsys):
+    code = python_block("Add a method")
+    scope: dict = {}
+    try:
+        exec(compile(code, str(README), "exec"), scope)  # noqa: S102 - the README's own example
+    finally:
+        from specdec_lab.proposers.registry import METHODS
+
+        METHODS.pop("repeat_last", None)  # the example's method does not outlive the test
+    assert scope["out"].forwards <= len(scope["out"].tokens) and "repeat_last" in capsys.readouterr().out

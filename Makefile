@@ -168,6 +168,9 @@ store: $(STAMP)
 	@test -f $(RUN_TIMES) -a -n "$$(ls results/notebooks/[0-9]*.ipynb 2>/dev/null)" || \
 	  { echo "make store: run make reproduce first (it writes results/notebooks/ and $(RUN_TIMES))"; exit 2; }
 	cp results/notebooks/[0-9]*.ipynb notebooks/
+	@# each run printed the run times of the run before (it reads $(RUN_TIMES) before reproduce rewrites it): render
+	@# every stored "Runs in" line again from the $(RUN_TIMES) of this run (specdec_lab/lab/stored.py)
+	$(BIN)/python -m specdec_lab.lab.stored --run-times $(RUN_TIMES) notebooks/[0-9]*.ipynb
 	@$(MAKE) --no-print-directory strip-notebooks sync-notebooks
 	@echo "== notebooks/ now hold the outputs of the run in $(RUN_TIMES)"
 

@@ -91,3 +91,49 @@ def test_every_figure_function_uses_the_one_template():
                 if not any(k.arg == "template" for k in node.keywords):
                     missing.append(f"{path.relative_to(root)}:{node.lineno}")
     assert TEMPLATE == "plotly_white" and not missing, f"update_layout without template=TEMPLATE: {missing}"
+
+
+def test_a_styled_table_stores_its_cells_as_text(monkeypatch):
+    """`course.start` makes every pandas Styler's text/plain its formatted cells (`viz.tables.styler_text`), not
+    `<pandas.io.formats.style.Styler at 0x…>`."""
+    import types
+
+    import IPython
+    import pandas as pd
+    from IPython.core.formatters import PlainTextFormatter
+
+    from specdec_lab.viz.tables import register_styler_text, styler_text
+
+    styled = pd.DataFrame({"speed-up": [1.234, 0.9]}, index=["medusa", "draft"]).style.format("{:.2f}x")
+    lines = styler_text(styled.set_caption("prompt 3")).splitlines()
+    assert lines[0] == "prompt 3" and "1.23x" in lines[2] and "0.90x" in lines[3] and "Styler at" not in "".join(lines)
+    assert len({len(line) for line in lines[1:]}) == 1  # aligned columns
+    monkeypatch.setattr(IPython, "get_ipython", lambda: None)
+    assert not register_styler_text()  # no kernel: nothing to register
+    plain = PlainTextFormatter()
+    shell = types.SimpleNamespace(display_formatter=types.SimpleNamespace(formatters={"text/plain": plain}))
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    assert register_styler_text()
+    assert plain(styled) == styler_text(styled) and "Styler at 0x" not in plain(styled)
+
+
+def test_a_file_from_another_machine_is_named_never_this_machine(tmp_path):
+    import json
+    from pathlib import Path
+
+    from specdec_lab.lab.provenance import measured_where, same_machine, table_machine
+
+    here = {"cpu": "Intel(R) Xeon(R) Processor", "isa": "AVX512", "threads": 2}
+    epyc = {"cpu": "AMD EPYC", "isa": "AVX512", "torch_threads": 2}
+    assert not same_machine(epyc, here) and measured_where(epyc, here) == "AMD EPYC (AVX512, 2 threads)"
+    twin = {**epyc, "cpu": here["cpu"]}
+    assert same_machine(twin, here) and measured_where(twin, here).startswith("this machine (Intel")
+    assert not same_machine({**twin, "torch_threads": 4}, here)  # other threads, another measurement
+    assert measured_where(None, here) == "a machine the file does not record"
+    committed = Path(__file__).resolve().parents[1] / "data" / "sweeps" / "tables" / "lookahead_wng.csv"
+    assert table_machine(committed)["cpu"] == "AMD EPYC"  # the committed table: the machine its log names
+    own = tmp_path / "table.csv"
+    own.write_text("id\n")
+    assert table_machine(own) is None  # nothing says where it ran
+    (tmp_path / "table.json").write_text(json.dumps({"best": {"result": {"machine": epyc}}}))
+    assert table_machine(own) == epyc  # a sweep's own table: its table.json's machine

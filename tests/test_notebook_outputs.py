@@ -93,3 +93,140 @@ def test_the_strip_step_drops_widget_views_and_keeps_the_placeholder():
     assert drop_widget_views(nb) == 2
     first, second = nb["cells"][0]["outputs"]
     assert first["data"] == {"text/plain": "[dashboard]"} and list(second["data"]) == ["text/plain"]
+
+
+# ---- the "Runs in" line, machines named, stored tables, error-looking lines -------------------------------------
+RUN_TIMES = Path(__file__).resolve().parents[1] / "notebooks" / "run_times.json"
+STYLER_REPR = re.compile(r"<pandas\.io\.formats\.style\.Styler at 0x[0-9a-f]+>")
+# a line that reads as an error: a traceback, or an exception's name followed by its message
+ERROR_LINE = re.compile(r"^\s*(?:Traceback \(most recent call last\)|[A-Z]\w*(?:Error|Exception|Interrupt|Exit):)",
+                        re.M)  # fmt: skip
+THIS_MACHINE = re.compile(r"\bthis (?:CPU|machine)\b", re.I)
+RAN_ON = re.compile(r"^Ran on: (?P<cpu>.+?) · torch ISA (?P<isa>\S+) · .+? · (?P<threads>\d+) threads · ")
+
+
+def _stored(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_the_runs_in_line_is_the_stored_runs(path):
+    """Every stored "Runs in" line says what notebooks/run_times.json says of this notebook: `make store` renders
+    it from the run it stores (`lab.stored.render_runs_in`); a line from the run before fails here."""
+    from specdec_lab.lab.course import runs_in
+    from specdec_lab.lab.stored import runs_in_lines
+
+    expected = runs_in(path.stem, RUN_TIMES)
+    stale = [f"cell {i}: {line!r}" for i, line in runs_in_lines(_stored(path)) if line != expected]
+    assert not stale, f"{path.name}: 'Runs in' disagrees with {RUN_TIMES.name} ({expected!r}):\n  " + "\n  ".join(stale)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_styled_table_stores_its_memory_address(path):
+    """A pandas Styler's default text/plain is `<pandas.io.formats.style.Styler at 0x…>`; `course.start` makes it
+    the table's text (`viz.tables.styler_text`)."""
+    bad = [f"cell {i}" for i, out in _outputs(path)
+           if STYLER_REPR.search("".join(out.get("data", {}).get("text/plain", "")))]  # fmt: skip
+    assert not bad, f"{path.name}: Styler reprs stored as text/plain in " + ", ".join(bad)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_output_line_reads_as_an_error(path):
+    """No stored line starts like an exception (`ValueError: …`) or a traceback: a notebook that shows that
+    something raises prints its own sentence about it."""
+    bad = []
+    for i, out in _outputs(path):
+        data = out.get("data", {})
+        text = _text(out) if out.get("output_type") == "stream" else (
+            "".join(data.get("text/plain", "")) + "\n" + "".join(data.get("text/markdown", "")))  # fmt: skip
+        bad += [f"cell {i}: {m.group(0).strip()!r}" for m in ERROR_LINE.finditer(text)]
+    assert not bad, f"{path.name}: error-looking output lines:\n  " + "\n  ".join(bad)
+
+
+def _file_machine(value: str) -> dict | None:
+    """The machine record of a data file a notebook parameter names (a bench .json, a sweep .csv)."""
+    from specdec_lab.lab.provenance import table_machine
+
+    file = (NOTEBOOKS[0].parent / value).resolve()
+    if not file.is_file():
+        return None
+    if file.suffix == ".csv":
+        return table_machine(file)
+    try:
+        record = json.loads(file.read_text(encoding="utf-8"))
+    except ValueError:
+        return None
+    return record.get("machine") if isinstance(record, dict) and isinstance(record.get("machine"), dict) else None
+
+
+def _sections(nb: dict) -> dict[int, list[dict]]:
+    """Cells per numbered section: a markdown cell '## N. …' opens section N, any other '## ' heading (checks,
+    exercises, takeaways) ends it; cells outside numbered sections are left out."""
+    out, current = {}, None
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            heading = re.findall(r"^## (.*)$", _source(cell), re.M)
+            if heading:
+                m = re.match(r"(\d+)\.", heading[-1])
+                current = int(m.group(1)) if m else None
+        if current is not None:
+            out.setdefault(current, []).append(cell)
+    return out
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_this_machine_is_said_only_of_this_machines_data(path):
+    """A section that reads a data file measured on another machine than the notebook's own 'Ran on' (the file's
+    `machine` record; a committed sweep table's logged one, `lab.provenance`) never calls it "this CPU" or "this
+    machine", neither in its prose and outputs nor in the header's plan of that section ("(N) …")."""
+    from specdec_lab.lab.provenance import same_machine
+
+    nb = _stored(path)
+    ran = next((m for _, out in _outputs(path) if (m := RAN_ON.match(_text(out)))), None)
+    if ran is None:
+        pytest.skip(f"{path.name}: no stored 'Ran on:' line")
+    here = {"cpu": ran["cpu"], "isa": ran["isa"], "threads": int(ran["threads"])}
+    params = next((_source(c) for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])), "")
+    foreign = {}  # parameter name -> the other machine's record
+    for name, value in re.findall(r"^(\w+)\s*:\s*str\s*=\s*\"([^\"]+\.(?:json|csv))\"", params, re.M):
+        record = _file_machine(value)
+        if record and not same_machine(record, here):
+            foreign[name] = record
+    bad = []
+    header = _source(nb["cells"][0])
+    for n, cells in _sections(nb).items():
+        code = "\n".join(_source(c) for c in cells if c["cell_type"] == "code")
+        names = [p for p in foreign if re.search(rf"\b{p}\b", code)]
+        if not names:
+            continue
+        texts = [_source(c) for c in cells if c["cell_type"] == "markdown"]
+        texts += [_text(o) for c in cells if c["cell_type"] == "code" for o in c.get("outputs", [])]
+        plan = re.search(rf"\({n}\)(.*?)(?:\(\d+\)|$)", header, re.S)
+        texts += [plan.group(1)] if plan else []
+        bad += [f"section {n} ({', '.join(names)}): …{t[max(0, m.start() - 60) : m.end() + 20]!r}…"
+                for t in texts for m in THIS_MACHINE.finditer(t)]  # fmt: skip
+    assert not bad, f"{path.name}: 'this CPU/machine' over another machine's file:\n  " + "\n  ".join(bad)
+
+
+def test_the_store_step_renders_the_runs_in_line_from_the_stored_run(tmp_path):
+    from specdec_lab.lab.stored import main, render_runs_in, runs_in_lines
+
+    record = tmp_path / "run_times.json"
+    record.write_text('{"machine": "M", "seconds": {"05_x": 100.0}}')
+    stale = "Runs in about 1 min with its defaults (the last `make reproduce`: M).\n"
+    nb = {"cells": [{"cell_type": "code", "outputs": [
+        {"output_type": "stream", "name": "stdout", "text": ["Ran on: X\n", stale]}]}]}  # fmt: skip
+    assert render_runs_in(nb, "05_x", record) == 1
+    assert runs_in_lines(nb) == [(0, "Runs in about 2 min with its defaults (the last `make reproduce`: M).")]
+    assert nb["cells"][0]["outputs"][0]["text"][0] == "Ran on: X\n"
+    assert render_runs_in(nb, "05_x", record) == 0  # rendered already: nothing changes
+    path = tmp_path / "05_x.ipynb"
+    nb["cells"][0]["outputs"][0]["text"][1] = stale
+    path.write_text(json.dumps(nb))
+    assert main([str(path), "--run-times", str(record)]) == 0
+    assert runs_in_lines(json.loads(path.read_text()))[0][1].startswith("Runs in about 2 min")

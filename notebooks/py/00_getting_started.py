@@ -116,21 +116,32 @@ lm = load_model(model_name)  # the target, used in every section (section 1 says
 #
 # Before anything is measured, one real decode, drawn step by step. The proposer is **prompt lookup**
 # (section 4): when the last few tokens already occurred earlier in the context, it proposes the tokens that
-# followed them there — here up to 4 per step. The prompt is a retrieval question whose answer quotes its
-# source, so there is plenty to copy. A few steps are enough to see the loop.
+# followed them there — here up to 4 per step. The prompt (printed under the next cell) is a retrieval question
+# whose answer quotes its source, so there is plenty to copy. Six steps are enough to see the loop; the cell
+# picks them around the first step whose draft the target accepted only **in part**, so that the picture shows
+# one (the sentence under it names the step). Where no step of the decode is partial, it tries the next
+# prompts of the same category, a few at most.
 
 # %%
 from specdec_lab import generate
 from specdec_lab.io import load_prompts
+from specdec_lab.viz.timeline_window import first_partial_step, window_start
 
 prompts = load_prompts()
 prompt = next(p for p in prompts if p.question_id == prompt_id)
-demo = generate(lm, prompt.text, method="prompt_lookup", draft_length=4, max_new_tokens=24)  # trace kept
+for shown_prompt in [prompt] + [p for p in prompts if p.category == prompt.category and p is not prompt][:3]:
+    demo = generate(lm, shown_prompt.text, method="prompt_lookup", draft_length=4, max_new_tokens=max_new_tokens)
+    partial = first_partial_step(demo)  # the first step with 0 < accepted < proposed, or None
+    if partial is not None:
+        break
+first = window_start(partial, count=6)  # two steps before it, step 0 (a copy of the chat template) skipped
+print(f"[{shown_prompt.category} #{shown_prompt.question_id}] {len(demo.steps)} steps; the picture: "
+      f"steps {first}–{min(first + 6, len(demo.steps)) - 1}")  # fmt: skip
 
 # %%
-from specdec_lab.viz.timeline import timeline_figure
+from specdec_lab.viz.timeline_window import timeline_window_figure
 
-timeline_figure(demo, lm.tokenizer, max_steps=6)
+timeline_window_figure(demo, lm.tokenizer, first, count=6)
 
 # %% [markdown]
 # How to read it — each row is one step of the loop, that is **one forward of the target**:
@@ -151,15 +162,19 @@ timeline_figure(demo, lm.tokenizer, max_steps=6)
 # %%
 from IPython.display import Markdown
 
-shown = demo.steps[:6]
+shown = demo.steps[first : first + 6]
 drafted, accepted = sum(s.proposed for s in shown), sum(s.accepted for s in shown)
 phase = {name: sum(getattr(s, f"t_{name}") for s in shown) for name in ("propose", "verify", "accept")}
 Markdown(
     f"In these {len(shown)} steps the proposer drafted {drafted} tokens and the target accepted {accepted} of "
     f"them; with one bonus token per step they emitted {sum(len(s.emitted) for s in shown)} tokens in "
     f"{len(shown)} target forwards. The verify forwards took {phase['verify'] / sum(phase.values()):.0%} of the "
-    "steps' time."
-)
+    "steps' time. "
+    + (f"**Step {partial}** accepted only part of its draft: {demo.steps[partial].accepted} of its "
+       f"{demo.steps[partial].proposed} drafted tokens (question 1 at the end asks what it emitted)."
+       if partial is not None else
+       "No step of these decodes accepted only part of its draft: each kept all of its drafts or none.")
+)  # fmt: skip
 
 # %% [markdown]
 # ## 1. The model
@@ -281,6 +296,10 @@ Markdown(
 # resists a few such repeats, and `specdec_lab.cost.noise` measures how far the repeats agreed (their
 # interquartile range over their median, per size); the sentence above the table says it. If they
 # disagree widely, rerun on a quiet machine, or with `threads=1` (fewer threads than free cores).
+#
+# **Predict, then run.** Before you run the next cell, write down a guess: one forward over 8 tokens costs how
+# many forwards over 1 token — about 8, about 1, or in between? The sentence under the figure gives this
+# machine's answer.
 
 # %%
 import time
@@ -447,7 +466,8 @@ chain_speedup_figure(curve, ks=(1, 2, 4, 8, 16))
 # Prompt lookup ([Saxena 2023](https://github.com/apoorvumang/prompt-lookup-decoding)) drafts by **copying**:
 # if the last few tokens occurred earlier in the context, propose the tokens that followed them. It needs no
 # model and shines when the answer quotes the input — retrieval answers, summaries, code edits. Here is the
-# retrieval-style prompt of the picture above, from `data/prompts.jsonl`. `run_prompt_lookup` (the function
+# retrieval-style prompt `prompt_id` from `data/prompts.jsonl` (the picture's, unless the picture's cell had to
+# look further for a partial step: it printed which). `run_prompt_lookup` (the function
 # behind the dashboard below) runs `generate(..., method="prompt_lookup")` with the cost curve measured above
 # choosing the draft length each step, and the same prompt autoregressively for comparison.
 
@@ -606,10 +626,28 @@ tree_mask_figure(tree, lm.tokenizer, cache_length=cache_length)
 # The default experiment ran above in plain cells. The dashboard below calls the same `run_prompt_lookup`
 # — pick a prompt from `data/prompts.jsonl` or type your own (then press *Generate*), choose the longest
 # draft and how the draft length is chosen (from the cost curve, transformers' +2/−1 heuristic, or always
-# the maximum): every change reruns. Try a `writing` prompt: little to copy, so the cost rule mostly
-# declines to speculate. Under the controls, a static snapshot shows the default view (the run of
-# section 4), so it can be read without running the notebook; it gives way to the live output at the
-# first change.
+# the maximum): every change reruns. Which prompts leave little to copy? The committed benchmark that notebook
+# 09 reads has prompt lookup's mean accepted per category (the sentence below); try a prompt from each end and
+# watch the trace's `ngram`, `available` and `k` columns. Under the controls, a static snapshot shows the
+# default view (the run of section 4), so it can be read without running the notebook; it gives way to the
+# live output at the first change.
+
+# %%
+import json
+
+from specdec_lab.viz.results import machine_label, stat_frame
+
+lookup_file = Path("../data/bench/avx2-tuned.json")  # notebook 09's `anchors_file`: all 56 prompts, 8 per category
+lookup_bench = json.loads(lookup_file.read_text(encoding="utf-8"))
+per_category = stat_frame(lookup_bench, "mean_accepted").loc["prompt_lookup"].drop("overall")
+least, most = per_category.idxmin(), per_category.idxmax()
+Markdown(
+    f"In `{lookup_file.name}` (measured on {machine_label(lookup_bench['machine'])}), prompt lookup's mean "
+    f"accepted was lowest on `{least}` prompts ({per_category[least]:.2f} tokens per target forward) and highest "
+    f"on `{most}` prompts ({per_category[most]:.2f}); the other categories lie between: "
+    + ", ".join(f"`{c}` {v:.2f}" for c, v in per_category.drop([least, most]).sort_values().items())
+    + f". Try a `{least}` prompt in the dashboard, where there is least to copy."
+)  # fmt: skip
 
 # %%
 from specdec_lab.lab.prompt_lookup import LookupRun, PromptLookupDashboard
@@ -623,14 +661,15 @@ dashboard
 # %% [markdown]
 # ## Check your understanding
 #
-# 1. In the picture, a step drafted 4 tokens and the target rejected the second. How many tokens did that
-#    step emit, and which?
+# 1. In the picture, one step accepted only part of its draft (the sentence under the picture names it). How
+#    many tokens did that step emit, and which? What became of the drafts after its first rejected one?
 #
 #    <details><summary>Answer</summary>
 #
-#    Two: the first draft (accepted) and the bonus token — the target's own token for position 2, read from
-#    the same forward, which replaces the rejected draft. Drafts 3 and 4 are dropped unseen: they were guessed
-#    after a token that is not emitted. L = accepted + 1 = 2.
+#    L = accepted + 1: its accepted drafts (green), then the bonus token (blue) — the target's own token for
+#    the position of the first rejected draft, read from the same forward, which replaces that draft. The
+#    drafts after it are dropped unseen (red): they were guessed after a token that is not emitted, and their
+#    K/V leave the cache with the rejected one (`KVCache.keep(path)`).
 #
 #    </details>
 #

@@ -131,6 +131,9 @@ assert np.all(np.abs(sim["histogram"] - p) < 5 * se + 1e-12)
 #     E[L] = Σ_{j=0..k} P(A ≥ j) = Σ_{j=0..k} α^j = (1 − α^{k+1}) / (1 − α).
 #
 # Edge cases: α = 0 gives 1 (plain decoding), α = 1 gives k + 1, k = 0 gives 1.
+#
+# **Predict, then run.** At $\alpha = 0.8$, a step with k = 4 drafts emits some number of tokens. Does doubling
+# the draft to k = 8 nearly double it? Write down your guess, then run the next cell: its table has both.
 
 # %% tags=["nbval-check-output"]
 from specdec_lab.cost.theory import expected_tokens_per_step, simulate_tokens_per_step
@@ -239,9 +242,9 @@ Markdown(
 #
 # On real hardware verifying k + 1 tokens is *not* free: a forward over several tokens costs more than
 # one over a single token, and on CPUs the curve t(n) is often not even monotonic (some small sizes hit
-# slower matmul paths than larger ones; notebook 00 measures the curve of *your* machine, and how the
-# matmul kernels change it). With seconds instead of units, a step that emits m = E[L] tokens beats
-# autoregressive decoding exactly when
+# slower matmul paths than larger ones; notebook 00 measures the curve of *your* machine, and the appendix,
+# notebook `12_appendix_kernels`, how the matmul kernels under it change it). With seconds instead of units, a
+# step that emits m = E[L] tokens beats autoregressive decoding exactly when
 #
 #     m · T_target  >  k · T_draft + T_verify(k + 1)
 #
@@ -498,12 +501,12 @@ _ = check("E[L] for α = 0.7, k = 5", answer, expected_tokens_per_step(alpha2, k
 # %% [markdown] tags=["exercise-3"]
 # ### Exercise 3 ★★ — the optimal draft length, by scanning
 #
-# For $\alpha = 0.8$ and $c = 0.1$, find the k in 0..`k_max` that maximizes the speedup
-# (1 − α^{k+1}) / ((1 − α)(kc + 1)) of section 3 (ties: the shorter k). Write the formula yourself. The
-# reference is `specdec_lab.cost.theory.optimal_k(0.8, 0.1, k_max)`.
+# For $\alpha = 0.75$ and $c = 0.08$ — a point between the rows and columns of section 3's table — find the k
+# in 0..`k_max` that maximizes the speedup (1 − α^{k+1}) / ((1 − α)(kc + 1)) of section 3 (ties: the shorter
+# k). Write the formula yourself. The reference is `specdec_lab.cost.theory.optimal_k(0.75, 0.08, k_max)`.
 
 # %% tags=["exercise", "exercise-3"]
-alpha3, c3 = 0.8, 0.1
+alpha3, c3 = 0.75, 0.08
 answer = ...  # the best k in range(k_max + 1)
 
 # %% tags=["solution", "exercise-3"]
@@ -511,27 +514,28 @@ speedups = [(1 - alpha3 ** (k + 1)) / ((1 - alpha3) * (k * c3 + 1)) for k in ran
 answer = speedups.index(max(speedups))  # the first maximum: the shorter k on a tie
 
 # %% tags=["check", "exercise-3", "nbval-check-output"]
-_ = check("k* for α = 0.8, c = 0.1", answer, optimal_k(alpha3, c3, k_max),
+_ = check("k* for α = 0.75, c = 0.08", answer, optimal_k(alpha3, c3, k_max),
           hint="Compute the speedup for every k from 0 to k_max and keep the k of the largest.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-4"]
 # ### Exercise 4 ★★★ — the optimal draft length on a measured cost curve
 #
-# Section 4's example: the verify forward over k + 1 tokens costs `curve(k + 1)` seconds and a draft step
-# `t_draft` seconds. At $\alpha = 0.6$, find the k in 0..`k_max` that maximizes tokens per second,
-# E[L] / (k·t_draft + t(k + 1)), with E[L] from section 2 (ties: the shorter k). The reference is
-# `optimal_k(0.6, t_draft, k_max, verify_cost=curve)`, the rule the draft proposer runs every step.
+# Section 4's example curve, with a cheaper draft than its table's: the verify forward over k + 1 tokens costs
+# `curve(k + 1)` seconds and a draft step `t_draft4` seconds (set in the cell below). At $\alpha = 0.85$, find
+# the k in 0..`k_max` that maximizes tokens per second, E[L] / (k·t_draft4 + t(k + 1)), with E[L] from section 2
+# (ties: the shorter k). The reference is `optimal_k(0.85, t_draft4, k_max, verify_cost=curve)`, the rule the
+# draft proposer runs every step.
 
 # %% tags=["exercise", "exercise-4"]
-alpha4 = 0.6
+alpha4, t_draft4 = 0.85, 0.002  # α, and a draft step of 2 ms (section 4's table: 5 ms)
 answer = ...  # the best k in range(k_max + 1) on the example curve
 
 # %% tags=["solution", "exercise-4"]
-rates = [expected_tokens_per_step(alpha4, k) / (k * t_draft + curve(k + 1)) for k in range(k_max + 1)]
+rates = [expected_tokens_per_step(alpha4, k) / (k * t_draft4 + curve(k + 1)) for k in range(k_max + 1)]
 answer = rates.index(max(rates))
 
 # %% tags=["check", "exercise-4", "nbval-check-output"]
-_ = check("k* on the example curve at α = 0.6", answer, optimal_k(alpha4, t_draft, k_max, verify_cost=curve),
+_ = check("k* on the example curve at α = 0.85", answer, optimal_k(alpha4, t_draft4, k_max, verify_cost=curve),
           hint="Tokens per second: E[L] over the seconds of a step, k draft steps plus one verify of k + 1 tokens.")  # fmt: skip
 
 # %% [markdown]

@@ -371,6 +371,10 @@ Markdown(
 #   were never checked).
 #
 # The notebook reads the committed result; `rerun=True` measures it again here (minutes).
+#
+# **Predict, then run.** Before you run the next cells: as the sampling gets hotter (T from 0 towards 1), will
+# this draft be accepted more often or less often? Write down your guess and why; the sentence under the figure
+# says which way it went.
 
 # %% tags=["nbval-check-output"]
 import json
@@ -622,8 +626,8 @@ Dashboard(
 # ## Exercises
 #
 # Each exercise is a stub to fill in (`...`), a worked solution (removed from student copies) and a check
-# against the library, which prints ✓ or says what is wrong. They reuse the picture's position: `p0` and `q0`
-# (numpy arrays over the vocabulary), `target_table`, `draft_table`, `sampling`, and section 5's `p_exact`.
+# against the library, which prints ✓ or says what is wrong. Exercises 1 and 2 reuse the picture's position:
+# `p0` and `q0` (numpy arrays over the vocabulary). Exercise 3 needs no model: its check decodes with toy ones.
 
 # %% [markdown] tags=["exercise-1"]
 # ### Exercise 1 ★ — the residual at the picture's position
@@ -646,87 +650,110 @@ _ = check("the residual", answer, residual(torch.from_numpy(p0), torch.from_nump
           hint="Clip p0 − q0 at zero, then divide by its sum (which is 1 − α).")  # fmt: skip
 
 # %% [markdown] tags=["exercise-2"]
-# ### Exercise 2 ★★ — the emitted distribution, computed exactly
+# ### Exercise 2 ★★ — the two ways a token is emitted
 #
-# Without sampling anything, compute the probability that one step of the rule emits each token x first:
-# drafted and accepted, q(x)·min(1, p(x)/q(x)), plus rejected and then drawn from the residual,
-# (1 − α)·norm(max(p − q, 0))(x) — with `p0`, `q0` as float64 tensors (mind the tokens where q(x) = 0). The
-# reference is the target's own distribution after the same warping, `exact_joint(target_table, sampling, n=1)`
-# (section 5's `p_exact`): they must agree.
+# Without sampling anything, split the probability that one step of the rule emits the token x first into its two
+# branches: **row 0**, the draft proposed x and the target accepted it, q(x)·min(1, p(x)/q(x)); **row 1**, the
+# draft was rejected (probability 1 − α) and x was drawn from the residual norm(max(p − q, 0)). Write
+# `branches(p, q)` for float64 tensors of shape (V,) returning a (2, V) tensor; mind the tokens where q(x) = 0
+# (the draft never proposes them: row 0 is 0 there, not NaN). The check runs it on the picture's `p0`, `q0` and on
+# a small pair of its own that has such tokens, against the library's `specdec_lab.lab.chain_exercise.branch_reference`
+# (built from `cost.theory.acceptance_rate` and `accept.tree_rules.residual`); then it adds your two rows, which
+# must give p — the picture's argument, token by token.
 
 # %% tags=["exercise", "exercise-2"]
-answer = ...  # (V,) float64 tensor: P(the step emits x first)
+def branches(p, q):
+    """(2, V): row 0 = P(x drafted and accepted), row 1 = P(draft rejected, then x drawn from the residual)."""
+    ...
+
 
 # %% tags=["solution", "exercise-2"]
-p_t, q_t = torch.from_numpy(p0), torch.from_numpy(q0)
-kept = torch.minimum(p_t, q_t)  # q·min(1, p/q) = min(p, q), also where q = 0
-alpha_t = kept.sum()
-answer = kept + (1 - alpha_t) * (p_t - q_t).clamp(min=0) / (p_t - q_t).clamp(min=0).sum()
+def branches(p, q):  # noqa: F811 - replaces the stub above
+    """(2, V): row 0 = P(x drafted and accepted), row 1 = P(draft rejected, then x drawn from the residual)."""
+    kept = torch.minimum(p, q)  # q·min(1, p/q) = min(p, q), also where q = 0
+    excess = (p - q).clamp(min=0)  # its sum is 1 − α
+    return torch.stack([kept, (1 - kept.sum()) * excess / excess.sum()])
+
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
-_ = check("the emitted distribution", answer, torch.from_numpy(exact_joint(target_table, sampling, n=1)), close=0.01,
-          hint="q(x)·min(1, p(x)/q(x)) is min(p(x), q(x)); the rejected mass 1 − α goes to the residual.")  # fmt: skip
+from specdec_lab.lab.chain_exercise import branch_reference
+from specdec_lab.lab.course import is_stub
+
+branch_pairs = [  # (p, q): the picture's position, then a small pair: a token only p has, one only q has, one neither
+    (torch.from_numpy(p0), torch.from_numpy(q0)),
+    (torch.tensor([0.45, 0.30, 0.25, 0.00, 0.00], dtype=torch.float64),
+     torch.tensor([0.20, 0.50, 0.00, 0.30, 0.00], dtype=torch.float64)),
+]  # fmt: skip
+branch_rows = [branches(p, q) for p, q in branch_pairs]
+answer = None if any(is_stub(r) for r in branch_rows) else torch.cat([torch.as_tensor(r, dtype=torch.float64).flatten() for r in branch_rows])
+_ = check("the two branches, at the picture's position and on a small pair", answer,
+          torch.cat([branch_reference(p, q).flatten() for p, q in branch_pairs]),
+          close=lambda a, r: a.shape == r.shape and bool(torch.allclose(a, r, rtol=1e-4, atol=1e-10)),
+          hint="Row 0: min(p, q) (0 where q = 0, not NaN). Row 1: the rejected mass 1 − α times the normalised "
+               "residual max(p − q, 0), not times p.")  # fmt: skip
+branch_gap = float((torch.as_tensor(branch_rows[0], dtype=torch.float64).sum(0) - branch_pairs[0][0]).abs().max())
+print(f"✓ row 0 + row 1 = p at the picture's position, to within 1e-6 (rounding) at each of its {len(p0)} tokens: "
+      f"{branch_gap < 1e-6}")
 
 # %% [markdown] tags=["exercise-3"]
-# ### Exercise 3 ★★★ — the acceptance rule for a chain, through the chi-square test
+# ### Exercise 3 ★★★ — the acceptance rule for a chain, checked exactly
 #
-# Write `my_accept(tree, logits, sampling, generator=None, **_)`: speculative sampling along a chain, as
+# Write `my_accept(tree, logits, sampling, coins, **_)`: speculative sampling along a chain, as
 # `specdec_lab.accept.accept_speculative` does it. Node 0 of `tree` is the root (the last emitted token) and
 # nodes 1..k the drafts x_1..x_k (`tree.tokens`, a chain: node i's parent is i − 1); `tree.draft_probs[i]` is
-# the q that x_i was drawn from; `warp_probs(logits[i], sampling)` is the target's p after node i. For
-# i = 1..k: accept x_i when u·q_i(x_i) < p_i(x_i), u = `torch.rand((), generator=generator)` and p_i the p after
-# node i − 1; at the first rejection return
-# `Acceptance(path=[0, ..., i − 1], bonus=...)` with the bonus drawn from norm(max(p_i − q_i, 0)); with every
-# draft accepted, draw the bonus from the p after node k. Draw tokens with
-# `torch.multinomial(probs, 1, generator=generator)`.
+# the q_i that x_i was drawn from; `warp_probs(logits[i], sampling)` is the target's p after node i. For
+# i = 1..k: accept x_i with probability min(1, p_i(x_i)/q_i(x_i)), p_i the p after node i − 1; at the first
+# rejection return `Acceptance(path=[0, ..., i − 1], bonus=...)` with the bonus drawn from norm(max(p_i − q_i, 0));
+# with **every** draft accepted, draw the bonus from the p after node k. Draw every random choice through
+# `coins`, as the library's rules do (`accept.tree_rules.Coins`): `coins.accept(p_x, q_x)` is True with
+# probability min(1, p_x/q_x) (it tests u·q_x < p_x), and `coins.sample(probs)` draws a token from `probs`.
 #
-# The check runs your rule in section 5's episodes (`simulate_emitted`, the first emitted token) and applies
-# section 5's chi-square test against the exact p; `accept_speculative` passes it there. It then puts section 5's
-# broken rule (`accept_resample_from_p`: a rejection resampled from p) through the same test, which it must fail.
+# Because all the randomness goes through `coins`, the check walks every branch of it
+# (`accept.exactness.rule_joint`) and gets the **exact** distribution of what your rule emits — no sampling noise.
+# It decodes with chains of k = 3 drafts on a toy target and draft over 4 tokens (`accept.toy.toy_models`:
+# context-dependent random logits, the draft a noisy copy; sampled at temperature 1 from the two likeliest
+# tokens, which keeps the branches few) and compares the first 4 emitted tokens with plain sampling's exact
+# joint, in total variation; when a step accepts all 3 drafts, its bonus is the 4th. A library rule with one flaw
+# (`accept.exactness.BROKEN_RULES`: after a rejection, the residual ignores q) goes through the same test and
+# must fail it.
 
 # %% tags=["exercise", "exercise-3"]
 from specdec_lab.accept import Acceptance
 
 
-def my_accept(tree, logits, sampling, generator=None, **_):
+def my_accept(tree, logits, sampling, coins, **_):
     """Speculative sampling on a chain: accept x_i with probability min(1, p_i(x_i) / q_i(x_i)); at the first
     rejection the bonus ~ norm(max(p_i − q_i, 0)); with every draft accepted, the bonus ~ p after x_k."""
     ...
 
 
 # %% tags=["solution", "exercise-3"]
-def my_accept(tree, logits, sampling, generator=None, **_):  # noqa: F811 - replaces the stub above
+def my_accept(tree, logits, sampling, coins, **_):  # noqa: F811 - replaces the stub above
     """Speculative sampling on a chain: accept x_i with probability min(1, p_i(x_i) / q_i(x_i)); at the first
     rejection the bonus ~ norm(max(p_i − q_i, 0)); with every draft accepted, the bonus ~ p after x_k."""
     probs = warp_probs(logits, sampling)  # (k + 1, V): the target's p after each node
     k = len(tree) - 1
     for i in range(1, k + 1):
         x, p, q = int(tree.tokens[i]), probs[i - 1], tree.draft_probs[i]
-        if float(torch.rand((), generator=generator)) * float(q[x]) >= float(p[x]):  # rejected
-            excess = (p - q).clamp(min=0.0)
-            return Acceptance(path=list(range(i)), bonus=int(torch.multinomial(excess / excess.sum(), 1, generator=generator)))
-    return Acceptance(path=list(range(k + 1)), bonus=int(torch.multinomial(probs[k], 1, generator=generator)))
+        if not coins.accept(float(p[x]), float(q[x])):  # rejected: the bonus replaces x_i
+            return Acceptance(path=list(range(i)), bonus=coins.sample((p - q).clamp(min=0.0)))
+    return Acceptance(path=list(range(k + 1)), bonus=coins.sample(probs[k]))  # all accepted: one token more
 
 
-# %% tags=["check", "exercise-3"]
-from specdec_lab import Tree
-from specdec_lab.lab.course import is_stub
+# %% tags=["check", "exercise-3", "nbval-check-output"]
+from specdec_lab.accept.exactness import BROKEN_RULES
+from specdec_lab.lab.chain_exercise import EXACT, all_accepted_probability, chain_rule_tv, probe_rule
 
-
-def fits_p(counts, p):  # section 5's test: consistent with p at false-alarm rate 1e-3
-    return chi_square(counts, p)["p_value"] > 1e-3
-
-
-x0 = int(np.argmax(q0))  # one real step first: the stub returns None, which check() reports as "no answer yet"
-probe = my_accept(Tree.chain(context[-1], [x0], draft_probs=torch.from_numpy(np.stack([q0, q0])).float()),
-                  torch.stack([target_table(()), target_table((x0,))]), sampling=sampling)  # fmt: skip
-answer = probe if is_stub(probe) else simulate_emitted(  # a few hundred episodes: enough to catch a wrong rule
-    target_table, draft_table, sampling, k=1, trials=min(hist_trials, 500), n=1, seed=seed, rule=my_accept
-)
-_ = check("your rule's first token against the target's p (chi-square)", answer, p_exact, close=fits_p,
-          hint="Compare u·q(x) with p(x); after a rejection, sample from max(p − q, 0) normalised, not from p.")  # fmt: skip
-assert not fits_p(broken, p_exact), "the broken rule must fail the test: it has no teeth otherwise"
-print("✓ the broken rule (a rejection resampled from p) fails the same test")
+probe = probe_rule(my_accept, k=3)  # one real call first: the stub returns None, which check() reports
+answer = probe if is_stub(probe) else chain_rule_tv(my_accept, k=3)  # exact TV of the first 4 tokens from p
+_ = check("your rule on chains of k = 3, first 4 tokens (exact)", answer, 0.0, close=lambda tv, _: tv < EXACT,
+          hint="Compare each x_i with the p after node i − 1; after a rejection sample max(p − q, 0), not p; "
+               "with all k accepted, the bonus comes from the p after node k (logits[k]).")  # fmt: skip
+print(f"✓ the first step accepted all 3 drafts with probability {all_accepted_probability(my_accept, k=3):.3f}: "
+      "its bonus, drawn after the whole chain, was tested with the rest")
+flawed = chain_rule_tv(BROKEN_RULES["q_ignored_in_residual"], k=3)
+assert flawed > 1000 * EXACT, "the flawed rule must fail the test: it has no teeth otherwise"
+print(f"✓ the flawed rule (its residual ignores q) fails it: total variation {flawed:.3f} from p")
 
 # %% [markdown]
 # ## Takeaways

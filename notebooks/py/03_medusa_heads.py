@@ -183,7 +183,10 @@ pd.Series(
         "response tokens": stats["response_tokens"],
         "responses that ended with EOS": stats["stopped_at_eos"],
         "max new tokens": stats["max_new_tokens"],
-        "generation time (batch 16, this CPU)": f"{stats['generation_seconds'] / 60:.1f} min",
+        # the shards' recorded seconds, not timed here: the shipped heads' run generated them, and its manifest
+        # names the machine (data/medusa/smollm2-135m/manifest.json)
+        f"generation time (batch {stats['batch_size']}, on {manifest['machine']['cpu']})":
+            f"{stats['generation_seconds'] / 60:.1f} min",
     }
 ).to_frame(stats["model"])
 
@@ -369,9 +372,9 @@ Markdown(
 # which cost more time) on a few hundred of the training prompts scores its heads, before training and after every epoch, on a fixed sample of its *training*
 # rows and on held-out rows. Accuracy on training rows counts what a head learned plus what it
 # memorised; held-out accuracy counts only what it learned. The run is
-# `python -m specdec_lab.train medusa-memorisation` (minutes on this CPU, written to
-# `data/medusa/memorisation.json`); this notebook reads its record (`memorisation_file`), and
-# `rerun=True` measures it afresh here.
+# `python -m specdec_lab.train medusa-memorisation` (minutes on a 2-core CPU, written to
+# `data/medusa/memorisation.json` with the machine it ran on, named under the figure); this notebook reads its
+# record (`memorisation_file`), and `rerun=True` measures it afresh here.
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab.io import write_json
@@ -394,6 +397,8 @@ fig = memorisation_figure(epochs, title=f"Memorisation: top-1 per epoch, {md['tr
                                          f"({md['train_rows']} positions), {md['heldout_examples']} held-out")  # fmt: skip
 if not quick:
     print(f"saved {save_figure(fig, '03_memorisation', FIGURES)}")
+print(f"the record's run: {mem['machine']['cpu']} ({mem['machine']['isa']}), {mem['machine']['torch_threads']} "
+      f"thread(s), {sum(mem['seconds'].values()) / 60:.1f} min (hidden states and training)")
 fig
 
 # %% tags=["nbval-ignore-output"]
@@ -495,7 +500,12 @@ MedusaTrainingDashboard(
 # ## 5. The loss weights λ_k, ablated
 #
 # The paper weights head $k$ by $\lambda_k = 0.8^k$ so that the harder, noisier later heads count less.
-# We train the same heads with three schedules — same data order, same steps:
+# We train the same heads with three schedules — same data order, same steps.
+#
+# **Predict, then run.** Under $1^k$ every head's loss counts alike; under $0.8^k$ the last head's counts less
+# than the first's, and under $0.5^k$ far less. Before you run the next cell, write down how much you expect the
+# three schedules' trained heads to differ, and under which schedule you expect the last head to be the most
+# accurate.
 
 # %%
 from specdec_lab.viz.medusa import ablation_figure
@@ -707,21 +717,43 @@ _ = check("the targets at the last prompt position", answer, medusa_labels(ids, 
           hint="Head k at position t learns x_{t+k+1}; at t = P - 1 those are the first K + 1 response tokens.")
 
 # %% [markdown] tags=["exercise-2"]
-# ### Exercise 2 ★ — The loss weights
+# ### Exercise 2 ★★ — Adam's first step and the loss weight
 #
-# Medusa-1 weights head $k$'s cross-entropy by $\lambda_k = 0.8^k$ for $k = 1, \dots, K$. Build them as a float
-# tensor of shape $(K,)$. Reference: `specdec_lab.medusa.loss_weights(K, 0.8)`.
+# Section 5 says that Adam cancels a head's constant loss weight $\lambda_k$, up to its $\epsilon$. Check it on
+# one step. A head's weights start at 0 and receive the gradient $\lambda_3 g$ of the weighted loss
+# $\lambda_3 \mathrm{CE}_3$, with `g` and $\lambda_3 = 0.8^3$ given in the cell below. Compute, from Adam's
+# formulas, the change its first step makes to the weights (default $\beta_1, \beta_2$ and $\epsilon$,
+# learning rate `lr`), as a float tensor of the shape of `g`: $m = (1 - \beta_1)\lambda g$,
+# $v = (1 - \beta_2)(\lambda g)^2$, bias-corrected $\hat m = m / (1 - \beta_1)$, $\hat v = v / (1 - \beta_2)$,
+# and the update $-\mathrm{lr} \cdot \hat m / (\sqrt{\hat v} + \epsilon)$. Mind $\epsilon$: one entry of `g`
+# is tiny. Reference: one step of `torch.optim.Adam` on the same gradient.
 
 # %% tags=["exercise", "exercise-2"]
-answer = ...  # (K,) tensor: lambda_1, ..., lambda_K
+g = torch.tensor([0.3, -0.02, 0.004, -1.5, 2e-8])  # head 3's gradient of CE_3 at the first step (the last entry tiny)
+lam = 0.8**3  # lambda_3
+answer = ...  # (5,) tensor: what Adam's first step adds to the weights, for the loss lam * CE_3
 
 # %% tags=["solution", "exercise-2"]
-answer = 0.8 ** torch.arange(1, K + 1, dtype=torch.float32)
+scaled = lam * g
+answer = -lr * scaled / (scaled.abs() + 1e-8)  # m_hat = lam * g and sqrt(v_hat) = |lam * g|: lam cancels, but not against eps
+
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
-_ = check("the loss weights", answer, loss_weights(K, 0.8),
-          close=lambda a, r: torch.allclose(torch.as_tensor(a, dtype=torch.float64), r.double(), rtol=1e-6),
-          hint="The exponent starts at 1 (head 1), not 0: the LM head is not trained.")
+def adam_first_update(grad):
+    """The change one torch.optim.Adam step (lr = `lr`, default betas and eps) makes to weights at 0."""
+    w = torch.zeros_like(grad, requires_grad=True)
+    w.grad = grad.clone()
+    torch.optim.Adam([w], lr=lr).step()
+    return w.detach()
+
+
+_ = check("Adam's first update for the loss lambda_3 * CE_3", answer, adam_first_update(lam * g), close=1e-4,
+          hint="Adam divides m_hat = lam * g by sqrt(v_hat) + eps = |lam * g| + eps: not lr * lam * g (that is SGD), "
+               "and not lr * sign(g) either, where |lam * g| is near eps.")  # fmt: skip
+unweighted = adam_first_update(g)  # the same gradient without the weight (lambda = 1)
+same = int(torch.isclose(adam_first_update(lam * g), unweighted, rtol=1e-3, atol=0).sum())
+print(f"✓ with lambda = 1 instead, the update is the same (to 0.1%) at {same} of {len(g)} entries: all but those "
+      "where the gradient is near eps")
 
 # %% [markdown] tags=["exercise-3"]
 # ### Exercise 3 ★★ — How many targets each head gets

@@ -290,6 +290,10 @@ print(f"fp32: max |Δ logit| over all {len(tree)} nodes and {len(rows)} paths < 
 # four are timed in one loop, each round in a rotated order, so that a change in the machine's load
 # falls on all of them alike. The table gives each way's forwards, the tokens they score, the median
 # time, and that time in single-token forwards.
+#
+# **Predict, then run:** the tree has `tree_nodes` + 1 tokens. Will one forward over all of them cost about one
+# single-token forward, about as many single-token forwards as it has nodes, or something in between? Write down
+# your guess before running the next cell.
 
 # %% tags=["nbval-ignore-output"]
 import statistics
@@ -402,24 +406,27 @@ display(Markdown(
 # %% [markdown] tags=["exercise-1"]
 # ### Exercise 1 ★ — Position ids from parent pointers
 #
-# From the small tree's `parents` (a list, `parents[0] = -1`) and the cache length `P`, compute every node's
-# position id, cache length + depth, as a `torch.long` tensor. Walk the nodes in order: a parent comes before its
-# children, so `depth[i] = depth[parents[i]] + 1`. Reference: `Tree.position_ids`.
+# From the parent pointers of the **real** tree of section 5, `real_parents = tree.parents.tolist()` (a list,
+# `real_parents[0] = -1`), and the cache length `cache.length` (the prompt without its last token, the root),
+# compute every node's position id, cache length + depth, as a `torch.long` tensor. Walk the nodes in order: a
+# parent comes before its children, so `depth[i] = depth[real_parents[i]] + 1`. (Section 2's table shows the
+# small tree's position ids; this tree's are printed nowhere.) Reference: `Tree.position_ids`.
 
 # %% tags=["exercise", "exercise-1"]
-answer = ...  # (N,) torch.long: P + depth of each node
+real_parents = tree.parents.tolist()
+answer = ...  # (N,) torch.long: cache.length + depth of each node
 
 # %% tags=["solution", "exercise-1"]
-depth = [0] * len(parents)
-for i in range(1, len(parents)):
-    depth[i] = depth[parents[i]] + 1
-answer = torch.tensor(depth) + P
+depth = [0] * len(real_parents)
+for i in range(1, len(real_parents)):
+    depth[i] = depth[real_parents[i]] + 1
+answer = torch.tensor(depth) + cache.length
 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 from specdec_lab.lab.course import check
 
-_ = check("position ids of the small tree", answer, small.position_ids(P),
-          hint="Position id = cache length P + depth; the root has depth 0.")
+_ = check("position ids of the real tree", answer, tree.position_ids(cache.length),
+          hint="Position id = cache length + depth (edges from the root, not the node's index); the root has depth 0.")
 
 # %% [markdown] tags=["exercise-2"]
 # ### Exercise 2 ★★ — The ancestor mask in one pass
@@ -474,10 +481,18 @@ _ = check("the additive tree mask", answer, tree_attention_mask(tree, cache.leng
 # `out.logits[i]` (section 5) is the target's distribution of the token that follows node $i$'s path. Under
 # greedy verification node $i$ is accepted iff its parent is accepted and its token is the argmax of its
 # parent's logits. Return `(path, bonus)`: the node indices of the deepest accepted path, root first (among equally
-# deep ones the lowest index), and the bonus token, the argmax after the path's last node. Reference:
-# `specdec_lab.accept.accept_greedy(tree, out.logits)`.
+# deep ones the lowest index), and the bonus token, the argmax after the path's last node. The check runs it on the
+# real tree with `out.logits`, and on the small tree of section 2 with made-up target logits `toy_logits` (below):
+# there the target's argmax after each node is the token of `toy_argmax`. Reference:
+# `specdec_lab.accept.accept_greedy`.
 
 # %% tags=["exercise", "exercise-4"]
+toy_argmax = [" is", " on", " a", " the", " down", " sat", " cat"]  # the target's argmax after node 0, 1, ..., 6
+toy_logits = torch.zeros(len(small), max(v[0] for v in ids_of.values()) + 1)
+for node, word in enumerate(toy_argmax):
+    toy_logits[node, ids_of[word][0]] = 1.0
+
+
 def greedy_accept(tree: Tree, logits: torch.Tensor) -> tuple[list[int], int]:
     """(accepted node indices, root first; the bonus token)."""
     ...
@@ -498,10 +513,12 @@ def greedy_accept(tree: Tree, logits: torch.Tensor) -> tuple[list[int], int]:  #
 # %% tags=["check", "exercise-4", "nbval-check-output"]
 from specdec_lab.accept import accept_greedy
 
-reference = accept_greedy(tree, out.logits)
-_ = check("greedy acceptance on the real tree", greedy_accept(tree, out.logits), (reference.path, reference.bonus),
-          close=lambda a, r: (list(a[0]), int(a[1])) == r,
-          hint="Walk the nodes in index order; a node can be accepted only if its parent was.")
+for name, t, logits in (("the real tree", tree, out.logits), ("the small tree, made-up logits", small, toy_logits)):
+    reference = accept_greedy(t, logits)
+    _ = check(f"greedy acceptance on {name}", greedy_accept(t, logits), (reference.path, reference.bonus),
+              close=lambda a, r: (list(a[0]), int(a[1])) == r,
+              hint="Walk the nodes in index order; a node can be accepted only if its parent was — a node whose "
+                   "token is its parent's argmax still fails when the parent was rejected.")
 
 # %% [markdown]
 # ## Takeaways

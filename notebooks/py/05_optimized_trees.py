@@ -354,6 +354,14 @@ fig
 # it; `choose_budget` called here on the same inputs must agree. The table gives, per cost curve, the chosen
 # budget n, the tree's depth and E[L], the predicted seconds of one step (verify + heads) and the predicted
 # speed-up over plain decoding under that curve.
+#
+# **Predict, then run:** the same accuracies, two cost curves — this CPU's measured one above, and a flat one
+# where a forward of 65 tokens costs what one costs. Which curve will choose the bigger tree, and will this CPU's
+# choice be closer to 1 node or to 64? Write down your guess before running the next cell.
+#
+# (Notebook 06's `tree="auto"` decode applies the same rule with its own measurement of t(n), up to its own
+# `max_budget`, and then prices its trees again as it decodes, with the loop's own time per step and what was
+# accepted: its section 2 computes whether that moves its choice away from the measured curve's.)
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab import generate, make_proposer
@@ -576,13 +584,14 @@ _ = check("E[L] of the 4-node tree", answer, expected_length(small_tree, A), clo
 # %% [markdown] tags=["exercise-2"]
 # ### Exercise 2 ★★ — Prune a tree to a node budget
 #
-# Prune the 64-node tree `tree64` of section 4 to `budget = 10` nodes, greedily by node value: keep the 10 rank
-# paths of largest value (ties: shallower first). Section 3 argued that the result is always a tree — check that
-# every kept path's parent is kept too — and that it is the greedy tree of 10 nodes. Reference:
-# `specdec_lab.trees.greedy_tree(A, 10)`.
+# Prune the 64-node tree `tree64` of section 4 to `budget = 20` nodes, greedily by node value: keep the 20 rank
+# paths of largest value (ties: shallower first; `value(path)` of section 2 gives a node's value). Section 3
+# argued that the result is always a tree — check that every kept path's parent is kept too — and that it is the
+# greedy tree of 20 nodes (section 2's table lists only the first 12 additions). Reference:
+# `specdec_lab.trees.greedy_tree(A, 20)`.
 
 # %% tags=["exercise", "exercise-2"]
-budget = 10
+budget = min(20, len(tree64))
 answer = ...  # a list of `budget` rank paths (tuples) from tree64
 
 # %% tags=["solution", "exercise-2"]

@@ -57,8 +57,8 @@
 # and attention mask, derived by hand and checked against the library; (3) the pool and its hits over a
 # decode; (4) a sweep over $W, N, G$, timed against autoregressive decoding (run by `specdec_lab.sweep`,
 # read here from its committed table); (5) why the same method pays where a forward of 64 tokens costs what
-# one costs; (6) the reference code's sizes for a 7B model on a GPU, measured on this CPU beside the sizes
-# it chooses.
+# one costs; (6) the reference code's sizes for a 7B model on a GPU, measured by the benchmark harness on a
+# CPU beside the sizes `W="auto"` chooses there (the results file names its machine, and section 6 prints it).
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: shorter decodes, fewer cost-curve sizes (same code paths)
@@ -105,6 +105,10 @@ tok = lm.tokenizer
 # $g'_j = \arg\max p(\cdot \mid x, \text{root}, g_{<j})$. In our loop that forward *is* the verify
 # forward of the chain root → $g_1$ → … → $g_n$: the accepted prefix $g_1 \dots g_a$ plus the bonus
 # $g'_{a+1}$ are emitted, and the updated guesses past them are the next step's block.
+#
+# **Predict, then run:** each forward refines `jacobi_n` guesses at once. How many tokens per forward will
+# Jacobi iteration emit on this pretrained model — close to `jacobi_n`, close to 1, or in between? Write down your
+# guess before running the next two cells (the second prints the answer).
 
 # %%
 from specdec_lab import generate
@@ -383,12 +387,16 @@ show_steps(la, tok)
 # were noisy (autoregressive step times spread out: the CPU was busy with something else).
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.lab.provenance import measured_where, same_machine, table_machine
 from specdec_lab.viz.lookahead_sweep import sweep_frame
 
 table = pd.read_csv(sweep_table)
 sweep = sweep_frame(table)
+sweep_machine = table_machine(sweep_table)  # its table.json's machine record, or the committed table's logged one
 print(f"{sweep_table}: {len(sweep)} of {len(table)} points finished; prompts {table['prompt_id'].iloc[0]}, "
       f"{table['max_new_tokens'].iloc[0]} new tokens each, temperature {table['temperature'].iloc[0]:g}")  # fmt: skip
+print(f"measured on {measured_where(sweep_machine)}"
+      + (f", {sweep_machine['date']}" if sweep_machine and sweep_machine.get("date") else ""))  # fmt: skip
 sweep.round(3)
 
 # %% tags=["nbval-check-output"]
@@ -447,8 +455,9 @@ Markdown(
 #
 # on the tree verify cost curve measured here (`measure_cost_curve(..., tree=True)`, the undisturbed minimum
 # of a few repeats) and on a flat one ($t(n) = t(1)$, GPU-like, `cost.flat_curve`). The prediction leaves
-# out the proposer's own Python time, and the measured curve is this machine's while the table's speed-ups
-# are those of the machine that ran the sweep: the comparison is exact only where the two are the same.
+# out the proposer's own Python time, and the measured curve is the machine running this notebook while the
+# table's speed-ups are those of the machine that ran the sweep (section 4 names it): the comparison is exact only
+# where the two are the same.
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab import measure_cost_curve
@@ -469,20 +478,32 @@ print(f"saved {save_figure(fig, '07_cost_speedup', FIGURES)}")
 fig
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.lab.course import compare
+
 best_on = {name: pred[f"predicted ({name})"].idxmax() for name in curves}
 rank_corr = {name: pred[f"predicted ({name})"].corr(speed, method="spearman") for name in curves}
 here = pred["predicted (this CPU (measured))"]
 below, above = int((here < speed).sum()), int((here > speed).sum())
 ratio = (here / speed).median()
+PREDICTION_NOISE = 0.05  # a median ratio within 5% of 1: within the sweep's run-to-run timing noise
 if below == len(pred) or above == len(pred):
     side = f"runs {'below' if below else 'above'} the measurement at every one of the {len(pred)} points"
 else:
     side = f"is below the measurement at {below} and above it at {above} of the {len(pred)} points"
+elsewhere = ("" if same_machine(sweep_machine) else
+             f" Besides, the curve is this machine's, measured now, and the speed-ups are those of "
+             f"{measured_where(sweep_machine)}, measured at another moment.")  # fmt: skip
 Markdown(
-    f"On this CPU's curve the prediction {side} (median predicted / measured {ratio:.2f}). "
-    + ("It leaves out the proposer's own time, which the measurement pays. " if ratio > 1 else
-       "Leaving out the proposer's own time would, if anything, put it above; what moves it is that the curve was "
-       "measured on this machine now and the speed-ups on the sweep's machine at another moment. ")
+    f"On this CPU's curve the prediction {side}. "
+    + compare(ratio, 1.0,
+              "The median predicted / measured is {a:.2f}: the prediction runs high, as it should where it leaves "
+              "out the proposer's own time, which the measurement pays.",
+              "The median predicted / measured is {a:.2f}: the prediction runs low, although leaving out the "
+              "proposer's own time would, if anything, put it above.",
+              within="The median predicted / measured is {a:.2f}, within {tol:.0%} of 1: no bias to explain at "
+              "this noise (the proposer's own time, which the prediction leaves out, is too small to show).",
+              rel_tol=PREDICTION_NOISE, tol=PREDICTION_NOISE)
+    + elsewhere + " "
     + "Best point predicted " + "; ".join(f"on {name}: {where(p)}" for name, p in best_on.items())
     + f"; measured: {where(best)}. Rank correlation of the predicted with the measured speed-ups: "
     + ", ".join(f"{name} {r:.2f}" for name, r in rank_corr.items())
@@ -490,7 +511,7 @@ Markdown(
     "that accepts most per forward, however many tokens it verifies: the window is sized again for that curve "
     "(among the grid's points). Notebook 09's what-if asks the same of every method — its **re-decided** replay "
     "chooses each method's sizes (tree budget, draft length, window) again under the other curve, beside its "
-    "re-priced replay of the sizes this CPU chose."
+    "re-priced replay of the sizes the measured CPU chose."
 )  # fmt: skip
 
 # %% [markdown]
@@ -564,8 +585,8 @@ paper = json.loads(Path(paper_bench).read_text())
 cfg, mach = paper["config"], paper["machine"]
 paper_label = "lookahead:" + ":".join(f"{k}={v}" for k, v in PAPER_SIZES.items())
 print(f"{Path(paper_bench).name}: {paper['prompts_done']} prompts ({cfg['per_category']} per category), "
-      f"{cfg['max_new_tokens']} new tokens, best of {cfg['repeats']} rotated runs; measured on {mach['cpu']} "
-      f"({mach['isa']}), {mach['torch_threads']} torch threads")  # fmt: skip
+      f"{cfg['max_new_tokens']} new tokens, best of {cfg['repeats']} rotated runs; measured on "
+      f"{measured_where(mach)}")  # fmt: skip
 paper_frame = paper_sizes_frame(paper)
 paper_frame.round(3)
 

@@ -41,15 +41,16 @@
 #    target token $j + \mathrm{d2t}[j]$, `t2d` marks the target tokens it covers, and the logits are
 #    scattered into the full vocabulary with $-\infty$ elsewhere *before* any softmax;
 # 4. **training-time test** (EAGLE-3's TTT, `specdec_lab/train/eagle_ttt.py`): in training the drafter is unrolled
-#    on its own outputs for 7 steps (SafeAILab/EAGLE `eagle/traineagle3`), attending to its earlier steps'
-#    keys, exactly as it will run while decoding — so it learns to draft from its own, imperfect, features.
+#    on its own outputs for a few steps (7 in SafeAILab/EAGLE's `eagle/traineagle3`; the runs behind the shipped
+#    drafter used fewer, as section 3's lineage table records), attending to its earlier steps' keys, exactly as
+#    it will run while decoding — so it learns to draft from its own, imperfect, features.
 #
 # EAGLE-1/2's variant (the last layer's state only, `fc` over $[e; f]$, $2H \to H$) is `variant="eagle1"`.
 #
 # Sections: (1) why features are easier to predict than tokens — accuracy per draft position of the token
 # draft, the Medusa heads and EAGLE on the same held-out text; (2) the drafting-vocabulary trade-off, with a
-# slider; (3) a short live training run next to the recorded CPU run; (4) a real step's dynamic tree
-# (EAGLE-2); (5) the hybrid's sources; (6) the speed table.
+# slider; (3) a short live training run next to the recorded CPU run; (4) dynamic trees (EAGLE-2): a real
+# decode, and a demonstration tree grown level by level; (5) the hybrid's sources; (6) the speed table.
 #
 # ### Learning objectives
 #
@@ -86,7 +87,9 @@ train_seconds: float = 35.0  # the live training run's wall-time budget
 train_batch: int = 4  # sequences per optimizer step in the live run
 prompt_id: int = 3  # question_id in data/prompts.jsonl for the dynamic-tree demo
 max_new_tokens: int = 48  # tokens generated in the dynamic-tree demo
-default_step: int = -1  # step whose tree is drawn; -1: the largest tree (ties: the one that accepted most)
+default_step: int = -1  # step whose tree is drawn; -1: the one that branches most (ties: the one that accepted most)
+demo_budget: int = 10  # section 4's demonstration tree: the most nodes a tree may have (verify priced flat)
+demo_width: int = 3  # section 4's demonstration tree: children per expanded node, nodes expanded per level
 seed: int = 0  # random seed
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
 
@@ -149,9 +152,18 @@ record = json.loads(acc_path.read_text()) if acc_path.is_file() else None
 if record is None:
     print(f"{accuracy_file} is missing: run `python -m specdec_lab.lab.drafter_accuracy`.")
 else:
+    from specdec_lab.train.lineage import lineage
+
     src = record["sources"]
+    last_run = record["weights"]["eagle"].get("tokens_seen")
+    try:  # the drafter's whole training: every run it continued, back to a fresh drafter (section 3's table)
+        chain = lineage(record["weights"]["eagle"]["folder"])
+        total = chain[-1].tokens_before + chain[-1].curve["points"][-1]["tokens"]
+        seen = f"{total:,} training tokens over {len(chain)} runs, {last_run:,} of them in its last"
+    except (ValueError, KeyError, TypeError):
+        seen = f"{last_run} training tokens in its last run"
     print(f"{accuracy_file}: {record['examples']} held-out examples, {record['tokens']} response tokens; drafter "
-          f"{record['weights']['eagle']['folder']} ({record['weights']['eagle'].get('tokens_seen')} training tokens), "
+          f"{record['weights']['eagle']['folder']} ({seen}), "
           f"draft {record['weights']['draft']}, Medusa heads {record['weights']['medusa']}")  # fmt: skip
     display(pd.DataFrame({SOURCE_LABELS[n]: s["accuracy"] for n, s in src.items()},
                          index=pd.Index(record["positions"], name="draft position k")).T.round(3))  # fmt: skip
@@ -274,7 +286,8 @@ display(Explorer(
 #
 # `python -m specdec_lab.train eagle` trains the drafter on the self-distillation data (`train/eagle.py`):
 # per batch one teacher-forced prefill of the frozen target gives its features and its distribution, the
-# drafter is unrolled on its own outputs (TTT, 7 steps), and the loss is the soft cross-entropy against the
+# drafter is unrolled on its own outputs (TTT, `ttt_steps` steps: the cell prints the live run's and the shipped
+# drafter's), and the loss is the soft cross-entropy against the
 # target's distribution restricted to the drafting vocabulary, weighted $0.8^i$ over the steps (SafeAILab/EAGLE
 # `eagle/traineagle3/main.py`). Here: a fresh drafter, a few optimizer steps of the same `Trainer` within
 # `train_seconds`, with its loss on one fixed held-out batch after every step. It is drawn next to the
@@ -311,8 +324,10 @@ for batch in batches(train_ex, cfg.batch_size, 0, seed):
     if trainer.seconds >= train_seconds:
         break
 curve = json.loads((REPO / curve_file).read_text())
+shipped_cfg = json.loads((folder / "manifest.json").read_text())["config"] if have_drafter else {}
 print(f"{len(live)} step(s), {trainer.tokens} training tokens in {trainer.seconds:.0f} s: held-out batch loss "
-      f"{start_loss:.2f} -> {live[-1]['held_loss']:.2f}")  # fmt: skip
+      f"{start_loss:.2f} -> {live[-1]['held_loss']:.2f}; TTT over {cfg.ttt_steps} steps here, "
+      f"{shipped_cfg.get('ttt_steps', '?')} in the shipped drafter's last run (its manifest)")  # fmt: skip
 fig = training_figure(live, curve, title=f"A live run of {len(live)} step(s) beside the recorded run ({curve_file})")
 print(f"saved {save_figure(fig, '10_training', FIGURES, png=not quick)}")
 fig
@@ -359,16 +374,16 @@ if runs:
     display(fig)
 
 # %% [markdown]
-# ## 4. A real step's dynamic tree (EAGLE-2)
+# ## 4. Dynamic trees (EAGLE-2): a real decode, and a tree that branches
 #
 # With `tree="dynamic"` the drafter does not draft a chain but grows a tree
 # ([EAGLE-2, Li et al. 2024](https://arxiv.org/abs/2406.16858)): after the same first forward it expands the best
 # nodes level by level — one drafter forward per level over the chosen nodes, tree attention among their
 # entries — each node valued by the product of the drafter's probabilities along its path, and keeps the best
 # $n$ nodes, $n$ sized on the one cost model of this machine (`trees.expand`). The target verifies the whole tree
-# in one forward and accepts the longest path it agrees with. Below: one step of a real decode, the accepted path
-# in green. In token labels ▁ is a space, ↵ a newline, ⇥ a tab, and · a byte of a character that the next token
-# completes.
+# in one forward and accepts the longest path it agrees with. First a real decode, with the trees this machine's
+# cost model sizes (the cell prints their mean size: how far a tree grows is the cost model's decision, made on
+# this machine's prices for each extra verified token).
 
 # %%
 from specdec_lab import generate
@@ -380,29 +395,72 @@ if have_drafter:
     print(f"[{prompt.category}] {prompt.text[:200]}...")
     eag = generate(lm, ids, method="eagle", tree="dynamic", weights=str(folder), max_new_tokens=max_new_tokens)
     ar = generate(lm, ids, method="autoregressive", max_new_tokens=max_new_tokens, trace=False)
-    print(f"greedy EAGLE (dynamic trees) equals autoregressive decoding token for token: {eag.tokens == ar.tokens}")
+    print(f"greedy EAGLE (dynamic trees) equals autoregressive decoding token for token: {eag.tokens == ar.tokens}; "
+          f"mean tree {eag.proposer.get('nodes')} nodes")  # fmt: skip
 else:
     print(f"No EAGLE drafter at {weights}: no dynamic tree to draw.")
 
+# %% [markdown]
+# To watch the tree *grow* level by level, the next cell decodes the same prompt with the same drafter and its
+# same confidences, but prices verification on a flat curve, t(n) = t(1) at this machine's t(1) — nearly what a
+# GPU shows for a small model — and lets a tree have up to `demo_budget` nodes with `demo_width` children per
+# expanded node: a demonstration tree, computed, whose budget lets it branch. The figure draws its step that
+# branches most (most leaves), the accepted path in green. In token labels ▁ is a space, ↵ a newline, ⇥ a tab,
+# and · a byte of a character that the next token completes.
+#
+# **Predict, then run.** Before running it: will the drafter's best nodes lie along one deep chain, or spread over
+# several children of the root? And will a step with more nodes accept more tokens?
+
 # %% tags=["nbval-ignore-output"]
+from specdec_lab import Memory, StepCost
+from specdec_lab.cost import flat_curve
 from specdec_lab.text import WHITESPACE_LEGEND
 from specdec_lab.viz.decoding import show_steps, step_tree_figure
 
+
+def leaves(tree) -> int:
+    """Nodes no other node hangs from: 1 for a chain, more wherever the tree branches."""
+    return len(tree) - len({int(u) for u in tree.parents.tolist() if u >= 0})
+
+
 if have_drafter:
-    if default_step < 0:  # the most instructive step: the largest tree, then most tokens accepted, then the earliest
-        step = max(range(len(eag.steps)), key=lambda i: (len(eag.steps[i].tree), eag.steps[i].accepted, -i))
+    t1 = StepCost(lm.model).prepare(1, tree=True)(1)  # this machine's one-token verify
+    flat = Memory()
+    flat.slot(Memory.COST).update(model=lm.model, step=None, cost=StepCost.of(flat_curve(t1, demo_budget + 1),
+                                                                              learn=False))  # fmt: skip
+    demo = generate(lm, ids, method="eagle", tree="dynamic", weights=str(folder), max_new_tokens=max_new_tokens,
+                    max_budget=demo_budget, width=demo_width, memory=flat)  # fmt: skip
+    print(f"demonstration (flat curve, up to {demo_budget} nodes, width {demo_width}): mean tree "
+          f"{demo.proposer.get('nodes')} nodes, mean accepted {demo.mean_accepted:.2f} (bonus included); equals "
+          f"autoregressive decoding token for token: {demo.tokens == ar.tokens}")  # fmt: skip
+    display(Markdown(
+        compare(demo.proposer.get("nodes"), eag.proposer.get("nodes"),
+                "Priced flat, the trees grew to {a:.1f} nodes a step on average, against {b:.1f} on this machine's "
+                "prices; ", "Priced flat, the trees stayed at {a:.1f} nodes a step on average, against {b:.1f} on "
+                "this machine's prices; ", "Priced flat, the trees kept about the size they have on this machine's "
+                "prices ({a:.1f} against {b:.1f} nodes a step); ", rel_tol=0.05)
+        + compare(demo.mean_accepted, eag.mean_accepted,
+                  "with them a step emitted more tokens ({a:.2f} against {b:.2f}, bonus included).",
+                  "with them a step emitted fewer tokens ({a:.2f} against {b:.2f}, bonus included).",
+                  "with them a step emitted about as many tokens ({a:.2f} against {b:.2f}, bonus included): nodes "
+                  "the target rejects add nothing.", rel_tol=0.02)
+    ))  # fmt: skip
+    if default_step < 0:  # the most instructive step: most leaves, then most tokens accepted, then the earliest
+        step = max(range(len(demo.steps)), key=lambda i: (leaves(demo.steps[i].tree), demo.steps[i].accepted, -i))
     else:
-        step = min(default_step, len(eag.steps) - 1)
-    s = eag.steps[step]
-    print(f"step {step} of {len(eag.steps)}: {len(s.tree)} nodes, {s.accepted} accepted; proposer info {s.info}")
+        step = min(default_step, len(demo.steps) - 1)
+    s = demo.steps[step]
+    print(f"step {step} of {len(demo.steps)}: {len(s.tree)} nodes ({leaves(s.tree)} leaves), {s.accepted} "
+          f"accepted; proposer info {s.info}")  # fmt: skip
     print(WHITESPACE_LEGEND)
-    fig = step_tree_figure(eag, step, lm.tokenizer)
+    fig = step_tree_figure(demo, step, lm.tokenizer)
     print(f"saved {save_figure(fig, '10_dynamic_tree', FIGURES, png=not quick)}")
     display(fig)
 
 # %% [markdown]
-# The emitted text, one colour per step (one target forward); bold underlined tokens were drafted by EAGLE and
-# accepted, the plain one closing each step is the target's bonus token:
+# The real decode's emitted text (this machine's cost model, not the demonstration's), one colour per step (one
+# target forward); bold underlined tokens were drafted by EAGLE and accepted, the plain one closing each step is
+# the target's bonus token:
 
 # %% tags=["nbval-ignore-output"]
 if have_drafter:
@@ -499,61 +557,68 @@ if bench is not None:
 # Each exercise is a stub to fill in, then a check against the library's own function.
 
 # %% [markdown] tags=["exercise-1"]
-# ### Exercise 1 ★ — which target layers EAGLE-3 fuses
+# ### Exercise 1 ★ — tokens per step from the accuracy per draft position
 #
-# EAGLE-3 reads the hidden states at the inputs of three target layers: a low one (2), the middle one (L // 2)
-# and a high one (L − 3), for an L-layer target. Write `fused_layers(L)` and apply it to SmolLM2's layer count and
-# to two larger targets'. The reference is `specdec_lab.eagle.eagle3_layers`.
+# Section 1's table gives, per proposer, the teacher-forced accuracy $a_j$ at draft position $j$: the chance that
+# draft $j$ is right once drafts $1..j-1$ were. A chain of $k = 4$ drafts emits the accepted drafts plus the bonus,
+# so $E[L] = 1 + a_1 + a_1 a_2 + a_1 a_2 a_3 + a_1 a_2 a_3 a_4$ (notebook 00's L: tokens one step emits). Compute it
+# for every proposer of the table (`src[name]["accuracy"]`, first 4 positions): `{name: E[L]}`. This is where a
+# slower fall over the positions pays — a drafter with a lower $a_1$ can still emit more per step. The reference
+# is `specdec_lab.trees.build.expected_length`, the tree value Medusa's trees are sized by, on a chain.
 
 # %% tags=["exercise", "exercise-1"]
-layer_counts = [text_config.num_hidden_layers, 32, 80]  # SmolLM2-135M, a Llama-3-8B-sized and a 70B-sized target
-
-
-def fused_layers(num_layers: int) -> tuple[int, int, int]:
-    ...
-
-
-answer = [fused_layers(n) for n in layer_counts]
+k_chain = 4
+answer = ...  # {proposer name: E[L] of a chain of k_chain drafts, bonus included}
 
 # %% tags=["solution", "exercise-1"]
-def fused_layers(num_layers: int) -> tuple[int, int, int]:
-    return (2, num_layers // 2, num_layers - 3)
-
-
-answer = [fused_layers(n) for n in layer_counts]
+answer = {}
+for name, source in src.items():
+    expected, reach = 1.0, 1.0  # the bonus, and the chance that every draft so far was accepted
+    for a in source["accuracy"][:k_chain]:
+        reach *= a
+        expected += reach
+    answer[name] = expected
 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
-from specdec_lab.eagle import eagle3_layers
-from specdec_lab.lab.course import check
+import math
 
-_ = check("EAGLE-3's fused layers", answer, [eagle3_layers(n) for n in layer_counts],
-          hint="Low, middle, high: 2, L // 2 and L - 3, as a tuple.")  # fmt: skip
+from specdec_lab.lab.course import check
+from specdec_lab.trees.build import expected_length
+
+chain_paths = [(0,) * d for d in range(1, k_chain + 1)]  # a chain: the top candidate at every depth
+reference = {name: expected_length(chain_paths, [[a] for a in s["accuracy"][:k_chain]]) for name, s in src.items()}
+_ = check("E[L] of a 4-draft chain per proposer", answer, reference,
+          close=lambda a, r: isinstance(a, dict) and a.keys() == r.keys() and all(math.isclose(a[n], r[n], rel_tol=1e-9) for n in r),
+          hint="Draft j counts only if drafts 1..j all hit: multiply, then add the bonus.")  # fmt: skip
+print({SOURCE_LABELS[n]: round(v, 3) for n, v in reference.items()})
 
 # %% [markdown] tags=["exercise-2"]
-# ### Exercise 2 ★★ — the cost ratio c of a draft step
+# ### Exercise 2 ★★ — the drafting vocabulary that buys the most
 #
-# Section 2's table gives c(M), one draft step's multiply-adds over the target's per token. Compute it for the
-# shipped vocabulary (`shipped_m`) from the shapes in `text_config` (H = `hidden_size`, I = `intermediate_size`,
-# q = heads × `head_dim`, kv = key/value heads × `head_dim`). An EAGLE-3 draft step is `fc` (3·H·H), one layer
-# whose q, k, v projections read 2H inputs (2H·(q + 2·kv)), its output projection (q·H) and MLP (3·H·I), and the
-# head (M·H); the target per token is `macs["total"]` (section 2). The reference is
-# `specdec_lab.eagle.vocab_cost.step_cost_ratio`.
+# Section 2 weighs a draft step's cost ratio c(M) against the coverage(M) of a drafting vocabulary of M rows.
+# For every M in `tradeoff.sizes`, compute the closed-form speed-up of the best chain (k = 1..16) when each draft
+# is accepted with α · coverage(M) (`alpha` is the acceptance with every token nameable) and costs c(M):
+# $E[L] / (k\,c + 1)$ with $E[L] = (1 - a^{k+1})/(1 - a)$, or 1 where no chain beats plain decoding. Answer
+# `{M: speed-up}`; which M wins, and why is it neither the smallest nor the full vocabulary? The reference is
+# `specdec_lab.eagle.vocab_cost.chain_speedup`.
 
 # %% tags=["exercise", "exercise-2"]
-H, inter = text_config.hidden_size, text_config.intermediate_size  # H and I
-q_width = text_config.num_attention_heads * text_config.head_dim
-kv_width = text_config.num_key_value_heads * text_config.head_dim
-answer = ...  # c(shipped_m)
+answer = ...  # {M: the best chain's closed-form speed-up}
 
 # %% tags=["solution", "exercise-2"]
-draft_step = 3 * H * H + 2 * H * (q_width + 2 * kv_width) + q_width * H + 3 * H * inter + shipped_m * H
-answer = draft_step / macs["total"]
+answer = {}
+for m, c_m, cov in zip(tradeoff.sizes, tradeoff.c, tradeoff.coverage, strict=True):
+    a = alpha * cov  # a token outside the drafting vocabulary can never be proposed
+    answer[m] = max([1.0] + [(1 - a ** (k + 1)) / (1 - a) / (k * c_m + 1) for k in range(1, 17)])
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
-from specdec_lab.eagle.vocab_cost import step_cost_ratio
+from specdec_lab.eagle.vocab_cost import chain_speedup
 
-_ = check("c(M) of the shipped vocabulary", answer, step_cost_ratio(text_config, shipped_m), close=1e-9,
-          hint="Sum fc, the layer's four projections and MLP, and the M-row head; divide by the target's total.")  # fmt: skip
+reference = {m: chain_speedup(alpha * cov, c_m)[0] for m, c_m, cov in zip(tradeoff.sizes, tradeoff.c, tradeoff.coverage, strict=True)}
+_ = check("the best chain's speed-up per vocabulary size", answer, reference,
+          close=lambda a, r: isinstance(a, dict) and a.keys() == r.keys() and all(math.isclose(a[m], r[m], rel_tol=1e-9) for m in r),
+          hint="Scale the acceptance by the coverage: a drafter cannot propose a token it cannot name.")  # fmt: skip
+print(f"the best M here: {max(reference, key=reference.get):,} (shipped: {shipped_m:,})")
 
 # %% [markdown] tags=["exercise-3"]
 # ### Exercise 3 ★★★ — accuracy per draft position, teacher-forced
@@ -583,8 +648,6 @@ for i, (logits, mask) in enumerate(zip(run.logits, masks, strict=True)):
     answer.append(float((guess == truth).double().mean()))
 
 # %% tags=["check", "exercise-3"]
-import math
-
 from specdec_lab.train.eagle_ttt import accuracy
 
 with torch.no_grad():

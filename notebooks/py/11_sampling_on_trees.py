@@ -104,9 +104,13 @@ torch.set_num_threads(1)  # the toy models are thousands of tiny ops: one thread
 #
 # The tree: three siblings at the root, two below the first, one below the second. Each rule is applied to
 # trees whose siblings were drawn the way it is exact for (the "siblings" column); traversal on two of them.
-# "exact" says whether the rule is meant to be exact; "drafts accepted per step" is E[L], the exact expected
-# number of draft tokens one step accepts (the bonus not counted); "TV from p" is the total variation between the
-# exact distribution of the first two emitted tokens and autoregressive sampling's.
+# "exact" says whether the rule is meant to be exact; "drafts accepted per step" is the exact expected number of
+# drafted tokens one step accepts, and "E[L]" adds the bonus: notebook 00's L, the tokens one step emits, so
+# E[L] = drafts accepted per step + 1; "TV from p" is the total variation between the exact distribution of the
+# first two emitted tokens and autoregressive sampling's.
+#
+# **Predict, then run.** Before running the next cell, guess: which exact rule accepts the most drafts per step,
+# and how far from p (in TV) will typical acceptance, the one lossy rule, land — near rounding, or far?
 
 # %% tags=["nbval-check-output"]
 import pandas as pd
@@ -120,7 +124,9 @@ print(f"toy target and draft over {vocab} tokens; tree: parents {TOY_SHAPE[0]}; 
 rows = compare_rules(target, draft, sampling, RULES)
 table = pd.DataFrame(rows).set_index(["rule", "siblings"])
 table["TV from p"] = table.pop("tv").map(lambda v: "0 (to rounding)" if v < 1e-6 else f"{v:.3f}")
-table.rename(columns={"accepted_per_step": "drafts accepted per step"}).round({"drafts accepted per step": 3})
+table = table.rename(columns={"accepted_per_step": "drafts accepted per step"})
+table.insert(2, "E[L]", table["drafts accepted per step"] + 1)  # tokens one step emits, the bonus included
+table.round({"drafts accepted per step": 3, "E[L]": 3})
 
 # %% tags=["nbval-ignore-output"]
 from IPython.display import Markdown, display
@@ -479,32 +485,57 @@ by_source = pd.DataFrame(source_rows).groupby(["run", "label", "source"])["accep
 # Each exercise is a stub to fill in, then a check against the library's own function.
 
 # %% [markdown] tags=["exercise-1"]
-# ### Exercise 1 ★ — every sibling with exactly its target probability
+# ### Exercise 1 ★ — which sibling is emitted, given the chances
 #
-# Section 2's table gives, for the root's three siblings, the chance a_j that sibling j is accepted once it is
-# tried (`steps["steps"][j]["accept"]`). Sibling j is emitted when the siblings before it were rejected and it
-# is accepted: $P(j) = a_j \prod_{i<j} (1 - a_i)$. Compute this for the three siblings (a list). The reference
-# is the target's own probability of each sibling's token, `steps["p"][x_j]` (`accept.toy.residual_steps`,
-# which runs the library's `tree_rules.residual`): the one-hot rule emits each sibling with exactly p(x).
+# Siblings are tried in order; once tried, sibling j is accepted with chance a_j. Sibling j is emitted when the
+# siblings before it were rejected and it is accepted: $P(j) = a_j \prod_{i<j} (1 - a_i)$. Compute it for two
+# sibling sets (`chance_sets`): section 2's deterministic siblings under the one-hot rule, and three siblings
+# *sampled* from q under the multi-draft rule, each tried with min(1, p_j(x)/q_j(x)) on the residual
+# (`accept.toy.residual_steps`). Answer `{name: [P(1), P(2), P(3)]}`. The reference walks the library's coins
+# (`accept.exactness.enumerate_outcomes`) over every branch of the accept/reject draws. Compare the two sets with
+# the target's own p(x_j): for which is P(j) = p(x_j), and why not for the other?
 
 # %% tags=["exercise", "exercise-1"]
-chances = [s["accept"] for s in steps["steps"][:-1]]  # a_1, a_2, a_3 (the last step is the bonus)
-answer = ...  # [P(sibling 1 is emitted), P(sibling 2), P(sibling 3)]
+from specdec_lab.accept.exactness import ScriptedCoins
+
+draws = ScriptedCoins([int(torch.tensor(steps["q"]).argmax()), 0, 1])  # which draws of q: its likeliest, then 0, 1
+sampled = residual_steps(target, draft, Sampling(temperature=1.0), "sampled", width=3, coins=draws)
+chance_sets = {"deterministic, one-hot rule": [s["accept"] for s in steps["steps"][:-1]],
+               "sampled, multi-draft rule": [s["accept"] for s in sampled["steps"][:-1]]}  # fmt: skip
+answer = ...  # {name: [P(sibling 1 is emitted), P(sibling 2), P(sibling 3)]}
 
 # %% tags=["solution", "exercise-1"]
-answer, still_rejected = [], 1.0
-for a in chances:
-    answer.append(still_rejected * a)
-    still_rejected *= 1 - a
+answer = {}
+for name, chances in chance_sets.items():
+    emitted, still_rejected = [], 1.0
+    for a in chances:
+        emitted.append(still_rejected * a)
+        still_rejected *= 1 - a
+    answer[name] = emitted
 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 import math
 
+from specdec_lab.accept import exactness
 from specdec_lab.lab.course import check
 
-_ = check("P(each sibling is emitted)", answer, [steps["p"][x] for x in steps["tokens"]],
-          close=lambda a, r: len(a) == len(r) and all(math.isclose(x, y, rel_tol=1e-5) for x, y in zip(a, r, strict=True)),
-          hint="Multiply a_j by the chance that every earlier sibling was rejected.")  # fmt: skip
+
+def walked(chances: list[float]) -> list[float]:
+    """P(sibling j is emitted) over every branch of the coins: try each in order, stop at the first accepted."""
+    first = exactness.enumerate_outcomes(lambda coins: next((j for j, a in enumerate(chances) if coins.accept(a, 1.0)), None))
+    return [first.get(j, 0.0) for j in range(len(chances))]
+
+
+reference = {name: walked(chances) for name, chances in chance_sets.items()}
+_ = check("P(each sibling is emitted)", answer, reference,
+          close=lambda a, r: isinstance(a, dict) and a.keys() == r.keys() and all(
+              len(a[n]) == len(r[n]) and all(math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-12) for x, y in zip(a[n], r[n], strict=True))
+              for n in r),
+          hint="Multiply a_j by the chance that every earlier sibling was rejected; p(x) is not the answer for sampled siblings.")  # fmt: skip
+for (name, probs), tokens, p_of in zip(reference.items(), (steps["tokens"], sampled["tokens"]), (steps["p"], sampled["p"]), strict=True):
+    gap = max(abs(v - p_of[x]) for v, x in zip(probs, tokens, strict=True))
+    print(f"{name}: P(j) " + ("equals p(x_j) for every sibling (to rounding)" if gap < 1e-6 else
+                               f"differs from p(x_j) by up to {gap:.3f}: given these drawn siblings, not p"))  # fmt: skip
 
 # %% [markdown] tags=["exercise-2"]
 # ### Exercise 2 ★★ — the residual after a rejected sampled sibling

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..viz.figures import TEMPLATE  # the one plotly template: the viz functions' and, by default, every cell's
+from ..viz.tables import register_styler_text
 
 __all__ = ["TEMPLATE", "ran_on", "runs_in", "start", "compare", "check", "ExerciseError", "is_stub"]
 
@@ -38,7 +39,11 @@ def ran_on(date: datetime.date | None = None) -> str:
 
 
 def runs_in(stem: str, record: str | os.PathLike | None = None) -> str:
-    """How long the notebook `stem` ran in the last `make reproduce` (notebooks/run_times.json), and where."""
+    """How long the notebook `stem` ran in the last `make reproduce` (notebooks/run_times.json), and where.
+
+    A notebook run by `make reproduce` prints this before that run rewrites run_times.json, so its own output
+    quotes the run before; `make store` renders the stored line again from the stored run's file
+    (`lab.stored.render_runs_in`), and tests/test_notebook_outputs.py holds every stored line to the file."""
     import json
 
     from ..io import REPO_DIR
@@ -56,7 +61,8 @@ def runs_in(stem: str, record: str | os.PathLike | None = None) -> str:
 def start(figures_dir: str = "../figures", threads: int = 0, seed: int = 0, stem: str | None = None) -> Path:
     """A notebook's setup, in one call: print `ran_on()` (and, given the notebook's `stem`, `runs_in(stem)`),
     set torch's threads (0: its default) and every seed, hide transformers' progress bars (no stored "Loading
-    weights" widget), make `TEMPLATE` plotly's default, and return the folder figures go to
+    weights" widget), make `TEMPLATE` plotly's default, give every pandas Styler a readable text/plain (its
+    cells as text, `viz.tables.styler_text`, not `<…Styler at 0x…>`), and return the folder figures go to
     (SPECDEC_LAB_FIGURES overrides it: CI keeps the committed figures)."""
     import numpy as np
     import plotly.io as pio
@@ -70,6 +76,7 @@ def start(figures_dir: str = "../figures", threads: int = 0, seed: int = 0, stem
     np.random.seed(seed)
     hf_logging.disable_progress_bar()
     pio.templates.default = TEMPLATE
+    register_styler_text()
     print(ran_on())
     if stem is not None:
         print(runs_in(stem))

@@ -1,10 +1,17 @@
-"""Stored notebooks without dead widget views: `python -m specdec_lab.lab.stored notebooks/*.ipynb`.
+"""Stored notebooks without dead widget views: `python -m specdec_lab.lab.stored notebooks/*.ipynb`; with
+`--run-times notebooks/run_times.json` (`make store`), each notebook's "Runs in" line rendered from that file.
 
 A dashboard cell's output holds a widget view (`application/vnd.jupyter.widget-view+json`, a pointer to a
 widget model) beside its text/plain placeholder (`widgets.show_widget`). The model lives in the kernel and in
 `metadata.widgets`, which is stripped before committing (it embeds plotly.js, ~5 MB). Left in the file, the
 view makes a *trusted* notebook show "Error displaying widget: model not found"; without it JupyterLab shows
 the placeholder, and running the cell brings the live dashboard back. `make strip-notebooks` runs this.
+
+The "Runs in" line. `course.start` prints how long the notebook ran in the last `make reproduce`, from
+notebooks/run_times.json: but a notebook run *by* `make reproduce` reads the file before that run rewrites it,
+so its own output quotes the run before. `make store` therefore renders the line again in every stored
+notebook from the run_times.json of the very run it stores (`render_runs_in`): the stored line is true of the
+stored run.
 """
 
 from __future__ import annotations
@@ -15,9 +22,10 @@ from pathlib import Path
 
 from ..io import atomic_path
 
-__all__ = ["WIDGET_VIEW", "drop_widget_views", "main"]
+__all__ = ["WIDGET_VIEW", "drop_widget_views", "render_runs_in", "runs_in_lines", "main"]
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+RUNS_IN = "Runs in"  # how `course.runs_in` starts its line
 
 
 def drop_widget_views(nb: dict) -> int:
@@ -37,17 +45,57 @@ def drop_widget_views(nb: dict) -> int:
     return removed
 
 
+def runs_in_lines(nb: dict) -> list[tuple[int, str]]:
+    """(cell index, line) of every stored stream line that `course.runs_in` printed ("Runs in ...")."""
+    found = []
+    for i, cell in enumerate(nb.get("cells", [])):
+        for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            if out.get("output_type") == "stream":
+                text = out.get("text", "")
+                text = "".join(text) if isinstance(text, list) else text
+                found += [(i, line) for line in text.splitlines() if line.startswith(RUNS_IN)]
+    return found
+
+
+def render_runs_in(nb: dict, stem: str, record: str | Path) -> int:
+    """Render every stored "Runs in" line of notebook `stem` again from `record` (run_times.json), in place;
+    return how many lines changed."""
+    from .course import runs_in
+
+    line = runs_in(stem, record)
+    changed = 0
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            if out.get("output_type") != "stream":
+                continue
+            text = out.get("text", "")
+            text = "".join(text) if isinstance(text, list) else text
+            lines = text.split("\n")
+            new = [line if old.startswith(RUNS_IN) else old for old in lines]
+            if new != lines:
+                changed += sum(a != b for a, b in zip(new, lines, strict=True))
+                out["text"] = "\n".join(new).splitlines(keepends=True)  # as nbformat stores it: a list of lines
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m specdec_lab.lab.stored", description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="+", type=Path)
+    parser.add_argument("--run-times", type=Path, default=None, metavar="JSON",
+                        help="render each notebook's 'Runs in' line from this run_times.json (make store)")  # fmt: skip
     args = parser.parse_args(argv)
     for path in args.notebooks:
         nb = json.loads(path.read_text(encoding="utf-8"))
-        if removed := drop_widget_views(nb):
+        removed = drop_widget_views(nb)
+        rendered = render_runs_in(nb, path.stem, args.run_times) if args.run_times is not None else 0
+        if removed or rendered:
             with atomic_path(path) as tmp:
                 text = json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False) + "\n"  # as nbformat writes
                 Path(tmp).write_text(text, encoding="utf-8")
+        if removed:
             print(f"{path}: {removed} widget view(s) dropped")
+        if rendered:
+            print(f"{path}: 'Runs in' line rendered from {args.run_times}")
     return 0
 
 

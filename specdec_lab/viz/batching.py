@@ -17,7 +17,7 @@ from plotly.colors import qualitative
 from .figures import TEMPLATE
 
 __all__ = ["cost_by_batch_figure", "ragged_figure", "speedup_by_batch_figure", "throughput_latency_figure",
-           "rows_mask_figure", "policy_view", "WIDTH"]  # fmt: skip
+           "rows_mask_figure", "policy_view", "log_ticks", "WIDTH"]  # fmt: skip
 
 WIDTH = 900  # px: inside the 950 px output area
 
@@ -34,11 +34,28 @@ def cost_by_batch_figure(curves: dict, title: str = "The price of a step: t(B, n
         fig.add_scatter(x=curve.sizes, y=[t / (b * n) for t, n in zip(ms, curve.sizes, strict=True)], yaxis="y2",
                         mode="lines", line={"color": color, "dash": "dot"}, showlegend=False,
                         hovertemplate=f"B={b}, n=%{{x}}: %{{y:.2f}} ms per token<extra></extra>")  # fmt: skip
+    per_token = [t * 1e3 / (b * n) for b, c in curves.items() for t, n in zip(c.seconds, c.sizes, strict=True)]
     fig.update_layout(template=TEMPLATE, title=title, width=WIDTH, height=440, xaxis_title="tokens per row n",
                       yaxis={"title": "ms per step (solid)", "rangemode": "tozero"},
-                      yaxis2={"title": "ms per token (dotted)", "overlaying": "y", "side": "right", "type": "log"},
-                      legend={"x": 1.08, "y": 1})  # fmt: skip
+                      yaxis2={"title": {"text": "ms per token (dotted)", "standoff": 4}, "overlaying": "y",
+                              "side": "right", "type": "log", **log_ticks(per_token)},
+                      margin={"r": 80}, legend={"orientation": "h", "x": 0, "y": -0.24})  # fmt: skip
     return fig
+
+
+def log_ticks(values: list[float]) -> dict:
+    """Readable ticks for a log axis over `values` (ms): 1-2-5 steps inside their range, each written as a
+    plain number of ms (no SI prefixes, no bare mantissas such as plotly's "2|3|5|8" between decades)."""
+    import math
+
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return {}
+    lo, hi = min(positive), max(positive)
+    ticks = [m * 10.0**e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+             for m in (1, 2, 5)]  # fmt: skip
+    inside = [t for t in ticks if lo / 1.5 <= t <= hi * 1.5] or [lo, hi]
+    return {"tickmode": "array", "tickvals": inside, "ticktext": [f"{t:g} ms" for t in inside]}
 
 
 def ragged_figure(grid: list, title: str = "Ragged acceptance: tokens each row emitted per step") -> go.Figure:
@@ -78,16 +95,20 @@ def speedup_by_batch_figure(
 
 
 def throughput_latency_figure(summary: list[dict], title: str = "Throughput against latency") -> go.Figure:
-    """One line per method through its batch sizes: total tokens/s against the median request latency (each
-    point labelled with its B): larger batches buy throughput with latency."""
+    """One line per method through its batch sizes: total tokens/s against the median request latency (the first
+    method's points labelled with their B, every point's hover naming it; the labels of every line would pile on
+    each other where the lines meet): larger batches buy throughput with latency."""
     fig = go.Figure()
     methods = list(dict.fromkeys(r["method"] for r in summary if r.get("tokens_per_s")))
     for i, m in enumerate(methods):
         pts = sorted((r["batch_size"], r["latency_median_s"], r["tokens_per_s"]) for r in summary
                      if r["method"] == m and r.get("tokens_per_s"))  # fmt: skip
-        fig.add_scatter(x=[p[1] for p in pts], y=[p[2] for p in pts], mode="lines+markers+text", name=m,
-                        text=[f"B={p[0]}" for p in pts], textposition="top center",
-                        line={"color": qualitative.Plotly[i % 10]})  # fmt: skip
+        # the B labels once, on the first method's line (every line runs through the same batch sizes in order)
+        fig.add_scatter(x=[p[1] for p in pts], y=[p[2] for p in pts], mode="lines+markers+text" if i == 0 else
+                        "lines+markers", name=m, text=[f"B={p[0]}" for p in pts], textposition="top center",
+                        line={"color": qualitative.Plotly[i % 10]},
+                        hovertemplate=f"{m}, %{{text}}: %{{y:.1f}} tokens/s, median latency %{{x:.1f}} s"
+                        "<extra></extra>")  # fmt: skip
     fig.update_layout(template=TEMPLATE, title=title, width=WIDTH, height=460, xaxis_title="median latency (s)",
                       yaxis_title="total tokens/s", legend={"orientation": "h", "y": -0.2})  # fmt: skip
     return fig

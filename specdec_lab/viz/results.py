@@ -25,9 +25,25 @@ __all__ = [
     "waterfall_frame",
     "waterfall_figure",
     "measured_rows",
+    "ranking_text",
 ]
 
 ANCHOR_PREFIX = "hf_"
+
+
+def ranking_text(values: Mapping[str, float], spread: Mapping[str, float] | float = 0.0) -> str:
+    """Names ordered by value, highest first: 'a > b ≈ c > d', where ≈ joins neighbours whose values are within
+    the noise — |x − y| ≤ s · max(x, y), s the larger of the two names' relative spreads (a float: one for all).
+    A tie within a run's own spread is written as a tie, never as an order."""
+    order = sorted(values, key=lambda m: -values[m])
+    if not order:
+        return ""
+    s = spread if isinstance(spread, Mapping) else dict.fromkeys(order, float(spread))
+    out = order[0]
+    for prev, m in zip(order, order[1:], strict=False):
+        tol = max(s.get(prev, 0.0), s.get(m, 0.0))
+        out += (" ≈ " if abs(values[prev] - values[m]) <= tol * max(abs(values[prev]), abs(values[m])) else " > ") + m
+    return out
 
 
 def machine_label(machine: Mapping) -> str:

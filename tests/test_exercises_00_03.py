@@ -5,58 +5,17 @@ exact chain check (`lab.chain_exercise`)."""
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-
-from specdec_lab.lab.course import ExerciseError
-
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-
-
-def cells(stem: str) -> list[dict]:
-    return json.loads((NOTEBOOKS / f"{stem}.ipynb").read_text(encoding="utf-8"))["cells"]
-
-
-def source(cell: dict) -> str:
-    return "".join(cell["source"])
-
-
-def exercise(stem: str, n: int) -> dict[str, str]:
-    """{role: source} of exercise n's stub, solution and check cells (tags exercise-n and the role)."""
-    found = {}
-    for c in cells(stem):
-        tags = c.get("metadata", {}).get("tags", [])
-        if f"exercise-{n}" in tags and c["cell_type"] == "code":
-            role = next(r for r in ("exercise", "solution", "check") if r in tags)
-            found[role] = source(c)
-    assert set(found) == {"exercise", "solution", "check"}, found
-    return found
+from exercise_cells import cells, exercise, fails, passes, run, source
 
 
 def code_cell(stem: str, pattern: str) -> str:
     """The source of the first code cell matching `pattern` (a regex)."""
     return next(source(c) for c in cells(stem) if c["cell_type"] == "code" and re.search(pattern, source(c)))
-
-
-def run(*sources: str, namespace: dict | None = None) -> dict:
-    ns = {} if namespace is None else namespace
-    exec(compile("\n".join(sources), "notebook cells", "exec"), ns)  # noqa: S102 - the notebook's own cells
-    return ns
-
-
-def fails(ex: dict[str, str], wrong: str | None, namespace) -> None:
-    """The check raises ExerciseError on the stub followed by `wrong` (None: the stub alone)."""
-    with pytest.raises(ExerciseError):
-        run(ex["exercise"], wrong or "", ex["check"], namespace=namespace())
-
-
-def passes(ex: dict[str, str], namespace) -> None:
-    run(ex["exercise"], ex["solution"], ex["check"], namespace=namespace())
 
 
 # ---- 01: optimal draft lengths at points the notebook's tables do not show -----------------------------------

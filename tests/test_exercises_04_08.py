@@ -9,37 +9,20 @@ section 2, 05's accuracies, 08's comparison) are made here, small and synthetic.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from types import SimpleNamespace
 
-import nbformat
 import pytest
 import torch
+from exercise_cells import exercise as cells
+from exercise_cells import run as run_cells
 
 from specdec_lab.lab.course import ExerciseError
-
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-
-
-def cells(stem: str, n: int) -> dict[str, str]:
-    """Exercise n of notebook `stem`: its stub, solution and check cells' sources, by role."""
-    nb = nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4)
-    found = {}
-    for c in nb.cells:
-        tags = c.metadata.get("tags", [])
-        if f"exercise-{n}" in tags and c.cell_type == "code":
-            role = next(r for r in ("exercise", "solution", "check") if r in tags)
-            found[role] = c.source
-    assert set(found) == {"exercise", "solution", "check"}, f"{stem} exercise {n}: {sorted(found)}"
-    return found
 
 
 def run(ex: dict[str, str], namespace: dict, answer: str | None) -> dict:
     """The stub, then `answer` (a wrong answer's code, the solution's, or None: the stub left as it is), then the
     check, in `namespace`."""
-    code = "\n".join([ex["exercise"], answer or "", ex["check"]])
-    exec(compile(code, "exercise", "exec"), namespace)  # noqa: S102 - the notebook's own cells
-    return namespace
+    return run_cells(ex["exercise"], answer or "", ex["check"], namespace=namespace)
 
 
 # ---- 04 -------------------------------------------------------------------------------------------------------

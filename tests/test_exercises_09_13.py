@@ -6,51 +6,11 @@ solution. Plus the helpers behind the notebooks' rewritten sentences and figures
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import pytest
 import torch
+from exercise_cells import NOTEBOOKS, exercise, fails, passes, run
 
-from specdec_lab.lab.course import ExerciseError
-
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = ROOT / "notebooks"
-
-
-def cells(stem: str) -> list[dict]:
-    return json.loads((NOTEBOOKS / f"{stem}.ipynb").read_text(encoding="utf-8"))["cells"]
-
-
-def source(cell: dict) -> str:
-    return "".join(cell["source"])
-
-
-def exercise(stem: str, n: int) -> dict[str, str]:
-    """{role: source} of exercise n's stub, solution and check cells (tags exercise-n and the role)."""
-    found = {}
-    for c in cells(stem):
-        tags = c.get("metadata", {}).get("tags", [])
-        if f"exercise-{n}" in tags and c["cell_type"] == "code":
-            role = next(r for r in ("exercise", "solution", "check") if r in tags)
-            found[role] = source(c)
-    assert set(found) == {"exercise", "solution", "check"}, found
-    return found
-
-
-def run(*sources: str, namespace: dict | None = None) -> dict:
-    ns = {} if namespace is None else namespace
-    exec(compile("\n".join(sources), "notebook cells", "exec"), ns)  # noqa: S102 - the notebook's own cells
-    return ns
-
-
-def fails(ex: dict[str, str], wrong: str | None, namespace) -> None:
-    """The check raises ExerciseError on the stub followed by `wrong` (None: the stub alone)."""
-    with pytest.raises(ExerciseError):
-        run(ex["exercise"], wrong or "", ex["check"], namespace=namespace())
-
-
-def passes(ex: dict[str, str], namespace) -> None:
-    run(ex["exercise"], ex["solution"], ex["check"], namespace=namespace())
+ROOT = NOTEBOOKS.parent
 
 
 def base() -> dict:

@@ -67,6 +67,16 @@ def test_auto_is_the_policy_with_k_by_running_requests(export):
     assert speculative_config(export, "auto") is None
 
 
+def test_auto_for_a_load_serves_plain_where_no_drafter_pays(export):
+    assert speculative_config(export, "auto", batch_size=2)["num_speculative_tokens_per_batch_size"] == SCHEDULE
+    assert (
+        speculative_config(export, "auto", batch_size=4) is None
+        and speculative_config(export, "auto", batch_size=9) is None
+    )
+    with pytest.raises(ServeError, match="no range for batch size 0"):
+        speculative_config(export, "auto", batch_size=0)
+
+
 def test_bad_configs_say_what_to_do(export, tmp_path):
     with pytest.raises(ServeError, match="choose one of"):
         speculative_config(export, "medusa")

@@ -42,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--export", required=True, help="a folder written by `export`")
     r.add_argument("--method", choices=METHODS, default="auto", help="auto: the policy's choice (serve.json)")
     r.add_argument("--num-speculative-tokens", type=positive_int, default=None, help="k (default: the policy's)")
+    r.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=None,
+        help="auto: the policy's choice for this many concurrent requests (plain where nothing pays)",
+    )
     r.add_argument("--port", type=int, default=None, help="default: a free port")
     r.add_argument("--threads", choices=("all", "auto"), default="all",
                    help="all: the forward on every core; auto: vLLM's own binding (one core reserved)")  # fmt: skip
@@ -58,8 +64,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {a.out}/serve.json; serve it with `{PROG} run --export {a.out}`")
             return 0
         config = ServerConfig(export=a.export, method=a.method, num_speculative_tokens=a.num_speculative_tokens,
-                              port=a.port, threads=a.threads)  # fmt: skip
-        print("speculative config:", json.dumps(speculative_config(a.export, a.method, a.num_speculative_tokens)))
+                              port=a.port, threads=a.threads, batch_size=a.batch_size)  # fmt: skip
+        spec = speculative_config(a.export, a.method, a.num_speculative_tokens, batch_size=a.batch_size)
+        print("speculative config:", json.dumps(spec))
         with Server(config) as server:
             print(f"vLLM serves {a.export}/target at {server.url} (pid {server.pid}; log {server.log})", flush=True)
             if a.prompt is not None:

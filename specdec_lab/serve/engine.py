@@ -114,10 +114,13 @@ def group_pids(pgid: int) -> list[int]:
 
 
 def speculative_config(export: str | os.PathLike, method: str, num_speculative_tokens: int | None = None,
-                       dynamic: bool = False) -> dict | None:  # fmt: skip
+                       dynamic: bool = False, batch_size: int | None = None) -> dict | None:  # fmt: skip
     """vLLM's `--speculative-config` for `method` on an export folder (`serve.export`); None for plain decoding.
 
-    method "auto": the policy's choice (`serve.json`), with its k by running requests (`dynamic`).
+    method "auto": the policy's choice (`serve.json`), with its k by running requests (`dynamic`); with
+    `batch_size` (the load the server is for), plain decoding (None) where that schedule drafts nothing at that
+    load: vLLM runs an EAGLE or draft model's drafter every step even at k = 0, so only a plain server is free of
+    its cost there.
     num_speculative_tokens: None takes the policy's k for the method at one request (`tokens_by_method`).
     dynamic: k by the number of running requests from the policy's schedule (vLLM's
     `num_speculative_tokens_per_batch_size`), 0 where our cost model says speculation does not pay."""
@@ -131,6 +134,13 @@ def speculative_config(export: str | os.PathLike, method: str, num_speculative_t
     record = json.loads(manifest.read_text()) if method != "none" else {}
     if method == "auto":
         method, dynamic = record["choice"]["method"], True
+        if batch_size is not None and method != "none":  # plain where the schedule drafts nothing at this load
+            plan = record["policy"]["schedules"][method]
+            k = next((k for lo, hi, k in plan if lo <= batch_size <= hi), None)
+            if k is None:
+                raise ServeError(f"the policy's schedule {plan} has no range for batch size {batch_size}")
+            if k == 0:
+                return None
     if method == "none":
         return None
     config: dict = {"method": method if method != "draft" else "draft_model"}
@@ -163,6 +173,7 @@ class ServerConfig:
     export: str | os.PathLike  # a `serve.export` folder
     method: str = "none"  # METHODS
     num_speculative_tokens: int | None = None  # None: the export's policy
+    batch_size: int | None = None  # "auto": the policy's choice for this many running requests (None: all loads)
     port: int | None = None  # None: a free one
     threads: str = "all"  # "all" (every core for the forward) or "auto" (vLLM's own binding)
     max_num_seqs: int = 16  # the most requests in one batch
@@ -179,7 +190,7 @@ class ServerConfig:
                "--served-model-name", "target", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
                "--enforce-eager", "--max-model-len", str(self.max_model_len), "--max-num-seqs", str(self.max_num_seqs),
                "--generation-config", "vllm", "--seed", "0"]  # fmt: skip
-        spec = speculative_config(self.export, self.method, self.num_speculative_tokens)
+        spec = speculative_config(self.export, self.method, self.num_speculative_tokens, batch_size=self.batch_size)
         if spec is not None:
             cmd += ["--speculative-config", json.dumps(spec)]
         return cmd + list(self.extra_args)

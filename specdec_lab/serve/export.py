@@ -13,8 +13,10 @@
                     loop, the target's t(B, n) on this machine, every method's best k and predicted speedup by
                     batch size, each method's k-by-running-requests schedule, the method chosen, and
                     `speculative_config`: vLLM's config of that choice (what `serve run --method auto` starts;
-                    absolute paths, as exported); the machine it was decided on. With `--engine-prices FILE`
-                    (a serving bench's results) the predictions are corrected by what vLLM measured
+                    absolute paths, as exported), and by batch size the config for that many concurrent requests
+                    (plain where the schedule drafts nothing: `serve run --batch-size N`); the machine it was decided
+                    on. With `--engine-prices FILE` (a serving bench's results) the predictions are corrected by
+                    what vLLM measured
 
 Each part is written atomically and kept when present (a rerun resumes); `serve.json` is decided again unless
 `--keep-policy`. Nothing here imports vLLM: the folders are checked against what its loaders read
@@ -157,5 +159,6 @@ def export_all(out: str | os.PathLike, batch_sizes: Sequence[int] = (1, 2, 4, 8,
     from .engine import speculative_config
 
     record["speculative_config"] = speculative_config(out, "auto")
+    record["speculative_config_by_batch_size"] = {b: speculative_config(out, "auto", batch_size=b) for b in batch_sizes}
     write_json(manifest, record)
     return record

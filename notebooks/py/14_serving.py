@@ -282,7 +282,7 @@ pd.DataFrame({
 # %% [markdown]
 # `engine-priced` is one server, EAGLE-3 with the schedule, at every concurrency. `exported for this load` is what
 # `serve run --method auto --batch-size N` starts for N concurrent requests: that server where the schedule drafts
-# at N, plain decoding where it drafts nothing (k = 0) — 1.0× by construction there.
+# at N, plain decoding where it drafts nothing (k = 0) — plain decoding's own speed there, by construction.
 
 # %%
 worst_c = min(priced, key=lambda c: priced[c]["speedup_vs_vllm_plain"])

@@ -85,7 +85,7 @@ FIGURES = start("../results/figures" if quick else "../figures", stem="14_servin
 # %%
 from specdec_lab.serve.export import export_all
 
-record = export_all(export_dir, quick=quick)
+record = export_all(export_dir, quick=quick, progress=False)
 rows = record["policy"]["by_batch_size"]
 print(f"decided on: {record['machine']['cpu']} · {record['machine']['isa']} (this run)")
 print(f"served: {record['choice']['method']} (mean predicted speedup over B: "

@@ -88,7 +88,7 @@ def export_eagle3(out: str | os.PathLike, weights: str = "data/eagle/smollm2-135
 
 def decide_policy(lm, batch_sizes: Sequence[int], methods: Sequence[str] = ("ngram", "draft", "eagle3"),
                   prompts: int = LAB_PROMPTS, max_new_tokens: int = LAB_TOKENS, k: int = LAB_K,
-                  repeats: int = 3, engine: dict | None = None) -> dict:  # fmt: skip
+                  repeats: int = 3, engine: dict | None = None, progress: bool = True) -> dict:  # fmt: skip
     """The lab (our loop's acceptance per depth), t(B, n) on this machine, and the choice per B (`policy.choose`);
     engine: a serving bench's record, whose measured ratios correct the predictions (`policy.engine_corrections`)."""
     from tqdm.auto import tqdm
@@ -101,10 +101,11 @@ def decide_policy(lm, batch_sizes: Sequence[int], methods: Sequence[str] = ("ngr
     chosen = first_per_category(load_prompts(), 1)[:prompts]
     ids = [prompt_ids(p.text, lm.tokenizer) for p in chosen]
     curves = {}
-    for b in tqdm(sorted(set(batch_sizes) | {1}), desc="t(B, n)", leave=False):  # B = 1 prices the drafts
+    for b in tqdm(sorted(set(batch_sizes) | {1}), desc="t(B, n)", leave=False, disable=not progress):  # B = 1 too
         curves[b] = measure_cost_curve(lm.model, sizes=tuple(range(1, k + 2)), repeats=repeats, statistic="paired",
                                        rows=b)  # fmt: skip
-    runs = [policy.measure(lm, ids, m, k, max_new_tokens, curves[1](1)) for m in tqdm(methods, desc="lab", leave=False)]
+    runs = [policy.measure(lm, ids, m, k, max_new_tokens, curves[1](1))
+            for m in tqdm(methods, desc="lab", leave=False, disable=not progress)]  # fmt: skip
     priced = {b: curves[b] for b in batch_sizes}
     corrections = policy.engine_corrections(runs, priced, engine) if engine else None
     table = policy.choose(runs, priced, corrections=corrections)
@@ -116,8 +117,8 @@ def decide_policy(lm, batch_sizes: Sequence[int], methods: Sequence[str] = ("ngr
 
 
 def export_all(out: str | os.PathLike, batch_sizes: Sequence[int] = (1, 2, 4, 8, 16), keep_policy: bool = False,
-               quick: bool = False, model: str = "smollm2-135m",
-               engine: str | os.PathLike | None = None) -> dict:  # fmt: skip
+               quick: bool = False, model: str = "smollm2-135m", engine: str | os.PathLike | None = None,
+               progress: bool = True) -> dict:  # fmt: skip
     """Write every part of the export (module docstring) into `out`; -> the serve.json record. engine: a serving
     bench's results file (`bench.serving`) whose measured speedups correct the policy (`policy.engine_corrections`)."""
     from ..machine import machine_info
@@ -135,7 +136,7 @@ def export_all(out: str | os.PathLike, batch_sizes: Sequence[int] = (1, 2, 4, 8,
     serving = json.loads(Path(engine).read_text()) if engine else None
     decided = decide_policy(lm, batch_sizes, prompts=2 if quick else LAB_PROMPTS,
                             max_new_tokens=16 if quick else LAB_TOKENS, repeats=1 if quick else 3,
-                            engine=serving)  # fmt: skip
+                            engine=serving, progress=progress)  # fmt: skip
     rows = decided["by_batch_size"]
     method, mean = pick_method(rows)
     first = rows[0]["methods"]  # at one request: each method's k when served with a fixed k (`run --method NAME`)

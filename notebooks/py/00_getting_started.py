@@ -668,8 +668,8 @@ dashboard
 #
 #    L = accepted + 1: its accepted drafts (green), then the bonus token (blue) — the target's own token for
 #    the position of the first rejected draft, read from the same forward, which replaces that draft. The
-#    drafts after it are dropped unseen (red): they were guessed after a token that is not emitted, and their
-#    K/V leave the cache with the rejected one (`KVCache.keep(path)`).
+#    drafts after it are dropped (red): the forward verified them too, but they were guessed after a token that is
+#    not emitted, so their logits are never used, and their K/V leave the cache with the rejected one (`KVCache.keep(path)`).
 #
 #    </details>
 #

@@ -102,8 +102,8 @@ explosion.rename_axis(columns="top-s  (cells: nodes / paths)")
 # %% [markdown]
 # Most of those paths are hopeless: a depth-4 node is accepted only if all four of its tokens are right, so its
 # chance is a product of four accuracies, and a low rank's accuracy is small to begin with (notebook 03 measures
-# each head's accuracy, notebook 05 each rank's). Notebook 05 picks the few dozen nodes worth verifying. Whatever
-# the tree, verifying it works the same way, which is what this notebook is about.
+# each head's accuracy, notebook 05 each rank's). Notebook 05 picks the nodes worth verifying from a machine's cost
+# curve — few where an extra node costs time, dozens where it is nearly free. Whatever the tree, verifying it works the same way, which is what this notebook is about.
 #
 # ## 2. A small tree, flattened
 #

@@ -89,7 +89,7 @@ FIGURES = start(figures_dir, threads, stem="05_optimized_trees")
 # %% [markdown]
 # ## 1. Calibrated head accuracies
 #
-# `python -m specdec_lab.train.medusa_calibration` ran the target over the **held-out** self-distillation
+# `python -m specdec_lab.train medusa-calibrate` ran the target over the **held-out** self-distillation
 # answers (prompts the heads never trained on; never the benchmark prompts used in section 6), read the
 # heads at every position, and recorded the rank of the true token in each head's top-10. Two models:
 #

@@ -38,8 +38,8 @@
 #    from the ideal tokens per step down to the measured speedup (`specdec_lab/bench/decompose.py`).
 #
 # By default the notebook reads the committed files, so its checked outputs are the same wherever it
-# runs. **The files were measured on other machines than the one this notebook runs on** (its "Ran on"
-# line): every table and figure drawn from a file names the machine that file records. `rerun=True` runs
+# runs. **The files were measured on the machines they record, some of them not the one this notebook runs on**
+# (its "Ran on" line): every table and figure drawn from a file names the machine that file records. `rerun=True` runs
 # the benchmark from scratch into `results/` through the same command-line code path (minutes per prompt
 # and method on a laptop CPU), and `quick=True` does that on one prompt and three methods.
 #
@@ -207,7 +207,7 @@ display(traced_speedup.style.format("{:.2f}x").set_caption(
 
 # %% [markdown]
 # Then all 56 prompts (8 per category), from the two committed full runs: each method against the
-# autoregressive rows of its own run (Jacobi and `hf_assisted` ran only in the traced run).
+# autoregressive rows of its own run (Jacobi ran only in the traced run).
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab.viz.figures import save_figure

@@ -41,8 +41,8 @@
 #    target token $j + \mathrm{d2t}[j]$, `t2d` marks the target tokens it covers, and the logits are
 #    scattered into the full vocabulary with $-\infty$ elsewhere *before* any softmax;
 # 4. **training-time test** (EAGLE-3's TTT, `specdec_lab/train/eagle_ttt.py`): in training the drafter is unrolled
-#    on its own outputs for a few steps (7 in SafeAILab/EAGLE's `eagle/traineagle3`; the runs behind the shipped
-#    drafter used fewer, as section 3's lineage table records), attending to its earlier steps' keys, exactly as
+#    on its own outputs for a few steps (7 in SafeAILab/EAGLE's `eagle/traineagle3`; the first run behind the shipped
+#    drafter used 7 and the later ones fewer, as section 3's lineage table records), attending to its earlier steps' keys, exactly as
 #    it will run while decoding — so it learns to draft from its own, imperfect, features.
 #
 # EAGLE-1/2's variant (the last layer's state only, `fc` over $[e; f]$, $2H \to H$) is `variant="eagle1"`.
@@ -471,8 +471,8 @@ if have_drafter:
 # %% [markdown]
 # ## 5. The hybrid: which source drafted each accepted token
 #
-# `method="hybrid"` (`proposers/hybrid.py`) asks prompt lookup, the Medusa heads and the EAGLE drafter for
-# candidates each step, merges them into one token trie, values every node by the acceptance each source has
+# `method="hybrid"` (`proposers/hybrid.py`) asks prompt lookup and the Medusa heads — and the EAGLE drafter when
+# `sources=` names it, as the cell below does — for candidates each step, merges them into one token trie, values every node by the acceptance each source has
 # shown so far in the run, and verifies the best tree the cost model prices — n-gram drafts where the text
 # repeats, model drafts where it does not. The model sources cost drafting time, so after the lookup each step
 # plans which of them to run (none, the heads, the drafter, or both), pricing each alternative by the chain it

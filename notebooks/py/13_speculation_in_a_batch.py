@@ -458,8 +458,8 @@ check("padding row-steps", padding, len(batch.active) * len(batch.grid[0]) - sum
 #   accepts its own path — methods batch without a second copy of the loop.
 # - Rows advance by different counts (ragged acceptance) and finished rows take the next prompt (continuous
 #   batching), so each row keeps its own cache length.
-# - A step's price t(B, n) decides how much to speculate: the same sizers choose smaller drafts and trees as the
-#   batch makes extra tokens dearer, down to proposing nothing.
+# - A step's price t(B, n) decides how much to speculate: the same sizers price every draft and tree on the
+#   batch's curve instead of one sequence's, and choose from it what pays at that B (section 4's table).
 # - The forward is not the whole step: what grows with B outside it (each row's Python work, padding) is not in
 #   t(B, n). A gate can measure it on the batch; whether that pays depends on what a plain step still costs the
 #   method's drafter.

@@ -129,6 +129,18 @@ def test_02_exercise_3_stub_fails_and_solution_passes():
     passes(ex, ns02_chain)
 
 
+def test_02_exercise_3_refuses_a_rule_that_never_accepts():
+    """Plain sampling from p is exact but accepts nothing: the emitted tokens pass, the acceptance chance does not."""
+    ex = exercise("02_speculative_sampling", 3)
+    never = (
+        "def my_accept(tree, logits, sampling, coins, **_):\n"
+        "    from specdec_lab.accept.result import Acceptance\n"
+        "    from specdec_lab.sampling import warp_probs\n"
+        "    return Acceptance(path=[0], bonus=coins.sample(warp_probs(logits[0], sampling)))\n"
+    )
+    fails(ex, never, ns02_chain)
+
+
 def test_chain_exercise_helpers_on_the_library_rules():
     from specdec_lab.accept.exactness import BROKEN_RULES
     from specdec_lab.accept.tree_rules import accept_multi_draft

@@ -749,8 +749,11 @@ answer = probe if is_stub(probe) else chain_rule_tv(my_accept, k=3)  # exact TV 
 _ = check("your rule on chains of k = 3, first 4 tokens (exact)", answer, 0.0, close=lambda tv, _: tv < EXACT,
           hint="Compare each x_i with the p after node i − 1; after a rejection sample max(p − q, 0), not p; "
                "with all k accepted, the bonus comes from the p after node k (logits[k]).")  # fmt: skip
-print(f"✓ the first step accepted all 3 drafts with probability {all_accepted_probability(my_accept, k=3):.3f}: "
-      "its bonus, drawn after the whole chain, was tested with the rest")
+from specdec_lab.accept.tree_rules import accept_multi_draft  # on a chain: the library's exact rule
+
+check("the chance a step accepts all 3 drafts (its bonus drawn after the whole chain)",
+      all_accepted_probability(my_accept, k=3), all_accepted_probability(accept_multi_draft, k=3), close=1e-6,
+      hint="A rule that rejects too often (or never accepts) still emits p; the chance of accepting must match.")  # fmt: skip
 flawed = chain_rule_tv(BROKEN_RULES["q_ignored_in_residual"], k=3)
 assert flawed > 1000 * EXACT, "the flawed rule must fail the test: it has no teeth otherwise"
 print(f"✓ the flawed rule (its residual ignores q) fails it: total variation {flawed:.3f} from p")

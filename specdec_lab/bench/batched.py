@@ -196,13 +196,15 @@ def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, referenc
     return run
 
 
-def _resume(out: str | None, config: dict) -> dict | None:
+def _resume(out: str | None, config: dict, fmt: str = FORMAT) -> dict | None:
+    """The results file `out` of an interrupted run of the same config (format `fmt`), to go on from; None for a
+    fresh run; ValueError where `out` holds another run."""
     import json
 
     if not out or not Path(out).is_file():
         return None
     record = json.loads(Path(out).read_text(encoding="utf-8"))
-    if record.get("format") != FORMAT or record.get("config") != config:
+    if record.get("format") != fmt or record.get("config") != config:
         raise ValueError(f"{out} holds another run (its config differs): pass another --out, or delete it")
     return record
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from ..cost.timing import rotated
 from ..io import first_per_category, load_prompts, positive_int, write_json
 from ..machine import machine_info
-from .batched import _percentile, run_batched
+from .batched import _percentile, _resume, run_batched
 from .harness import first_diff, top2_gap
 
 __all__ = ["CONFIGS", "load", "run_serving", "summarize_serving", "main"]
@@ -151,7 +151,7 @@ def run_serving(lm, prompts, export: str, configs: Sequence[str], concurrency: S
     config = {"export": str(export), "configs": list(configs), "concurrency": list(concurrency), "k": k,
               "max_new_tokens": max_new_tokens, "prompts": [p.question_id for p in prompts], "ours": list(ours),
               "threads": threads, "repeats": repeats}  # fmt: skip
-    record = _resume(out, config) or {"format": FORMAT, "config": config, "machine": machine_info(), "vllm": [],
+    record = _resume(out, config, FORMAT) or {"format": FORMAT, "config": config, "machine": machine_info(), "vllm": [],
                                       "policy": _policy_record(serve_record)}  # fmt: skip
     if command:
         record.setdefault("command", command)
@@ -256,8 +256,8 @@ def _llamacpp(lm, ids, max_new_tokens, reference, eos) -> dict:
 def summarize_serving(record: dict) -> list[dict]:
     """One row per (concurrency, engine config): tokens/s, speedup over vLLM plain at that concurrency, latencies,
     acceptance per position (vLLM's, and our loop's for the same method and k), identity."""
-    plain = {r["concurrency"]: r["tokens_per_s"] for r in record["vllm"] if r["config"] == "none"}
     plain_runs = {r["concurrency"]: r for r in record["vllm"] if r["config"] == "none"}
+    plain = {c: r["tokens_per_s"] for c, r in plain_runs.items()}
     lab = record.get("lab", {})
     rows = []
     for r in sorted(record["vllm"], key=lambda r: (r["concurrency"], CONFIGS.index(r["config"]))):
@@ -314,15 +314,6 @@ def _ratio_range(run: dict, plain: dict | None) -> list[float] | None:
 def _write(out: str | None, record: dict) -> None:
     if out:
         write_json(out, record)
-
-
-def _resume(out: str | None, config: dict) -> dict | None:
-    if not out or not Path(out).is_file():
-        return None
-    record = json.loads(Path(out).read_text(encoding="utf-8"))
-    if record.get("format") != FORMAT or record.get("config") != config:
-        raise ValueError(f"{out} holds another run (its config differs): pass another --out, or delete it")
-    return record
 
 
 def _list(text: str, allowed: Sequence[str] | None = None) -> list[str]:

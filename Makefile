@@ -41,8 +41,8 @@ QUICK_NOTEBOOKS := $(if $(filter all,$(NB_QUICK)),$(NOTEBOOKS),$(filter $(foreac
 # $(call timed,LABEL,COMMAND): echo and run COMMAND, then print how long it took (no commas in COMMAND).
 timed = echo "+ $(2)"; t0=$$(date +%s); $(2); echo "[timing] $(1): $$(( $$(date +%s) - t0 ))s"
 
-.PHONY: all setup lab test unit notebooks-check reproduce store readme bench lint format \
-        sync-notebooks check-sync strip-notebooks slides student reset-notebooks clean distclean help
+.PHONY: all setup lab test unit teacher student slides slides-js notebooks-check reproduce store readme bench lint format \
+        sync-notebooks check-sync strip-notebooks reset-notebooks clean distclean help
 
 all: setup lab
 
@@ -52,7 +52,9 @@ help:
 	@echo "make notebooks-check  papermill NB_QUICK notebooks in quick mode (NB_QUICK=all: every one), then nbval all"
 	@echo "make reproduce        run every notebook with default parameters (regenerates figures/, notebooks/run_times.json)"
 	@echo "make store            the last make reproduce run's outputs become the committed ones (one machine, one run)"
-	@echo "make student          student copies: every notebook without its solution cells -> results/student/"
+	@echo "make unit             the quick loop: pytest without real-model, slow, browser and vLLM tests (minutes)"
+	@echo "make student          student copies: no solution cells, pictures kept, answers cleared -> results/student/"
+	@echo "make teacher          the teacher's kit: syllabus, answer key, slides without code, student copies -> results/teacher/"
 	@echo "make readme           render the README's generated blocks again from their files (headline table, run times)"
 	@echo "make bench            benchmark the decoding methods -> results/bench.json"
 	@echo "make sweep SPEC=data/sweeps/NAME.yaml  a papermill parameter sweep -> results/sweeps/NAME/ (resumes)"
@@ -117,9 +119,10 @@ test: $(STAMP)
 	@$(call timed,notebooks-check,$(MAKE) --no-print-directory notebooks-check)
 	@$(MAKE) --no-print-directory sweep-check
 
-# Unit tests only (no lint, no notebooks).
+# The quick loop while editing (a few minutes on 2 cores): pytest without the real-model, slow, browser and vLLM
+# tests, no lint, no notebooks. `make test` runs everything (about 20 minutes on 2 cores; README, "Quick start").
 unit: $(STAMP)
-	$(BIN)/pytest -q -n 2 --dist loadfile tests
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not real and not slow and not browser and not vllm" tests
 
 notebooks-check: $(STAMP)
 ifeq ($(strip $(NOTEBOOKS)),)
@@ -288,9 +291,7 @@ MATHJAX_VERSION := 2.7.9
 SLIDES_JS := --SlidesExporter.reveal_url_prefix=reveal.js --SlidesExporter.require_js_url=require.js \
   --SlidesExporter.jquery_url=jquery.min.js --SlidesExporter.mathjax_url=mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe
 
-slides: $(STAMP)
-	@test -n "$(NB)" || { echo "usage: make slides NB=notebooks/00_getting_started.ipynb"; exit 2; }
-	@test -f "$(NB)" || { echo "make slides: notebook not found: $(NB)"; exit 2; }
+slides-js:
 	@mkdir -p $(SLIDES_DIR)
 	@if [ ! -f $(SLIDES_DIR)/.js-$(REVEAL_VERSION)-$(MATHJAX_VERSION) ]; then \
 	  echo "== fetching reveal.js $(REVEAL_VERSION), require.js, jQuery and MathJax $(MATHJAX_VERSION) with npm (once)"; \
@@ -309,6 +310,10 @@ slides: $(STAMP)
 	  fi; \
 	  rm -rf "$$tmp"; \
 	fi
+
+slides: $(STAMP) slides-js
+	@test -n "$(NB)" || { echo "usage: make slides NB=notebooks/00_getting_started.ipynb"; exit 2; }
+	@test -f "$(NB)" || { echo "make slides: notebook not found: $(NB)"; exit 2; }
 	@local_js=$$([ -f $(SLIDES_DIR)/.js-$(REVEAL_VERSION)-$(MATHJAX_VERSION) ] && echo "$(SLIDES_JS)" || true); \
 	$(BIN)/jupyter nbconvert --to slides "$(NB)" --output-dir $(SLIDES_DIR) $$local_js \
 	  --SlidesExporter.reveal_scroll=True \
@@ -318,16 +323,23 @@ slides: $(STAMP)
 # Classroom reset: put every notebook (and its twin) and figures/ back to the committed state (the stored
 # outputs), discarding edits and outputs made in class; untracked files are left alone. It asks for
 # CONFIRM=1 instead of prompting (make may run without a terminal).
-# Student copies: nbconvert's own TagRemovePreprocessor drops every cell tagged `solution` (each exercise keeps its
-# stub, tagged `exercise`, and its check, tagged `check`), and the outputs are cleared (notebooks/README.md,
-# "Exercises"). A teacher's copy is the committed notebook; slides come from the same source (make slides).
+# Student copies (specdec_lab/lab/teacher.py, StudentCopy): every cell tagged `solution` dropped (each exercise keeps
+# its stub, tagged `exercise`, and its check, tagged `check`); the pictures a student must see before running are
+# kept, and every output that gives an answer away is cleared (exercise and check cells, the cell answering the
+# "Predict, then run" prompt, tagged `prediction`, and every printed number or computed sentence).
 STUDENT_DIR := results/student
 student: $(STAMP)
-	@mkdir -p $(STUDENT_DIR)
-	$(BIN)/jupyter nbconvert --to notebook --output-dir $(STUDENT_DIR) --log-level WARN \
-	  --TagRemovePreprocessor.enabled=True --TagRemovePreprocessor.remove_cell_tags solution \
-	  --ClearOutputPreprocessor.enabled=True $(NOTEBOOKS)
-	@echo "== student copies in $(STUDENT_DIR)/ (no solution cells, no outputs)"
+	$(BIN)/python -m specdec_lab.lab.teacher --student-only --out $(STUDENT_DIR)
+	@echo "== student copies in $(STUDENT_DIR)/ (no solution cells; pictures kept, answers cleared)"
+
+# The teacher's kit (specdec_lab/lab/teacher.py): syllabus.md (a 2-hour path 00 → 01 → 02 and a one-day path,
+# minutes per section from notebooks/run_times.json), answer_key.md, slides/ with code and exercises hidden, and
+# student/ copies. The slides load reveal.js & co. from results/slides/ (make slides-js, once).
+TEACHER_DIR := results/teacher
+teacher: $(STAMP) slides-js
+	@mkdir -p $(TEACHER_DIR)/slides
+	@local=$$([ -f $(SLIDES_DIR)/.js-$(REVEAL_VERSION)-$(MATHJAX_VERSION) ] && echo "--local-js ../../slides" || true); \
+	$(BIN)/python -m specdec_lab.lab.teacher --out $(TEACHER_DIR) $$local
 
 reset-notebooks:
 	@if [ "$(CONFIRM)" != 1 ]; then \

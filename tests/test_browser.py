@@ -1,10 +1,12 @@
 """The notebooks as a reader meets them: JupyterLab in a real browser (Debian's chromium, driven by playwright).
 
 `jupyter lab` runs on 127.0.0.1 over a temporary copy of notebooks/ (`quick = True`; running cells never
-rewrites a committed notebook or figure). Notebooks 00 and 08: opened as stored, every stored plotly
-figure renders and no dashboard shows as its repr; Run All from the Run menu runs every cell in order; a
-plotly figure and the ipywidgets render; one widget moved changes the dashboard's output. Notebooks
-01-03: as stored. The slides of 00 (`make slides`): reveal.js starts offline and draws the figures.
+rewrites a committed notebook or figure). Every other notebook as stored (`test_stored_notebook_renders`): its
+figures drawn and readable (no axis title over a legend, no bare-digit log ticks, no piled labels), its tables
+whole, and the notebook not marked modified by opening it. Notebooks 00 and 08: opened as stored, every stored
+plotly figure renders and no dashboard shows as its repr; Run All from the Run menu runs every cell in order; a
+plotly figure and the ipywidgets render; one widget moved changes the dashboard's output. The slides of 00
+(`make slides`): reveal.js starts offline and draws the figures.
 Screenshots go to results/browser/ (NN_stored.png and NN_stored_end.png as opened, NN_run_all.png,
 NN_widget.png, 00_slides.png).
 
@@ -238,6 +240,7 @@ def test_notebook_in_jupyterlab(stem, lab, browser):
         _file_browser_open(page)
         page.wait_for_timeout(1000)  # plotly relayouts to the narrower area (responsive figures)
         stored_cut = page.evaluate(CUT_PLOTS_JS)  # asserted at the end, with the reprs
+        stored_problems = _reader_problems(page, lab[2] / f"{stem}.ipynb")  # before Run All changes the notebook
         page.locator(f"{NB} .jp-Cell").last.scroll_into_view_if_needed()  # where the dashboard is
         page.screenshot(path=SCREENSHOTS / f"{nn}_stored_end.png")
         stored_reprs = _widget_reprs(page)  # asserted at the end: the live checks below run regardless
@@ -290,6 +293,7 @@ def test_notebook_in_jupyterlab(stem, lab, browser):
         assert not page_errors, f"JavaScript errors on the page: {page_errors}"
         assert not stored_reprs, f"the stored notebook shows a dashboard as its repr: {stored_reprs}"
         assert not stored_cut, f"stored figures wider than the output area (cut off): {stored_cut}"
+        assert not stored_problems, f"{stem}: what a reader cannot read as stored:\n  " + "\n  ".join(stored_problems)
     finally:
         page.close()
         _shutdown_kernels(lab)
@@ -331,7 +335,9 @@ STORED = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9]*.ipynb") if p.s
 @pytest.mark.parametrize("stem", STORED)
 def test_stored_notebook_renders(stem, lab, browser):
     """Every notebook as a reader browsing it sees it, in a 1400 px window with the file browser open: every
-    stored plotly figure drawn and none cut off by the output area, no widget reprs, no page errors."""
+    stored plotly figure drawn and none cut off by the output area, no widget reprs, no page errors; and in every
+    figure no axis title over the legend, log-axis ticks that state their value, no labels piled on one another; no
+    HTML table cut off or with a header cut; the notebook not marked modified by opening it (`_reader_problems`)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page_errors: list[str] = []
@@ -344,9 +350,197 @@ def test_stored_notebook_renders(stem, lab, browser):
         assert not cut, f"stored figures wider than the output area (cut off): {cut}"
         assert not _widget_reprs(page), f"a stored dashboard shows as its repr: {_widget_reprs(page)}"
         assert not page_errors, f"JavaScript errors on the page: {page_errors}"
+        problems = _reader_problems(page, lab[2] / f"{stem}.ipynb")
+        assert not problems, f"{stem}: what a reader cannot read as stored:\n  " + "\n  ".join(problems)
     finally:
         page.close()
         _shutdown_kernels(lab)
+
+
+# ---- what a reader cannot read (evaluated in the page over the stored view) ----------------------------------
+# Each check returns "cell N, figure 'title': what overlaps / what is wrong" strings. `where(el)` names the cell
+# (its index among the notebook's cells, as the .ipynb counts them) and the figure's title.
+WHERE_JS = f"""(el) => {{
+  const cells = Array.from(document.querySelectorAll('{NB} .jp-Cell'));
+  const cell = cells.indexOf(el.closest('.jp-Cell'));
+  const plot = el.closest('.js-plotly-plot');
+  const title = plot ? ((plot.querySelector('.gtitle') || {{}}).textContent || '(untitled)') : null;
+  return `cell ${{cell}}` + (title !== null ? `, figure '${{title}}'` : '');
+}}"""
+BOX_JS = """(a, b) => {
+  const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+  const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+  return w > 0 && h > 0 ? w * h : 0;
+}"""
+PLOTS_JS = f"Array.from(document.querySelectorAll('{NB} .jp-OutputArea .js-plotly-plot'))"
+
+# (a) an axis title (g-xtitle, g-ytitle, g-y2title, ...) drawn over the legend's box
+TITLE_OVER_LEGEND_JS = f"""() => {{
+  const where = {WHERE_JS}, overlap = {BOX_JS}, found = [];
+  for (const plot of {PLOTS_JS}) {{
+    for (const legend of plot.querySelectorAll('g.legend')) {{
+      const bg = legend.querySelector('rect.bg') || legend;
+      const lb = bg.getBoundingClientRect();
+      if (lb.width < 1 || lb.height < 1) continue;
+      for (const t of plot.querySelectorAll('.infolayer g[class^="g-"][class$="title"]:not(.g-gtitle) text')) {{
+        const tb = t.getBoundingClientRect();
+        if (t.textContent.trim() && overlap(tb, lb) > 4)
+          found.push(`${{where(plot)}}: axis title '${{t.textContent.trim()}}' overlaps the legend`);
+      }}
+    }}
+  }}
+  return found;
+}}"""
+
+# (b) tick labels of log axes: each states its own value (no "2 | 5" standing for 20 and 50: the label read as a
+# number, with an SI prefix or a 10^n form, is the tick's value within 3 %) in at most 4 significant digits.
+LOG_TICKS_JS = f"""() => {{
+  const where = {WHERE_JS}, found = [];
+  const si = {{'': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, m: 1e-3, 'µ': 1e-6, u: 1e-6, n: 1e-9, p: 1e-12}};
+  const readings = (text) => {{
+    const t = text.replace(/\\u2212/g, '-').replace(/,/g, '').replace(/<[^>]*>/g, (m) => m === '<sup>' ? '^' : '')
+      .replace(/[\\s\\u2009\\u202f]/g, '');
+    let m = t.match(/^(?:(-?[\\d.]+)[×x·*])?10\\^(-?\\d+)/);
+    if (m) return [(m[1] ? parseFloat(m[1]) : 1) * Math.pow(10, parseInt(m[2]))];
+    m = t.match(/^(-?\\d*\\.?\\d+(?:e[-+]?\\d+)?)([kMGTmµunp]?)/);
+    if (!m) return null;
+    const x = parseFloat(m[1]);
+    return m[2] ? [x * si[m[2]], x] : [x];  // 'm' may be a unit (metres, minutes), not milli
+  }};
+  const sig = (text) => {{
+    const m = text.replace(/\\u2212/g, '-').replace(/,/g, '').match(/\\d*\\.?\\d+/);
+    return m ? m[0].replace('.', '').replace(/^0+/, '').replace(/0+$/, '').length : 0;
+  }};
+  for (const plot of {PLOTS_JS}) {{
+    const full = plot._fullLayout;
+    if (!full) continue;
+    for (const ax of Object.values(full).filter(a => a && a._id && a.type === 'log' && a.visible !== false)) {{
+      const bad = [];
+      for (const v of ax._vals || []) {{
+        const text = String(v.text || '').trim();
+        if (!text) continue;
+        const value = Math.pow(10, v.x), read = readings(text);
+        const right = read && read.some(r => Math.abs(r - value) <= 0.03 * Math.abs(value));
+        if (!right || (sig(text) > 4 && !/\\^|<sup>/.test(text))) bad.push(text.replace(/<[^>]*>/g, ''));
+      }}
+      if (bad.length)
+        found.push(`${{where(plot)}}: log axis ${{ax._id}} ('${{(ax.title && ax.title.text) || ''}}') has tick labels `
+                   + `that do not state their value: ${{bad.join(' | ')}}`);
+    }}
+  }}
+  return found;
+}}"""
+
+# (c) text labels (annotations, scatter text) piled on one another: two boxes sharing over 30 % of the smaller
+PILED_LABELS_JS = f"""() => {{
+  const where = {WHERE_JS}, overlap = {BOX_JS}, found = [];
+  for (const plot of {PLOTS_JS}) {{
+    const labels = Array.from(plot.querySelectorAll('.annotation-text, .textpoint text'))
+      .filter(e => e.textContent.trim() && getComputedStyle(e).visibility !== 'hidden'
+                   && getComputedStyle(e).opacity !== '0' && !e.closest('[style*="opacity: 0"]'))
+      .map(e => [e, e.getBoundingClientRect()]).filter(([e, b]) => b.width > 0 && b.height > 0);
+    const piled = [];
+    for (let i = 0; i < labels.length; i++)
+      for (let j = i + 1; j < labels.length; j++) {{
+        const [a, ab] = labels[i], [b, bb] = labels[j];
+        const o = overlap(ab, bb);
+        if (o > 0.3 * Math.min(ab.width * ab.height, bb.width * bb.height))
+          piled.push(`'${{a.textContent.trim()}}' on '${{b.textContent.trim()}}'`);
+      }}
+    if (piled.length)
+      found.push(`${{where(plot)}}: ${{piled.length}} piled label pair(s): ${{piled.slice(0, 6).join(', ')}}`
+                 + (piled.length > 6 ? ', …' : ''));
+  }}
+  return found;
+}}"""
+
+# (d) HTML tables: none wider than its output area unless a box between them scrolls sideways; no header cut
+# with an ellipsis (typed "…" or CSS text-overflow)
+TABLES_JS = f"""() => {{
+  const where = {WHERE_JS}, found = [];
+  for (const table of document.querySelectorAll('{NB} .jp-OutputArea-output table')) {{
+    const area = table.closest('.jp-OutputArea-child');
+    if (!area) continue;
+    const caption = (table.querySelector('caption') || {{}}).textContent || '';
+    const name = `${{where(table)}}, table${{caption ? " '" + caption.trim().slice(0, 60) + "'" : ''}}`;
+    const right = area.getBoundingClientRect().right;
+    if (table.getBoundingClientRect().right > right + 2) {{
+      let scrolls = false;
+      for (let e = table.parentElement; e && e !== area.parentElement; e = e.parentElement) {{
+        const ox = getComputedStyle(e).overflowX;
+        if ((ox === 'auto' || ox === 'scroll') && e.getBoundingClientRect().right <= right + 2) scrolls = true;
+      }}
+      if (!scrolls) found.push(`${{name}}: ${{Math.round(table.getBoundingClientRect().width)}} px wide, `
+                               + `cut at the output area's edge (no horizontal scroll)`);
+    }}
+    for (const th of table.querySelectorAll('th')) {{
+      const text = th.textContent.trim();
+      if (text.includes('…') || text.endsWith('...') || th.scrollWidth > th.clientWidth + 1)
+        found.push(`${{name}}: column header cut: '${{text}}'`);
+    }}
+  }}
+  return found;
+}}"""
+
+# (e) the notebook is not modified by opening it (JupyterLab's dirty flag: an unsaved-changes dot on the tab)
+DIRTY_JS = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const model = w && w.context && w.context.model;
+  const tab = !!document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.jp-mod-dirty');
+  return { model: !!(model && model.dirty), tab };
+}"""
+
+
+def _what_opening_changed(page, stored: Path) -> list[str]:
+    """What the page's notebook model holds that the file does not, per output ("cell 4 output 1: + image/png").
+
+    (jupyterlab-plotly's renderer writes a PNG snapshot of every figure it draws into the output's data, if the
+    output has none: that alone marks a notebook with plotly figures modified as soon as it is drawn.)"""
+    model = page.evaluate("() => window.jupyterapp.shell.currentWidget.context.model.toJSON()")
+    nb = json.loads(stored.read_text(encoding="utf-8"))
+    changes = [f"notebook metadata: {sorted(set(model['metadata']) ^ set(nb['metadata']))}"] * (
+        set(model["metadata"]) != set(nb["metadata"])
+    )
+    for i, (live, disk) in enumerate(zip(model["cells"], nb["cells"], strict=False)):
+        outs = list(zip(live.get("outputs", []), disk.get("outputs", []), strict=False))
+        for j, (a, b) in enumerate(outs):
+            added, dropped = (
+                set(a.get("data", {})) - set(b.get("data", {})),
+                set(b.get("data", {})) - set(a.get("data", {})),
+            )
+            if added or dropped:
+                changes.append(
+                    f"cell {i} output {j}: " + " ".join([*(f"+ {k}" for k in added), *(f"- {k}" for k in dropped)])
+                )
+        if len(live.get("outputs", [])) != len(disk.get("outputs", [])):
+            changes.append(
+                f"cell {i}: {len(disk.get('outputs', []))} outputs stored, {len(live.get('outputs', []))} shown"
+            )
+    return changes
+
+
+def _reader_problems(page, stored: Path) -> list[str]:
+    """Every check above over the notebook on screen: one line per problem, naming the cell and the figure."""
+    problems = []
+    for what, js in (
+        ("axis title over the legend", TITLE_OVER_LEGEND_JS),
+        ("unreadable log ticks", LOG_TICKS_JS),
+        ("piled labels", PILED_LABELS_JS),
+        ("table cut", TABLES_JS),
+    ):
+        problems += [f"{what}: {p}" for p in page.evaluate(js)]
+    dirty = page.evaluate(DIRTY_JS)
+    # jupyterlab-plotly's renderer writes its own PNG snapshot into every plotly output it draws (its
+    # `Plotly.toImage(...).then(... r.setData({data: {...r.data, "image/png": ...}}))`, whenever the snapshot
+    # differs from what is stored — always, since it is drawn at the page's size): that alone marks the tab
+    # modified, whatever the file holds, and storing a PNG would not stop it. Anything else the page changed is ours.
+    changed = _what_opening_changed(page, stored) if dirty["model"] or dirty["tab"] else []
+    ours = [c for c in changed if not re.fullmatch(r"cell \d+ output \d+: \+ image/png", c)]
+    if ours or ((dirty["model"] or dirty["tab"]) and not changed):
+        problems.append(f"marked modified right after opening (model dirty: {dirty['model']}, tab: {dirty['tab']}); "
+                        f"the page's model differs from the file in: {'; '.join(ours[:8]) or 'no output data'}"
+                        + (f" (+{len(ours) - 8} more)" if len(ours) > 8 else ""))  # fmt: skip
+    return problems
 
 
 # ---- dashboard gestures ------------------------------------------------------------------------------------

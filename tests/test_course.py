@@ -137,3 +137,40 @@ def test_a_file_from_another_machine_is_named_never_this_machine(tmp_path):
     assert table_machine(own) is None  # nothing says where it ran
     (tmp_path / "table.json").write_text(json.dumps({"best": {"result": {"machine": epyc}}}))
     assert table_machine(own) == epyc  # a sweep's own table: its table.json's machine
+
+
+def test_a_watched_reference_called_by_the_answer_is_refused(capsys):
+    from specdec_lab.lab.course import ExerciseError, check, watch
+
+    class Coins:
+        def sample(self, p):
+            return max(p)
+
+    ns = {"reference": lambda x: 2 * x, "coins": Coins()}
+    w = watch(ns, "reference", "coins.sample")
+    w2 = watch(ns, "reference", "coins.sample")  # a stub cell run twice wraps once
+    assert ns["reference"].__watched__ is w2["reference"] and w["reference"](3) == 6
+    # an answer from the definition passes; the check's own reference goes through the unwatched original
+    check("double", 2 * 3, w2["reference"](3), watch=w2)
+    # an answer that calls the reference (or the watched method) is refused whatever its value, and says which
+    for copied in (lambda: ns["reference"](3), lambda: ns["coins"].sample([1, 6])):
+        answer = copied()
+        with pytest.raises(ExerciseError, match="the answer called"):
+            check("double", answer, 6, watch=w2)
+    check("double", 6, 6, watch=w2)  # the record is cleared by the refusal: a fresh answer is judged on its value
+    assert "✓ double" in capsys.readouterr().out
+
+
+def test_a_watched_module_function_goes_through_a_view_and_the_module_is_untouched():
+    import json as module
+
+    from specdec_lab.lab.course import ExerciseError, check, watch
+
+    ns = {"policy": module}
+    w = watch(ns, "policy.dumps")
+    assert module.dumps is w["policy.dumps"]  # the library's module keeps its own function
+    assert ns["policy"].loads is module.loads  # every other attribute is the module's
+    with pytest.raises(ExerciseError, match="policy.dumps"):
+        check("json", ns["policy"].dumps([1]), "[1]", watch=w)
+    watch(ns, "policy.dumps")  # a stub run twice: one view, one wrapper
+    assert ns["policy"].dumps.__watched__ is module.dumps

@@ -22,17 +22,43 @@ def code_cell(stem: str, pattern: str) -> str:
 def ns01() -> dict:
     ns = run(
         "import numpy as np, pandas as pd\n"
-        "from specdec_lab.cost.theory import expected_speedup, expected_tokens_per_step, optimal_k\n"
-        "from specdec_lab.lab.course import check"
+        "from specdec_lab.cost.theory import (\n"
+        "    accepted_length_pmf, expected_speedup, expected_tokens_per_step, optimal_k,\n)\n"
+        "from specdec_lab.lab.course import check, watch"
     )
     run(code_cell("01_acceptance_math", r"k_max: int ="), namespace=ns)  # the parameters
     run(code_cell("01_acceptance_math", r"curve = CostCurve\("), namespace=ns)  # section 4's example curve
     return ns
 
 
+def test_01_exercise_1_refuses_the_reference_and_a_tv_without_its_half():
+    ex = exercise("01_acceptance_math", 1)
+    fails(ex, None, ns01)
+    fails(ex, "import torch\nanswer = float(acceptance_rate(torch.tensor(p1), torch.tensor(q1)))", ns01)  # copied
+    fails(ex, "import torch\nanswer = 1 - float(tv_distance(torch.tensor(p1), torch.tensor(q1)))", ns01)  # copied
+    fails(ex, "answer = 1 - np.abs(p1 - q1).sum()", ns01)  # TV without its 1/2
+    passes(ex, ns01)
+
+
+def test_01_exercise_2_refuses_the_reference_and_a_count_without_the_bonus():
+    ex = exercise("01_acceptance_math", 2)
+    fails(ex, None, ns01)
+    fails(ex, "answer = expected_tokens_per_step(alpha2, k2)", ns01)  # the reference, in scope
+    fails(
+        ex, "answer = sum((j + 1) * pj for j, pj in enumerate(accepted_length_pmf(alpha2, k2)))", ns01
+    )  # section 2's pmf
+    no_bonus = (
+        "pmf = [alpha2**j * (1 - alpha2) for j in range(k2)] + [alpha2**k2]\n"
+        "answer = sum(j * pj for j, pj in enumerate(pmf))"
+    )
+    fails(ex, no_bonus, ns01)  # E[A], the bonus left out
+    passes(ex, ns01)
+
+
 def test_01_exercise_3_not_the_neighbouring_table_entry():
     ex = exercise("01_acceptance_math", 3)
     fails(ex, None, ns01)
+    fails(ex, "answer = optimal_k(alpha3, c3, k_max)", ns01)  # the reference, in scope
     fails(ex, "answer = optimal_k(0.8, 0.1, k_max)", ns01)  # the old exercise's answer, printed in section 3
     fails(ex, "answer = k_max", ns01)  # E[L] alone grows with k: the cost c ignored
     passes(ex, ns01)
@@ -41,14 +67,20 @@ def test_01_exercise_3_not_the_neighbouring_table_entry():
 def test_01_exercise_4_needs_the_curve_and_the_cheaper_draft():
     ex = exercise("01_acceptance_math", 4)
     fails(ex, None, ns01)
+    fails(ex, "answer = optimal_k(alpha4, t_draft4, k_max, verify_cost=curve)", ns01)  # the reference, in scope
     fails(ex, "answer = optimal_k(alpha4, t_draft4 / curve(1), k_max)", ns01)  # a unit verify cost
+    unit_cost = (  # computed by hand, but with section 3's flat verify cost instead of the curve
+        "rates = [expected_tokens_per_step(alpha4, k) / (k * t_draft4 + curve(1)) for k in range(k_max + 1)]\n"
+        "answer = rates.index(max(rates))"
+    )
+    fails(ex, unit_cost, ns01)
     fails(ex, "answer = optimal_k(alpha4, t_draft, k_max, verify_cost=curve)", ns01)  # section 4's 5 ms draft
     passes(ex, ns01)
 
 
 def test_01_exercise_answers_are_not_printed_above_their_stubs():
     """Ex3's (α, c) is not in section 3's table and Ex4's α is not a row of section 4's."""
-    ex3, ex4 = (run(exercise("01_acceptance_math", n)["exercise"], namespace={}) for n in (3, 4))
+    ex3, ex4 = (run(exercise("01_acceptance_math", n)["exercise"], namespace=ns01()) for n in (3, 4))
     table3 = code_cell("01_acceptance_math", r"alphas_t = ")
     alphas_t, cs_t = (eval(re.search(rf"{name} = (\(.*?\))", table3).group(1)) for name in ("alphas_t", "cs_t"))  # noqa: S307
     assert ex3["alpha3"] not in alphas_t and ex3["c3"] not in cs_t
@@ -64,8 +96,19 @@ def ns02_position() -> dict:
     q0 = gen.dirichlet(np.full(64, 0.3)) * (np.arange(64) < 40)  # ... and q is 0 outside the drafting vocabulary
     p0, q0 = p0 / p0.sum(), q0 / q0.sum()
     return run(
-        "import torch\nfrom specdec_lab.lab.course import check, is_stub", namespace={"p0": p0, "q0": q0, "np": np}
+        "import torch\nfrom specdec_lab.accept.tree_rules import residual\n"
+        "from specdec_lab.lab.course import check, is_stub",
+        namespace={"p0": p0, "q0": q0, "np": np},
     )
+
+
+def test_02_exercise_1_refuses_the_reference_and_an_unnormalised_residual():
+    ex = exercise("02_speculative_sampling", 1)
+    fails(ex, None, ns02_position)
+    fails(ex, "answer = residual(torch.from_numpy(p0), torch.from_numpy(q0), 0)", ns02_position)  # section 1's call
+    fails(ex, "answer = torch.from_numpy(np.clip(p0 - q0, 0.0, None))", ns02_position)  # max(p − q, 0), not normalised
+    fails(ex, "answer = torch.from_numpy(np.clip(q0 - p0, 0.0, None))\nanswer = answer / answer.sum()", ns02_position)
+    passes(ex, ns02_position)
 
 
 def test_02_exercise_2_is_not_passed_by_handing_back_p():
@@ -85,7 +128,14 @@ def test_02_exercise_2_is_not_passed_by_handing_back_p():
         "    return torch.stack([kept, (1 - kept.sum()) * excess / excess.sum()])"
     )
     fails(ex, literal, ns02_position)
-    passes(ex, ns02_position)
+    with_reference = (  # right rows, but the residual taken from the library's function in scope
+        "def branches(p, q):\n    kept = torch.minimum(p, q)\n"
+        "    return torch.stack([kept, (1 - kept.sum()) * residual(p, q, 0)])"
+    )
+    fails(ex, with_reference, ns02_position)
+    ns = ns02_position()
+    run(ex["exercise"], ex["solution"], ex["check"], namespace=ns)
+    assert "branch_reference" not in ns  # the reference stays under a private module name: not in scope for a rerun
 
 
 def ns02_chain() -> dict:
@@ -126,7 +176,9 @@ def test_02_exercise_3_stub_fails_and_solution_passes():
     assert "k=3" in ex["check"]
     fails(ex, None, ns02_chain)
     run(ex["exercise"], CHAIN_RULE.format(**RIGHT), ex["check"], namespace=ns02_chain())  # the sketch above is right
-    passes(ex, ns02_chain)
+    ns = ns02_chain()
+    run(ex["exercise"], ex["solution"], ex["check"], namespace=ns)
+    assert "accept_multi_draft" not in ns  # the library's exact rule is not left in scope for a rerun
 
 
 def test_02_exercise_3_refuses_a_rule_that_never_accepts():
@@ -164,20 +216,103 @@ def test_chain_exercise_helpers_on_the_library_rules():
     assert torch.allclose(rows.sum(0), p) and rows[0, 2] == 0 and rows[1, 3] == 0
 
 
-# ---- 03: Adam's first step and a loss weight -----------------------------------------------------------------
+# ---- 03: labels, Adam's first step, targets per head, the Medusa-1 loss -----------------------------------------
 def ns03() -> dict:
-    ns = run("import torch\nfrom specdec_lab.lab.course import check")
+    """K = 4 heads and an example of 10 prompt and 7 response tokens, as section 2's (a prompt longer than K)."""
+    from types import SimpleNamespace
+
+    gen = torch.Generator().manual_seed(0)
+    k = 4
+    held_rows = SimpleNamespace(  # 64 held-out rows: their h_t, and labels with IGNORE_INDEX (-100) near the end
+        hidden=lambda rows: torch.randn(len(rows), 8, generator=torch.Generator().manual_seed(1)),
+        labels=torch.where(
+            torch.rand(80, k + 1, generator=gen) < 0.2, -100, torch.randint(0, 12, (80, k + 1), generator=gen)
+        ),
+    )
+    shipped = lambda h: torch.randn(h.shape[0], k, 12, generator=torch.Generator().manual_seed(2))  # noqa: E731
+    ns = run(
+        "import torch\nfrom IPython.display import Markdown\n"
+        "from specdec_lab.medusa import IGNORE_INDEX, loss_weights, medusa_labels\n"
+        "from specdec_lab.lab.course import check",
+        namespace={"K": k, "ids": torch.arange(100, 117), "P": 10, "held_rows": held_rows, "shipped": shipped},
+    )
     run(code_cell("03_medusa_heads", r"lr: float ="), namespace=ns)  # the parameters: `lr`
     return ns
 
 
-def test_03_exercise_2_wants_adam_not_the_printed_weights():
+def test_03_exercise_1_needs_the_end_of_the_example():
+    ex = exercise("03_medusa_heads", 1)
+    fails(ex, None, ns03)
+    fails(ex, "answer = medusa_labels(ids, P, K)[t1].tolist()", ns03)  # the reference, in scope
+    fails(ex, "answer = [int(x) for x in ids[t1 + 1 : t1 + K + 2]]", ns03)  # the end of the example ignored
+    fails(
+        ex, "answer = [int(ids[t1 + k]) if t1 + k < len(ids) else IGNORE_INDEX for k in range(K + 1)]", ns03
+    )  # one early
+    passes(ex, ns03)
+
+
+ADAM = "def adam_first_update(grad):\n    return {update}\n"
+SURVIVES = (
+    "survives = [i for i in range(len(g)) if not torch.isclose(adam_first_update(lam * g)[i], adam_first_update(g)[i], "
+    "rtol=1e-3, atol=0)]"
+)
+RIGHT_ADAM = ADAM.format(update="-lr * grad / (grad.abs() + 1e-8)")
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        ADAM.format(update="-lr * grad") + SURVIVES,  # plain SGD: the weight scales the step
+        ADAM.format(update="-lr * torch.sign(grad)") + SURVIVES,  # Adam without its eps
+        RIGHT_ADAM + "survives = []",  # "Adam cancels the weight", taken as exact
+        RIGHT_ADAM + "survives = [4]",  # only the one gradient that looks tiny at a glance
+        RIGHT_ADAM + "survives = list(range(len(g)))",
+    ],
+    ids=["SGD", "sign without eps", "never survives", "only the first tiny entry", "everywhere"],
+)
+def test_03_exercise_2_refuses_a_wrong_update_or_list(wrong):
+    fails(exercise("03_medusa_heads", 2), wrong, ns03)
+
+
+def test_03_exercise_2_stub_fails_and_solution_passes():
     ex = exercise("03_medusa_heads", 2)
     fails(ex, None, ns03)
-    fails(ex, "answer = -lr * lam * g", ns03)  # plain SGD: the weight scales the step
-    fails(ex, "answer = -lr * torch.sign(g)", ns03)  # Adam without its eps: wrong where |lam * g| is near eps
-    fails(ex, "from specdec_lab.medusa import loss_weights\nanswer = loss_weights(4, 0.8)", ns03)  # the old answer
+    fails(ex, "survives = [4, 5]", ns03)  # the list alone: the update function is still a stub
     passes(ex, ns03)
+
+
+def test_03_exercise_3_short_prompt_gives_later_heads_fewer_targets():
+    ex = exercise("03_medusa_heads", 3)
+    fails(ex, None, ns03)
+    fails(ex, "answer = (medusa_labels(ids3, P3, K) != IGNORE_INDEX).sum(0).tolist()", ns03)  # the reference
+    fails(ex, "answer = [len(ids3) - P3] * (K + 1)", ns03)  # one per response token, as with a long prompt
+    fails(ex, "answer = [len(ids) - P] * (K + 1)", ns03)  # section 2's example's counts
+    passes(ex, ns03)
+
+
+def test_03_exercise_4_weights_from_head_1():
+    ex = exercise("03_medusa_heads", 4)
+    fails(ex, None, ns03)
+    unweighted = (
+        "import torch.nn.functional as F\n"
+        "answer = float(sum(F.cross_entropy(logits[:, k], labels[:, k], ignore_index=IGNORE_INDEX) for k in range(K)))"
+    )
+    fails(ex, unweighted, ns03)
+    from_zero = (  # lambda_k = 0.8^(k-1): head 1 weighted 1
+        "import torch.nn.functional as F\n"
+        "ce = torch.stack([F.cross_entropy(logits[:, k], labels[:, k], ignore_index=IGNORE_INDEX) for k in range(K)])\n"
+        "answer = float((0.8 ** torch.arange(K) * ce).sum())"
+    )
+    fails(ex, from_zero, ns03)
+    ignored_counted = (  # the unlabelled rows counted as label 0
+        "import torch.nn.functional as F\n"
+        "ce = torch.stack([F.cross_entropy(logits[:, k], labels[:, k].clamp(min=0)) for k in range(K)])\n"
+        "answer = float((0.8 ** torch.arange(1, K + 1) * ce).sum())"
+    )
+    fails(ex, ignored_counted, ns03)
+    ns = ns03()
+    run(ex["exercise"], ex["solution"], ex["check"], namespace=ns)
+    assert "medusa_loss" not in ns  # the reference stays under a private module name
 
 
 # ---- 00: the picture's window around a partially accepted step -----------------------------------------------
@@ -224,3 +359,67 @@ def test_a_partial_step_is_one_that_kept_some_drafts_but_not_all():
     steps = [SimpleNamespace(accepted=a, proposed=k) for a, k in ((0, 4), (4, 4), (0, 0), (2, 4), (1, 3))]
     assert [is_partial(s) for s in steps] == [False, False, False, True, True]
     assert first_partial_step(steps) == 3 and first_partial_step(steps[:3]) is None
+
+
+# ---- 00: mean accepted over part of a decode, a break-even α off the table, the additive mask ------------------
+def ns00() -> dict:
+    """A decode of six steps (L = 1, 3, 5, 1, 2, 5) whose tail from step 2 has another mean than the whole, and a
+    cost curve whose t(4)/t(1) is above 1."""
+    from types import SimpleNamespace
+
+    from specdec_lab.cost.curve import CostCurve
+    from specdec_lab.generate import GenerationResult
+
+    steps = [SimpleNamespace(emitted=[7] * e, accepted=e - 1, proposed=4) for e in (1, 3, 5, 1, 2, 5)]
+    demo = GenerationResult(
+        tokens=[t for s in steps for t in s.emitted], prompt_tokens=[], text=None, stop_reason="max_new_tokens",
+        method="prompt_lookup", seconds=1.0, prefill_seconds=0.1, steps=steps, forwards=len(steps),
+    )  # fmt: skip
+    curve = CostCurve(sizes=[1, 2, 4, 8], seconds=[0.030, 0.031, 0.040, 0.050])
+    return run(
+        "import torch\nfrom specdec_lab import Tree\nfrom specdec_lab.verify import tree_attention_mask\n"
+        "from specdec_lab.cost.theory import expected_tokens_per_step\nfrom specdec_lab.lab.course import check",
+        namespace={"demo": demo, "first": 2, "curve": curve},
+    )
+
+
+def test_00_exercise_1_the_tail_of_the_decode_not_its_whole():
+    ex = exercise("00_getting_started", 1)
+    fails(ex, None, ns00)
+    fails(ex, "answer = demo.mean_accepted", ns00)  # the whole decode's, in scope
+    fails(ex, "answer = len(demo.tokens) / len(demo.steps)", ns00)  # the same, by hand
+    fails(ex, "answer = sum(s.accepted for s in demo.steps[first:]) / len(demo.steps[first:])", ns00)  # no bonus
+    passes(ex, ns00)
+
+
+def test_00_exercise_2_needs_the_exact_crossing_for_k_3():
+    ex = exercise("00_getting_started", 2)
+    fails(ex, None, ns00)
+    grid = (
+        "answer = next(a / 1000 for a in range(1001) if expected_tokens_per_step(a / 1000, 3) >= curve(4) / curve(1))"
+    )
+    fails(ex, grid, ns00)  # section 3's table resolution
+    k4 = (  # the bisection, but for section 3's k = 4
+        "lo, hi = 0.0, 1.0\nfor _ in range(60):\n    mid = (lo + hi) / 2\n"
+        "    lo, hi = (mid, hi) if expected_tokens_per_step(mid, 4) < curve(5) / curve(1) else (lo, mid)\nanswer = hi"
+    )
+    fails(ex, k4, ns00)
+    fails(ex, "answer = 0.0", ns00)  # "a free draft always pays", where t(4) > t(1)
+    passes(ex, ns00)
+
+
+def test_00_exercise_3_refuses_the_library_mask():
+    ex = exercise("00_getting_started", 3)
+    fails(ex, None, ns00)
+    fails(ex, "answer = tree_attention_mask(Tree(list(range(6)), parents3), cached, torch.float32)[0, 0]", ns00)
+    from_tree = (  # Tree.mask, padded with the cache columns: the library's tree, not a walk up the parents
+        "mask = Tree(list(range(6)), parents3).mask\n"
+        "answer = torch.cat([torch.zeros(6, cached), torch.where(mask, 0.0, torch.finfo(torch.float32).min)], 1)"
+    )
+    fails(ex, from_tree, ns00)
+    no_cache = (  # the ancestors right, the cached prefix masked
+        "answer = torch.full((6, 9), torch.finfo(torch.float32).min)\nfor i in range(6):\n    j = i\n"
+        "    while j != -1:\n        answer[i, cached + j] = 0.0\n        j = parents3[j]"
+    )
+    fails(ex, no_cache, ns00)
+    passes(ex, ns00)

@@ -1,4 +1,4 @@
-"""The exercises of notebooks 09-13 that were reworked, run from the stored notebooks' own cells (by tag) without the
+"""The exercises of notebooks 09-14 that were reworked, run from the stored notebooks' own cells (by tag) without the
 real model: each check fails on the stub and on a plausible wrong answer (ExerciseError), and passes on the
 solution. Plus the helpers behind the notebooks' rewritten sentences and figures: `viz.results.ranking_text`
 (a tie within the run's spread is written as a tie) and `viz.batching` (readable log ticks, one set of B labels)."""
@@ -17,105 +17,94 @@ def base() -> dict:
     return run("import math, json\nimport torch\nfrom specdec_lab.lab.course import check")
 
 
-# ---- 10: what the accuracy per position buys, and the vocabulary trade-off ------------------------------------
-def ns10_accuracy() -> dict:
-    ns = base()
-    record = json.loads((ROOT / "data/eagle/position_accuracy.json").read_text())
-    ns.update(record=record, src=record["sources"])
-    run("from specdec_lab.viz.eagle_figures import SOURCE_LABELS", namespace=ns)
-    return ns
-
-
-def test_10_exercise_1_chain_tokens_per_step_from_position_accuracy():
-    ex = exercise("10_eagle", 1)
-    fails(ex, None, ns10_accuracy)
-    # every position counted on its own, not only once the earlier ones hit
-    fails(ex, "answer = {n: 1 + sum(s['accuracy'][:k_chain]) for n, s in src.items()}", ns10_accuracy)
-    # the products right, the bonus left out: not notebook 00's L
-    fails(ex, "import math\nanswer = {n: sum(math.prod(s['accuracy'][:j]) for j in range(1, k_chain + 1)) "
-          "for n, s in src.items()}", ns10_accuracy)  # fmt: skip
-    passes(ex, ns10_accuracy)
-
-
-def ns10_vocab() -> dict:
-    from specdec_lab.eagle.vocab_cost import VocabTradeoff
-
-    ns = base()
-    tradeoff = VocabTradeoff(sizes=[1024, 4096, 8192, 49152], c=[0.06, 0.066, 0.073, 0.248],
-                             coverage=[0.82, 0.94, 0.973, 1.0], head_share=0.21, held_tokens=1000)  # fmt: skip
-    ns.update(tradeoff=tradeoff, alpha=0.6, shipped_m=8192)
-    return ns
-
-
-def test_10_exercise_2_the_vocabulary_that_buys_the_most():
-    ex = exercise("10_eagle", 2)
-    fails(ex, None, ns10_vocab)
-    # the coverage ignored: a drafter could name every token
-    fails(ex, "answer = {m: max([1.0] + [(1 - alpha ** (k + 1)) / (1 - alpha) / (k * c + 1) for k in range(1, 17)]) "
-          "for m, c in zip(tradeoff.sizes, tradeoff.c)}", ns10_vocab)  # fmt: skip
-    passes(ex, ns10_vocab)
-
-
-# ---- 11: the chance each sibling is emitted, on a set where p(x) is not the answer ----------------------------
-def ns11() -> dict:
-    ns = base()
-    run(
-        "torch.set_num_threads(1)\n"
-        "from specdec_lab.accept.toy import residual_steps, toy_models\n"
-        "from specdec_lab.sampling import Sampling\n"
-        "target, draft = toy_models(5, noise=1.0)\n"
-        "steps = residual_steps(target, draft, Sampling(temperature=1.0), 'deterministic', width=3)",
-        namespace=ns,
-    )
-    return ns
-
-
-def test_11_exercise_1_checked_where_the_target_probability_is_not_the_answer():
-    ex = exercise("11_sampling_on_trees", 1)
-    fails(ex, None, ns11)
-    # p(x) handed back: right for the one-hot rule (its theorem), wrong for the sampled siblings given their draw
-    fails(ex, "answer = {name: [st['p'][x] for x in st['tokens']] for name, st in zip(chance_sets, (steps, sampled))}",
-          ns11)  # fmt: skip
-    fails(ex, "answer = {name: list(ch) for name, ch in chance_sets.items()}", ns11)  # the chances themselves
-    passes(ex, ns11)
-
-
-# ---- 12: the sizes where the measured plan is the stock kernel, asked of every layer ---------------------------
+# ---- 12: the memory wall at its own inputs, the sizes where every layer is stock, a chain on each build ----------
 def ns12() -> dict:
-    from specdec_lab.models.fast_linear import use_fast_linear
-
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 16))
-    use_fast_linear(model)
-    inner, head = model
-    inner.plan = tuple(["stock"] * 16 + ["onednn"] * 49)  # rows 1-15 stock, 16-64 oneDNN
-    head.plan = tuple(["stock"] * 4 + ["onednn"] * 12 + ["stock"] * 32 + ["onednn"] * 17)  # as section 1's LM head
     ns = base()
-    ns.update(model=model)
+    run("from specdec_lab.lab.course import watch", namespace=ns)
+    torch.manual_seed(0)
+    embed = torch.nn.Embedding(50, 8)
+    model = torch.nn.Sequential(embed, torch.nn.Linear(8, 8), torch.nn.Linear(8, 50, bias=False))
+    model[2].weight = embed.weight  # a tied LM head: one matrix, counted once
+    ns.update(model=model, wall={"read_gb_s": 27.88, "wall_ms_per_token": 0.0})
+    ns["wall"]["wall_ms_per_token"] = round(sum(p.numel() for p in model.parameters()) * 4 / 27.88e9 * 1e3, 6)
     return ns
+
+
+def test_12_exercise_1_the_wall_at_its_own_bandwidth_and_bytes():
+    ex = exercise("12_appendix_kernels", 1)
+    fails(ex, None, ns12)
+    fails(ex, "answer = memory_wall(params_bytes=weight_bytes(model, bytes_per_param), bandwidth=bandwidth)"
+          "['wall_ms_per_token']", ns12)  # the reference, called  # fmt: skip
+    fails(ex, "answer = wall['wall_ms_per_token']", ns12)  # section 4's fp32 figure, printed above
+    fails(ex, "answer = sum(p.numel() for p in model.parameters()) * 4 / bandwidth * 1e3", ns12)  # fp32 bytes
+    fails(ex, "answer = sum(p.numel() for p in model.state_dict().values()) * 2 / bandwidth * 1e3", ns12)  # tied twice
+    fails(ex, "answer = sum(p.numel() for p in model.parameters()) * 2 / bandwidth", ns12)  # seconds, not ms
+    passes(ex, ns12)
 
 
 def test_12_exercise_2_every_layer_not_only_the_lm_head():
     ex = exercise("12_appendix_kernels", 2)
     fails(ex, None, ns12)
-    fails(ex, "answer = [n for n in rows if layers[-1].kernel_for(n) == 'stock']", ns12)  # the LM head alone
-    fails(ex, "answer = [n for n in rows if n <= 64 and all(m.plan[n] == 'stock' for m in layers)]", ns12)  # > 64 rows
+    fails(ex, "answer = [n for n in rows if all(m.kernel_for(n) == 'stock' for m in layers)]", ns12)  # the reference
+    fails(ex, "answer = [n for n in rows if n > 64]", ns12)  # past the plans only
+    fails(ex, "answer = [n for n in rows if n > 64 or head.plan[n] == 'stock']", ns12)  # the LM head alone
+    # a layer without a plan skipped, as if it ran stock
+    fails(ex, "answer = [n for n in rows if n > 64 or all(m.plan[n] == 'stock' for m in layers if m.plan)]", ns12)
+    fails(ex, "answer = [n for n in rows if n <= 64 and all((m.plan or default_plan(False))[n] == 'stock' "
+          "for m in layers)]", ns12)  # more than 64 rows forgotten  # fmt: skip
     passes(ex, ns12)
 
 
-# ---- 13: one chain priced at every B, and the draft length at an α the table does not show -----------------------
+def ns12_variants() -> dict:
+    from specdec_lab.bench.step_variants import variant_curves
+
+    ns = ns12()
+    ns["variants"] = variant_curves(json.loads((ROOT / "data/curves/step_variants.json").read_text()))
+    return ns
+
+
+def test_12_exercise_3_a_chain_priced_on_each_build():
+    ex = exercise("12_appendix_kernels", 3)
+    fails(ex, None, ns12_variants)
+    fails(ex, "answer = {n: measured_speedup(alpha, k, c(1), draft_share * c(1), c) for n, c in variants.items()}",
+          ns12_variants)  # the reference, called  # fmt: skip
+    fails(ex, "answer = {n: (1 - alpha ** (k + 1)) / (1 - alpha) * c(1) / (k * draft_share * c(1) + c(k)) "
+          "for n, c in variants.items()}", ns12_variants)  # t(k), not t(k + 1)  # fmt: skip
+    fails(ex, "answer = {n: (alpha - alpha ** (k + 1)) / (1 - alpha) * c(1) / (k * draft_share * c(1) + c(k + 1)) "
+          "for n, c in variants.items()}", ns12_variants)  # no bonus  # fmt: skip
+    passes(ex, ns12_variants)
+
+
+# ---- 13: a row's mask of its own, one chain priced at every B, the draft length at an α the table does not show, ---
+# ---- and each row's padding -----------------------------------------------------------------------------------------
 def ns13() -> dict:
     ns = base()
     policy = json.loads((ROOT / "data/curves/batch_policy-amx.json").read_text())
-    run("from specdec_lab.cost import CostCurve", namespace=ns)
+    run("from specdec_lab.cost import CostCurve\nfrom specdec_lab.lab.course import watch\n"
+        "from specdec_lab.trees import Tree\nfrom specdec_lab.verify import rows_attention_mask\n"
+        "trees = [Tree(torch.tensor([7, 8, 9, 10]), torch.tensor([-1, 0, 0, 1])), Tree.chain(3, [4]), None]\n"
+        "lengths = [2, 4, 3]\ntokens, positions, mask = rows_attention_mask(trees, lengths, torch.float32)",
+        namespace=ns)  # fmt: skip
     ns["curves"] = {int(b): ns["CostCurve"].from_dict(c) for b, c in policy["curves"].items()}
     ns["policy"] = policy
     return ns
 
 
+def test_13_exercise_1_a_mask_of_its_own():
+    ex = exercise("13_speculation_in_a_batch", 1)
+    fails(ex, None, ns13)
+    fails(ex, "visible = rows_attention_mask([Tree(torch.arange(5), torch.tensor(parents))], [prefix], "
+          "torch.float32)[2][0, 0] == 0", ns13)  # the reference, called  # fmt: skip
+    fails(ex, "visible = mask[0, 0, :, :8] == 0", ns13)  # row 0's mask above: another tree and prefix
+    # a chain's causal mask: the branches ignored
+    fails(ex, "visible = torch.ones(5, 8, dtype=torch.bool).tril(prefix)", ns13)
+    passes(ex, ns13)
+
+
 def test_13_exercise_2_the_same_chain_at_every_batch_size():
     ex = exercise("13_speculation_in_a_batch", 2)
     fails(ex, None, ns13)
+    fails(ex, "chain_speedup = {b: measured_speedup(0.7, 3, c(1), 0.0, c) for b, c in curves.items()}", ns13)
     fails(ex, "chain_speedup = {b: (0.7 - 0.7 ** 4) / 0.3 * c(1) / c(4) for b, c in curves.items()}", ns13)  # no bonus
     fails(ex, "chain_speedup = {b: (1 - 0.7 ** 4) / 0.3 * c(1) / c(3) for b, c in curves.items()}", ns13)  # t(B, k)
     passes(ex, ns13)
@@ -124,12 +113,38 @@ def test_13_exercise_2_the_same_chain_at_every_batch_size():
 def test_13_exercise_3_not_the_tables_column():
     ex = exercise("13_speculation_in_a_batch", 3)
     fails(ex, None, ns13)
+    fails(ex, "k_chosen = {b: optimal_k(0.6, 0.0, 8, verify_cost=c) for b, c in curves.items()}", ns13)  # reference
     # the table's neighbouring column (α = 0.7), printed above the exercise
     fails(ex, "k_chosen = {int(r['batch_size']): r['k_at_alpha_0.7'] for r in policy['chosen']}", ns13)
     # E[L] without the bonus
     fails(ex, "k_chosen = {b: max(range(9), key=lambda k: ((0.6 - 0.6 ** (k + 1)) / 0.4 / c(k + 1), -k)) "
           "for b, c in curves.items()}", ns13)  # fmt: skip
     passes(ex, ns13)
+
+
+def ns13_batch() -> dict:
+    from types import SimpleNamespace
+
+    ns = ns13()
+    grid = [
+        [(0, 2), (1, 1), (2, 3)],
+        [(0, 1), (1, 2), (2, 1)],
+        [(3, 1), None, (2, 2)],
+        [(3, 2), None, None],
+        [(3, 1), None, None],
+    ]  # row 1 finished after step 2 with nothing queued, row 2 after step 3
+    ns["batch"] = SimpleNamespace(grid=grid, active=[sum(c is not None for c in s) for s in grid], batch_size=3)
+    return ns
+
+
+def test_13_exercise_4_each_rows_padding():
+    ex = exercise("13_speculation_in_a_batch", 4)
+    fails(ex, None, ns13_batch)
+    fails(ex, "padding = len(batch.active) * 3 - sum(batch.active)", ns13_batch)  # the total, not per row
+    fails(ex, "padding = [sum(step[r] is None for r in range(3)) for step in batch.grid]", ns13_batch)  # per step
+    fails(ex, "padding = [sum(c is not None and c[1] == 1 for c in (s[r] for s in batch.grid)) for r in range(3)]",
+          ns13_batch)  # one-token steps counted as waiting  # fmt: skip
+    passes(ex, ns13_batch)
 
 
 # ---- the helpers behind rewritten sentences and figures ---------------------------------------------------------
@@ -168,3 +183,90 @@ def test_throughput_latency_labels_each_batch_size_once():
     labelled = [t for t in fig.data if "text" in (t.mode or "")]
     assert len(labelled) == 1 and list(labelled[0].text) == ["B=1", "B=2", "B=4"]
     assert all("B=" in t.hovertemplate or "%{text}" in t.hovertemplate for t in fig.data)
+
+
+# ---- 14: E[L] from survival shares, a schedule of its own rows, acceptance from two scrapes -------------------------
+def ns14() -> dict:
+    import pandas as pd
+
+    ns = base()
+    runs = [{"method": "ngram", "k": 4, "survival": [0.15, 0.12, 0.1, 0.09], "drafted": 0.5, "draft_cost": 0.0,
+             "steps": 244, "tokens": 390},
+            {"method": "eagle3", "k": 4, "survival": [0.44, 0.18, 0.11, 0.08], "drafted": 0.97, "draft_cost": 0.07,
+             "steps": 208, "tokens": 390}]  # fmt: skip
+    lab = pd.DataFrame(runs).set_index("method")
+    lab["E[L] at k"] = 1 + lab["survival"].map(sum)
+    rows = [{"batch_size": b, "methods": {"eagle3": {"k": k, "speedup": 1.1}}} for b, k in ((1, 1), (2, 1), (4, 2))]
+    record = {
+        "policy": {"lab": {"runs": runs}, "by_batch_size": rows},
+        "choice": {"method": "eagle3"},
+        "speculative_config": {"num_speculative_tokens_per_batch_size": [[1, 1, 1], [2, 3, 1], [4, 1024, 2]]},
+    }
+    ns.update(lab=lab, record=record, rows=rows)
+    run("from specdec_lab.serve.client import acceptance", namespace=ns)
+    return ns
+
+
+def ns14_policy() -> dict:
+    ns = ns14()
+    run("from specdec_lab.lab.course import watch\nfrom specdec_lab.serve import policy", namespace=ns)
+    return ns
+
+
+def test_14_exercise_1_expected_tokens_from_survival_shares():
+    ex = exercise("14_serving", 1)
+    fails(ex, None, ns14)
+    fails(ex, "expected_2 = sum(lab.loc[method, 'survival'][:2])", ns14)  # no bonus
+    fails(ex, "expected_2 = lab.loc[method, 'E[L] at k']", ns14)  # the table's, at the lab's whole k
+    fails(ex, "import math\nexpected_2 = 1 + sum(math.prod(lab.loc[method, 'survival'][:i]) for i in (1, 2))",
+          ns14)  # survival read as per-position rates  # fmt: skip
+    passes(ex, ns14)
+
+
+def test_14_exercise_2_a_schedule_of_its_own_rows():
+    ex = exercise("14_serving", 2)
+    fails(ex, None, ns14_policy)
+    fails(ex, "plan = policy.schedule(my_rows, 'eagle3')", ns14_policy)  # the reference, called
+    fails(ex, "plan = record['speculative_config']['num_speculative_tokens_per_batch_size']", ns14_policy)  # printed
+    fails(ex, "plan = [[r['batch_size'], r['batch_size'], r['methods']['eagle3']['k']] for r in my_rows]",
+          ns14_policy)  # each range one B wide  # fmt: skip
+    fails(
+        ex,
+        "s = [r['batch_size'] for r in my_rows]\nplan = [[b, (s[i + 1] - 1) if i + 1 < len(s) else s[-1], "
+        "r['methods']['eagle3']['k']] for i, (b, r) in enumerate(zip(s, my_rows))]",
+        ns14_policy,
+    )  # ends at 12
+    passes(ex, ns14_policy)
+
+
+def test_14_exercise_3_acceptance_from_two_scrapes():
+    ex = exercise("14_serving", 3)
+    fails(ex, None, ns14_policy)
+    fails(ex, "r = acceptance(before, after)\nrates, mean_accepted = r['rate_per_position'], r['mean_accepted']",
+          ns14_policy)  # the reference, called  # fmt: skip
+    keys = "[k for k in after if 'per_pos' in k]"
+    fails(
+        ex,
+        f"d = after['vllm:spec_decode_num_drafts_total']\nacc = [after[k] for k in {keys}]\n"
+        "rates = [a / d for a in acc]\nmean_accepted = 1 + sum(acc) / d",
+        ns14_policy,
+    )  # cumulative, not grown
+    fails(
+        ex,
+        f"d = 100.0\nacc = [after[k] - before[k] for k in {keys}]\nrates = [a / d for a in acc]\n"
+        "mean_accepted = 1 + sum(acc) / d",
+        ns14_policy,
+    )  # the scrape's key order, not the positions'
+    fails(
+        ex,
+        f"d = 300.0\nacc = [after[k] - before[k] for k in sorted({keys})]\nrates = [a / d for a in acc]\n"
+        "mean_accepted = 1 + sum(acc) / d",
+        ns14_policy,
+    )  # over the draft tokens
+    fails(
+        ex,
+        f"d = 100.0\nacc = [after[k] - before[k] for k in sorted({keys})]\nrates = [a / d for a in acc]\n"
+        "mean_accepted = sum(acc) / d",
+        ns14_policy,
+    )  # no bonus
+    passes(ex, ns14_policy)

@@ -23,8 +23,13 @@ from specdec_lab.proposers import METHODS, register_method
 from specdec_lab.proposers.base import param
 from specdec_lab.proposers.prompt_lookup import PromptLookupProposer
 from specdec_lab.proposers.registry import MethodSpecError, method_parameters
-from specdec_lab.viz.decoding import step_tree_figure
-from specdec_lab.viz.lab_figures import accepted_figure, numbers_html, provenance_html, steps_slider_figure
+from specdec_lab.viz.lab_figures import (
+    accepted_figure,
+    lab_step_tree_figure,
+    numbers_html,
+    provenance_html,
+    steps_slider_figure,
+)
 
 IDS = [5, 7, 9, 11, 13, 2, 3] * 6
 # the target's own first layer drafts: some steps accept drafts, some accept none, one proposes nothing
@@ -196,7 +201,7 @@ def test_figures_and_html(mixed):
     assert len(accepted_figure(mixed).data) == 4
     fig = steps_slider_figure(mixed, step=1)
     assert len(fig.layout.sliders[0].steps) == len(mixed.result.steps)
-    assert sum(bool(t.visible) for t in fig.data) == len(step_tree_figure(mixed.result, 1).data)
+    assert sum(bool(t.visible) for t in fig.data) == len(lab_step_tree_figure(mixed.result, 1).data)
 
 
 # ---- the dashboard --------------------------------------------------------------------------------------

@@ -125,15 +125,12 @@ def test_the_notation_is_defined_once_in_00():
 
 # ---- student copies ---------------------------------------------------------------------------------------------
 def student_copy(path: Path):
-    """What `make student` writes for one notebook: nbconvert's TagRemovePreprocessor (solutions out), outputs
-    cleared."""
+    """What `make student` writes for one notebook (specdec_lab/lab/teacher.py, StudentCopy)."""
     import nbformat
-    from nbconvert.preprocessors import ClearOutputPreprocessor, TagRemovePreprocessor
 
-    nb = nbformat.read(path, as_version=4)
-    nb, _ = TagRemovePreprocessor(remove_cell_tags={"solution"}, enabled=True).preprocess(nb, {})
-    nb, _ = ClearOutputPreprocessor().preprocess(nb, {})
-    return nb
+    from specdec_lab.lab.teacher import student_copy as copy
+
+    return copy(nbformat.read(path, as_version=4))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -144,9 +141,46 @@ def test_student_copy_keeps_stubs_and_checks_and_no_solution(path):
     assert not any("solution" in c.metadata.get("tags", []) for c in copy.cells)
     assert not [s for s in solutions if s.strip() in sources], f"{path.name}: a solution's source is left"
     kept = [c for c in copy.cells if {"exercise", "check"} & set(c.metadata.get("tags", []))]
-    assert len(kept) == 2 * len(exercises(path)) and all(
-        not c.get("outputs") for c in copy.cells if c.cell_type == "code"
-    )
+    assert len(kept) == 2 * len(exercises(path))
+
+
+PICTURES = ("application/vnd.plotly.v1+json", "image/png", "image/svg+xml", "image/jpeg")
+
+
+def pictures(cell) -> list:
+    return [o for o in cell.get("outputs", []) if any(m in o.get("data", {}) for m in PICTURES)]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_student_copy_shows_the_opening_picture_and_gives_no_answer_away(path):
+    """Issue 56: a student sees the notebook's opening picture before running anything; what answers a question
+    (check and exercise outputs, the output under "Predict, then run", printed numbers, computed sentences) is
+    cleared, and every kept output is a picture."""
+    stored, copy = cells(path), student_copy(path).cells
+    first = next((c for c in stored if pictures(c)), None)
+    assert first is not None, f"{path.name}: no stored picture at all"
+    if not {"exercise", "check", "prediction", "solution"} & set(tags(first)):
+        same = [c for c in copy if c.get("id") == first.get("id") and c.cell_type == "code"]
+        assert same and pictures(same[0]), f"{path.name}: the opening picture (cell {stored.index(first)}) is cleared"
+    for c in copy:
+        if c.cell_type != "code":
+            continue
+        assert c.execution_count is None
+        assert len(pictures(c)) == len(c.get("outputs", [])), f"{path.name}: a non-picture output is kept"
+        if {"exercise", "check", "prediction"} & set(c.metadata.get("tags", [])):
+            assert not c.get("outputs"), f"{path.name}: an answer's output is kept: {c.source[:60]!r}"
+
+
+def test_every_predict_then_run_prompt_has_its_answer_cell_tagged():
+    """The cell that answers a notebook's "Predict, then run" prompt is tagged `prediction` (the student copy
+    clears its output)."""
+    missing = []
+    for path in NOTEBOOKS:
+        cs = cells(path)
+        prompts = [i for i, c in enumerate(cs) if c["cell_type"] == "markdown" and "Predict, then run" in text(c)]
+        if prompts and not any("prediction" in tags(c) for c in cs[prompts[0] :]):
+            missing.append(path.stem)
+    assert not missing, f"no cell tagged `prediction` after the Predict-then-run prompt in {missing}"
 
 
 def test_a_students_check_fails_on_the_stub_and_passes_on_the_solution():

@@ -99,8 +99,10 @@ def test_the_strip_step_drops_widget_views_and_keeps_the_placeholder():
 RUN_TIMES = Path(__file__).resolve().parents[1] / "notebooks" / "run_times.json"
 STYLER_REPR = re.compile(r"<pandas\.io\.formats\.style\.Styler at 0x[0-9a-f]+>")
 # a line that reads as an error: a traceback, or an exception's name followed by its message
-ERROR_LINE = re.compile(r"^\s*(?:Traceback \(most recent call last\)|[A-Z]\w*(?:Error|Exception|Interrupt|Exit):)",
-                        re.M)  # fmt: skip
+ERROR_LINE = re.compile(r"^\s*(?:Traceback \(most recent call last\)|(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Exit):"
+                        r"|(?:[A-Z]\w*)?Warning\b)", re.M)  # fmt: skip
+# a default repr stored where a reader expects text: `<IPython.core.display.Markdown object>`, `<Foo at 0x7f…>`
+OBJECT_REPR = re.compile(r"<[\w.]+ (?:object|at 0x[0-9a-fA-F]+)>")
 THIS_MACHINE = re.compile(r"\bthis (?:CPU|machine)\b", re.I)
 RAN_ON = re.compile(r"^Ran on: (?P<cpu>.+?) · torch ISA (?P<isa>\S+) · .+? · (?P<threads>\d+) threads · ")
 
@@ -135,17 +137,74 @@ def test_no_styled_table_stores_its_memory_address(path):
     assert not bad, f"{path.name}: Styler reprs stored as text/plain in " + ", ".join(bad)
 
 
+def _error_lines(text: str) -> list[str]:
+    """Lines of `text` that start like an exception (`ValueError: …`, `Error: …`), a traceback or a warning; a line
+    that quotes one (the match inside quotes or backticks, as prose about an error) is not one."""
+    bad = []
+    for m in ERROR_LINE.finditer(text):
+        line = text[text.rfind("\n", 0, m.start()) + 1 :].split("\n", 1)[0]
+        if not re.match(r"^\s*[`'\"“‘>]", line):
+            bad.append(line.strip()[:120])
+    return bad
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_no_output_line_reads_as_an_error(path):
-    """No stored line starts like an exception (`ValueError: …`) or a traceback: a notebook that shows that
-    something raises prints its own sentence about it."""
+    """No stored stream or text line starts like an exception (`ValueError: …`, `Error: …`), a traceback or a
+    warning: a notebook that shows that something raises prints its own sentence about it. A cell tagged
+    `raises-exception` may show one; prose quoting one (in quotes or backticks) is not one."""
+    nb = _stored(path)
     bad = []
     for i, out in _outputs(path):
+        if "raises-exception" in nb["cells"][i].get("metadata", {}).get("tags", []):
+            continue
         data = out.get("data", {})
         text = _text(out) if out.get("output_type") == "stream" else (
             "".join(data.get("text/plain", "")) + "\n" + "".join(data.get("text/markdown", "")))  # fmt: skip
-        bad += [f"cell {i}: {m.group(0).strip()!r}" for m in ERROR_LINE.finditer(text)]
+        bad += [f"cell {i}: {line!r}" for line in _error_lines(text)]
     assert not bad, f"{path.name}: error-looking output lines:\n  " + "\n  ".join(bad)
+
+
+def test_an_error_line_is_caught_and_quoted_prose_is_not():
+    assert _error_lines("Traceback (most recent call last):\n  ...\nValueError: bad\n") == [
+        "Traceback (most recent call last):", "ValueError: bad"]  # fmt: skip
+    assert _error_lines("ok\nError: no such file\nUserWarning: slow") == ["Error: no such file", "UserWarning: slow"]
+    assert _error_lines("`ValueError: k must be ≥ 1` is what it raises\nno Error here") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_no_output_stores_an_object_repr_as_its_text(path):
+    """No stored text/plain is a default repr (`<IPython.core.display.Markdown object>`, `<… at 0x…>`): a reader
+    outside JupyterLab (a diff, nbval, a text viewer) sees that instead of the sentence. `make store` and
+    `make strip-notebooks` give such outputs their markdown or HTML text (`lab.stored.readable_text_plain`)."""
+    bad = []
+    for i, out in _outputs(path):
+        plain = "".join(out.get("data", {}).get("text/plain", ""))
+        bad += [f"cell {i}: {m.group(0)}" for m in OBJECT_REPR.finditer(plain)]
+    assert not bad, f"{path.name}: {len(bad)} object repr(s) stored as text/plain:\n  " + "\n  ".join(bad[:8])
+
+
+def test_the_store_step_gives_markdown_and_html_outputs_their_text(tmp_path):
+    from specdec_lab.lab.stored import main, readable_text_plain
+
+    markdown = {"text/markdown": ["At B = 16 the step costs **2.4×**."],
+                "text/plain": ["<IPython.core.display.Markdown object>"]}  # fmt: skip
+    md = {"output_type": "display_data", "metadata": {}, "data": markdown}
+    page = {"output_type": "display_data", "metadata": {},
+            "data": {"text/html": "<style>p {}</style><p>tokens &amp; <b>steps</b></p><p>two</p>",
+                     "text/plain": "<IPython.core.display.HTML object>"}}  # fmt: skip
+    fine = {"output_type": "execute_result", "metadata": {}, "data": {"text/plain": "3"}}
+    nb = {"cells": [{"cell_type": "code", "outputs": [md, page, fine]}]}
+    assert readable_text_plain(nb) == 2
+    assert md["data"]["text/plain"] == ["At B = 16 the step costs **2.4×**."]
+    assert page["data"]["text/plain"] == ["tokens & steps\n", "two"]
+    assert fine["data"]["text/plain"] == "3" and readable_text_plain(nb) == 0
+    path = tmp_path / "05_x.ipynb"
+    md["data"]["text/plain"] = "<IPython.core.display.Markdown object>"
+    path.write_text(json.dumps(nb))
+    assert main([str(path)]) == 0
+    stored = json.loads(path.read_text())["cells"][0]["outputs"][0]["data"]["text/plain"]
+    assert not OBJECT_REPR.search("".join(stored))
 
 
 def _file_machine(value: str) -> dict | None:
@@ -230,3 +289,21 @@ def test_the_store_step_renders_the_runs_in_line_from_the_stored_run(tmp_path):
     path.write_text(json.dumps(nb))
     assert main([str(path), "--run-times", str(record)]) == 0
     assert runs_in_lines(json.loads(path.read_text()))[0][1].startswith("Runs in about 2 min")
+
+
+def test_the_one_template_labels_log_ticks_with_their_value_and_legends_below_clear_the_axis_title():
+    """What the browser test checks in the page, at its source: every figure on the one template labels a log
+    axis's minor ticks with the whole value ("200", not "2" after "100"), and a legend placed with
+    `viz.figures.legend_below` is measured from the figure's bottom edge (plotly makes room under the x-axis
+    title), not from the plot area's (where a taller tick label or title runs into it)."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    from specdec_lab.viz.figures import TEMPLATE, legend_below
+
+    fig = go.Figure(go.Scatter(x=[100, 2000], y=[1, 2]), layout={"template": TEMPLATE, "xaxis_type": "log"})
+    assert pio.templates[TEMPLATE].layout.xaxis.minorloglabels == "complete"
+    assert fig.layout.template.layout.yaxis.minorloglabels == "complete"
+    legend = go.Figure(layout={"legend": legend_below(traceorder="normal")}).layout.legend
+    assert (legend.orientation, legend.yref, legend.y, legend.yanchor, legend.traceorder) == (
+        "h", "container", 0, "bottom", "normal")  # fmt: skip

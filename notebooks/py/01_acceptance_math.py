@@ -135,7 +135,7 @@ assert np.all(np.abs(sim["histogram"] - p) < 5 * se + 1e-12)
 # **Predict, then run.** At $\alpha = 0.8$, a step with k = 4 drafts emits some number of tokens. Does doubling
 # the draft to k = 8 nearly double it? Write down your guess, then run the next cell: its table has both.
 
-# %% tags=["nbval-check-output"]
+# %% tags=["prediction", "nbval-check-output"]
 from specdec_lab.cost.theory import expected_tokens_per_step, simulate_tokens_per_step
 
 rows = []
@@ -457,10 +457,16 @@ Markdown(
 # ### Exercise 1 ★ — α from the total variation distance
 #
 # For the two distributions in the cell below, compute α as **1 − TV(p, q)**, with TV(p, q) = ½ Σ_x |p(x) − q(x)|,
-# using numpy only. The reference is `specdec_lab.cost.theory.acceptance_rate` (Σ_x min(p(x), q(x))).
+# using numpy only. The reference is `specdec_lab.cost.theory.acceptance_rate` (Σ_x min(p(x), q(x))); the check
+# refuses an answer that calls it or `tv_distance`.
 
 # %% tags=["exercise", "exercise-1"]
 import numpy as np
+
+from specdec_lab.cost.theory import acceptance_rate, tv_distance
+from specdec_lab.lab.course import watch
+
+_watch = watch(globals(), "acceptance_rate", "tv_distance")  # the references: not for the answer
 
 p1 = np.array([0.45, 0.30, 0.15, 0.10, 0.00])  # the target's distribution over five tokens
 q1 = np.array([0.20, 0.40, 0.10, 0.05, 0.25])  # the draft's
@@ -472,11 +478,10 @@ answer = 1 - 0.5 * np.abs(p1 - q1).sum()
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 import torch
 
-from specdec_lab.cost.theory import acceptance_rate
 from specdec_lab.lab.course import check
 
-_ = check("α = 1 − TV(p, q)", answer, float(acceptance_rate(torch.tensor(p1), torch.tensor(q1))), close=1e-9,
-          hint="TV(p, q) is half the sum of |p − q| over the tokens; α is one minus it.")  # fmt: skip
+_ = check("α = 1 − TV(p, q)", answer, float(_watch["acceptance_rate"](torch.tensor(p1), torch.tensor(q1))),
+          close=1e-9, watch=_watch, hint="TV(p, q) is half the sum of |p − q| over the tokens; α is one minus it.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-2"]
 # ### Exercise 2 ★★ — E[L] from the distribution of accepted drafts
@@ -484,9 +489,11 @@ _ = check("α = 1 − TV(p, q)", answer, float(acceptance_rate(torch.tensor(p1),
 # A chain of $k = 5$ drafts, each accepted with probability $\alpha = 0.7$ independently. Write the probability
 # P(A = j) that the step accepts exactly j drafts (j = 0..k; a draft is only checked when every earlier one was
 # accepted), then E[L] = Σ_j (j + 1)·P(A = j) — the bonus counted. The reference is
-# `specdec_lab.cost.theory.expected_tokens_per_step(0.7, 5)`.
+# `specdec_lab.cost.theory.expected_tokens_per_step(0.7, 5)`; the check refuses an answer that calls it or
+# `accepted_length_pmf` (section 2's table of P(A = j)).
 
 # %% tags=["exercise", "exercise-2"]
+_watch = watch(globals(), "expected_tokens_per_step", "accepted_length_pmf")  # the references: not for the answer
 alpha2, k2 = 0.7, 5
 answer = ...  # E[L] = Σ_j (j + 1)·P(A = j)
 
@@ -495,7 +502,7 @@ pmf = [alpha2**j * (1 - alpha2) for j in range(k2)] + [alpha2**k2]  # j < k: acc
 answer = sum((j + 1) * pj for j, pj in enumerate(pmf))
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
-_ = check("E[L] for α = 0.7, k = 5", answer, expected_tokens_per_step(alpha2, k2), close=1e-9,
+_ = check("E[L] for α = 0.7, k = 5", answer, _watch["expected_tokens_per_step"](alpha2, k2), close=1e-9, watch=_watch,
           hint="P(A = j) = α^j (1 − α) for j < k, and α^k for j = k; each step emits A + 1 tokens.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-3"]
@@ -503,9 +510,11 @@ _ = check("E[L] for α = 0.7, k = 5", answer, expected_tokens_per_step(alpha2, k
 #
 # For $\alpha = 0.75$ and $c = 0.08$ — a point between the rows and columns of section 3's table — find the k
 # in 0..`k_max` that maximizes the speedup (1 − α^{k+1}) / ((1 − α)(kc + 1)) of section 3 (ties: the shorter
-# k). Write the formula yourself. The reference is `specdec_lab.cost.theory.optimal_k(0.75, 0.08, k_max)`.
+# k). Write the formula yourself. The reference is `specdec_lab.cost.theory.optimal_k(0.75, 0.08, k_max)`; the
+# check refuses an answer that calls it or `expected_speedup`.
 
 # %% tags=["exercise", "exercise-3"]
+_watch = watch(globals(), "optimal_k", "expected_speedup")  # the references: not for the answer
 alpha3, c3 = 0.75, 0.08
 answer = ...  # the best k in range(k_max + 1)
 
@@ -514,7 +523,7 @@ speedups = [(1 - alpha3 ** (k + 1)) / ((1 - alpha3) * (k * c3 + 1)) for k in ran
 answer = speedups.index(max(speedups))  # the first maximum: the shorter k on a tie
 
 # %% tags=["check", "exercise-3", "nbval-check-output"]
-_ = check("k* for α = 0.75, c = 0.08", answer, optimal_k(alpha3, c3, k_max),
+_ = check("k* for α = 0.75, c = 0.08", answer, _watch["optimal_k"](alpha3, c3, k_max), watch=_watch,
           hint="Compute the speedup for every k from 0 to k_max and keep the k of the largest.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-4"]
@@ -524,9 +533,11 @@ _ = check("k* for α = 0.75, c = 0.08", answer, optimal_k(alpha3, c3, k_max),
 # `curve(k + 1)` seconds and a draft step `t_draft4` seconds (set in the cell below). At $\alpha = 0.85$, find
 # the k in 0..`k_max` that maximizes tokens per second, E[L] / (k·t_draft4 + t(k + 1)), with E[L] from section 2
 # (ties: the shorter k). The reference is `optimal_k(0.85, t_draft4, k_max, verify_cost=curve)`, the rule the
-# draft proposer runs every step.
+# draft proposer runs every step; the check refuses an answer that calls it (E[L] from
+# `expected_tokens_per_step` is fine here).
 
 # %% tags=["exercise", "exercise-4"]
+_watch = watch(globals(), "optimal_k")  # the reference: not for the answer
 alpha4, t_draft4 = 0.85, 0.002  # α, and a draft step of 2 ms (section 4's table: 5 ms)
 answer = ...  # the best k in range(k_max + 1) on the example curve
 
@@ -535,7 +546,8 @@ rates = [expected_tokens_per_step(alpha4, k) / (k * t_draft4 + curve(k + 1)) for
 answer = rates.index(max(rates))
 
 # %% tags=["check", "exercise-4", "nbval-check-output"]
-_ = check("k* on the example curve at α = 0.85", answer, optimal_k(alpha4, t_draft4, k_max, verify_cost=curve),
+_ = check("k* on the example curve at α = 0.85", answer,
+          _watch["optimal_k"](alpha4, t_draft4, k_max, verify_cost=curve), watch=_watch,
           hint="Tokens per second: E[L] over the seconds of a step, k draft steps plus one verify of k + 1 tokens.")  # fmt: skip
 
 # %% [markdown]

@@ -398,14 +398,14 @@ print(f"{alpha_t['draft']} drafting for {alpha_t['target']['name']}: {alpha_tabl
       f"({cfg_t['per_category']} per category), up to {cfg_t['max_new_tokens']} new tokens, k = {cfg_t['draft_length']}")  # fmt: skip
 alpha_table[["positions", "alpha_tv", "alpha_tv_se", "reached", "alpha_run", "tokens_per_forward", "tokens_per_forward_iid"]]
 
-# %%
+# %% tags=["prediction"]
 from specdec_lab.viz.acceptance import alpha_temperature_figure
 
 fig = alpha_temperature_figure(alpha_t["summary"])
 print(f"saved {save_figure(fig, '02_alpha_temperature', FIGURES).html.name}")  # the name: no machine's path in the output
 fig
 
-# %%
+# %% tags=["prediction"]
 tv = alpha_table["alpha_tv"]
 t_cold, t_hot = tv.index[0], tv.index[-1]
 steps_t = np.sign(np.diff(tv.to_numpy()))
@@ -634,9 +634,12 @@ Dashboard(
 #
 # Compute the residual norm(max(p0 − q0, 0)) as a float64 torch tensor of shape (V,). The reference is the one
 # the library's tree rules sample from, `specdec_lab.accept.tree_rules.residual(p, q, x)` (with q given, x is
-# not used).
+# not used); section 1 called it, and the check refuses an answer that calls it again: clip and normalise yourself.
 
 # %% tags=["exercise", "exercise-1"]
+from specdec_lab.lab.course import watch
+
+_watch = watch(globals(), "residual")  # the reference: not for the answer
 answer = ...  # (V,) float64 tensor: norm(max(p0 − q0, 0))
 
 # %% tags=["solution", "exercise-1"]
@@ -646,7 +649,8 @@ answer = excess / excess.sum()
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 from specdec_lab.lab.course import check
 
-_ = check("the residual", answer, residual(torch.from_numpy(p0), torch.from_numpy(q0), 0), close=0.01,
+_ = check("the residual", answer, _watch["residual"](torch.from_numpy(p0), torch.from_numpy(q0), 0), close=1e-9,
+          watch=_watch,
           hint="Clip p0 − q0 at zero, then divide by its sum (which is 1 − α).")  # fmt: skip
 
 # %% [markdown] tags=["exercise-2"]
@@ -658,10 +662,16 @@ _ = check("the residual", answer, residual(torch.from_numpy(p0), torch.from_nump
 # `branches(p, q)` for float64 tensors of shape (V,) returning a (2, V) tensor; mind the tokens where q(x) = 0
 # (the draft never proposes them: row 0 is 0 there, not NaN). The check runs it on the picture's `p0`, `q0` and on
 # a small pair of its own that has such tokens, against the library's `specdec_lab.lab.chain_exercise.branch_reference`
-# (built from `cost.theory.acceptance_rate` and `accept.tree_rules.residual`); then it adds your two rows, which
-# must give p — the picture's argument, token by token.
+# (built from `cost.theory.acceptance_rate` and `accept.tree_rules.residual`; the check refuses a `branches` that
+# calls `residual`: Exercise 1 built it by hand); then it adds your two rows, which must give p — the picture's
+# argument, token by token.
 
 # %% tags=["exercise", "exercise-2"]
+from specdec_lab.lab.course import watch
+
+_watch = watch(globals(), "residual")  # the reference's residual: not for the answer
+
+
 def branches(p, q):
     """(2, V): row 0 = P(x drafted and accepted), row 1 = P(draft rejected, then x drawn from the residual)."""
     ...
@@ -676,7 +686,7 @@ def branches(p, q):  # noqa: F811 - replaces the stub above
 
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
-from specdec_lab.lab.chain_exercise import branch_reference
+from specdec_lab.lab import chain_exercise as _chain  # the reference, under a name the answer does not reach for
 from specdec_lab.lab.course import is_stub
 
 branch_pairs = [  # (p, q): the picture's position, then a small pair: a token only p has, one only q has, one neither
@@ -687,7 +697,7 @@ branch_pairs = [  # (p, q): the picture's position, then a small pair: a token o
 branch_rows = [branches(p, q) for p, q in branch_pairs]
 answer = None if any(is_stub(r) for r in branch_rows) else torch.cat([torch.as_tensor(r, dtype=torch.float64).flatten() for r in branch_rows])
 _ = check("the two branches, at the picture's position and on a small pair", answer,
-          torch.cat([branch_reference(p, q).flatten() for p, q in branch_pairs]),
+          torch.cat([_chain.branch_reference(p, q).flatten() for p, q in branch_pairs]), watch=_watch,
           close=lambda a, r: a.shape == r.shape and bool(torch.allclose(a, r, rtol=1e-4, atol=1e-10)),
           hint="Row 0: min(p, q) (0 where q = 0, not NaN). Row 1: the rejected mass 1 − α times the normalised "
                "residual max(p − q, 0), not times p.")  # fmt: skip
@@ -749,10 +759,11 @@ answer = probe if is_stub(probe) else chain_rule_tv(my_accept, k=3)  # exact TV 
 _ = check("your rule on chains of k = 3, first 4 tokens (exact)", answer, 0.0, close=lambda tv, _: tv < EXACT,
           hint="Compare each x_i with the p after node i − 1; after a rejection sample max(p − q, 0), not p; "
                "with all k accepted, the bonus comes from the p after node k (logits[k]).")  # fmt: skip
-from specdec_lab.accept.tree_rules import accept_multi_draft  # on a chain: the library's exact rule
+from specdec_lab.accept import tree_rules as _tree_rules  # on a chain, `accept_multi_draft` is the library's exact rule
 
 check("the chance a step accepts all 3 drafts (its bonus drawn after the whole chain)",
-      all_accepted_probability(my_accept, k=3), all_accepted_probability(accept_multi_draft, k=3), close=1e-6,
+      all_accepted_probability(my_accept, k=3), all_accepted_probability(_tree_rules.accept_multi_draft, k=3),
+      close=1e-6,
       hint="A rule that rejects too often (or never accepts) still emits p; the chance of accepting must match.")  # fmt: skip
 flawed = chain_rule_tv(BROKEN_RULES["q_ignored_in_residual"], k=3)
 assert flawed > 1000 * EXACT, "the flawed rule must fail the test: it has no teeth otherwise"

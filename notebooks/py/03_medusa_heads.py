@@ -507,7 +507,7 @@ MedusaTrainingDashboard(
 # three schedules' trained heads to differ, and under which schedule you expect the last head to be the most
 # accurate.
 
-# %%
+# %% tags=["prediction"]
 from specdec_lab.viz.medusa import ablation_figure
 
 ablation = {}
@@ -532,7 +532,7 @@ for decay in (1.0, 0.5):
     print(f"lambda_k = {decay}^k vs 0.8^k: relative difference of the trained W1 below 1%: {rel[decay] < 0.01}")
 print("weights of the three schedules:", {d: [round(x, 3) for x in loss_weights(K, d).tolist()] for d in (0.8, 1.0, 0.5)})
 
-# %%
+# %% tags=["prediction"]
 Markdown(compare(
     max(rel.values()), 0.01,
     "**The weighting changed the trained heads** here: their $W_1$ differ from the $0.8^k$ run's by up to {a:.1%}.",
@@ -697,49 +697,68 @@ Markdown(
 # prompt length `P`), the heads `shipped`, the held-out rows `held_rows` and $K$.
 
 # %% [markdown] tags=["exercise-1"]
-# ### Exercise 1 ★ — What each head predicts at the last prompt position
+# ### Exercise 1 ★ — What each head predicts near the end of the example
 #
-# At the last prompt position $t = P - 1$, head $k$ (with $k = 0$ the LM head) is trained on the token $k + 1$
-# places ahead. Give the $K + 1$ token ids it is trained on there, LM head first, as a list of ints. Reference:
-# row $P - 1$ of `specdec_lab.medusa.medusa_labels(ids, P, K)`.
+# Head $k$ (with $k = 0$ the LM head) at position $t$ is trained on the token $k + 1$ places ahead, where that
+# token exists. At the third-last position of the example, $t = $ `len(ids) - 3` (near the end of the response,
+# where the later heads have nothing left to predict), give the $K + 1$ labels, LM head first, as a list of ints: a token id, or `IGNORE_INDEX` for a
+# head whose target lies past the end. Reference: row `len(ids) - 3` of `specdec_lab.medusa.medusa_labels(ids, P,
+# K)`; the check refuses an answer that calls it.
 
 # %% tags=["exercise", "exercise-1"]
-answer = ...  # [LM head's target, head 1's, ..., head K's]: K + 1 token ids
+from specdec_lab.lab.course import watch
+
+_watch = watch(globals(), "medusa_labels")  # the reference: not for the answer
+t1 = len(ids) - 3
+answer = ...  # [LM head's label, head 1's, ..., head K's]: K + 1 ints, IGNORE_INDEX where there is none
 
 # %% tags=["solution", "exercise-1"]
-answer = [int(ids[P - 1 + k + 1]) for k in range(K + 1)]
+answer = [int(ids[t1 + k + 1]) if t1 + k + 1 < len(ids) else IGNORE_INDEX for k in range(K + 1)]
 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 from specdec_lab.lab.course import check
 
-_ = check("the targets at the last prompt position", answer, medusa_labels(ids, P, K)[P - 1].tolist(),
-          close=lambda a, r: [int(x) for x in a] == r,
-          hint="Head k at position t learns x_{t+k+1}; at t = P - 1 those are the first K + 1 response tokens.")
+_ = check(f"the labels at t = {t1} (of {len(ids)} tokens)", answer, _watch["medusa_labels"](ids, P, K)[t1].tolist(),
+          close=lambda a, r: len(a) == len(r) and [int(x) for x in a] == r, watch=_watch,
+          hint="Head k at position t learns x_{t+k+1}; past the last token there is nothing to learn (IGNORE_INDEX).")  # fmt: skip
 
 # %% [markdown] tags=["exercise-2"]
-# ### Exercise 2 ★★ — Adam's first step and the loss weight
+# ### Exercise 2 ★★ — Where Adam does not cancel the loss weight
 #
-# Section 5 says that Adam cancels a head's constant loss weight $\lambda_k$, up to its $\epsilon$. Check it on
-# one step. A head's weights start at 0 and receive the gradient $\lambda_3 g$ of the weighted loss
-# $\lambda_3 \mathrm{CE}_3$, with `g` and $\lambda_3 = 0.8^3$ given in the cell below. Compute, from Adam's
-# formulas, the change its first step makes to the weights (default $\beta_1, \beta_2$ and $\epsilon$,
-# learning rate `lr`), as a float tensor of the shape of `g`: $m = (1 - \beta_1)\lambda g$,
-# $v = (1 - \beta_2)(\lambda g)^2$, bias-corrected $\hat m = m / (1 - \beta_1)$, $\hat v = v / (1 - \beta_2)$,
-# and the update $-\mathrm{lr} \cdot \hat m / (\sqrt{\hat v} + \epsilon)$. Mind $\epsilon$: one entry of `g`
-# is tiny. Reference: one step of `torch.optim.Adam` on the same gradient.
+# Section 5 says that Adam cancels a head's constant loss weight $\lambda_k$, up to its $\epsilon$. Find out
+# where "up to $\epsilon$" bites. A head's weights start at 0 and its first step receives the gradient `grad`.
+# First write `adam_first_update(grad)`: the change Adam's first step makes to the weights (learning rate
+# `lr`, default $\beta_1 = 0.9$, $\beta_2 = 0.999$, $\epsilon = 10^{-8}$), from Adam's definition — the
+# moments $m, v$ start at 0 and are bias-corrected; work out what that leaves at step 1. Then, for the `g` and
+# $\lambda_3 = 0.8^3$ of the cell below, list the indices `i` at which the update for the weighted gradient
+# $\lambda_3 g$ differs from the update for $g$ by more than one part in a thousand: where the weight survives. The
+# check runs your function on gradients of its own against `torch.optim.Adam`, then checks the list.
 
 # %% tags=["exercise", "exercise-2"]
-g = torch.tensor([0.3, -0.02, 0.004, -1.5, 2e-8])  # head 3's gradient of CE_3 at the first step (the last entry tiny)
+g = torch.tensor([0.3, -0.02, 0.004, -1.5, 3e-8, -1e-9])  # head 3's gradient of CE_3 at the first step
+
+
+def adam_first_update(grad):
+    """What one Adam step (lr = `lr`, default betas and eps) adds to weights at 0 that receive `grad`."""
+    ...
+
+
 lam = 0.8**3  # lambda_3
-answer = ...  # (5,) tensor: what Adam's first step adds to the weights, for the loss lam * CE_3
+survives = ...  # sorted list of the i where the update for lam * g differs from the update for g by > 0.1%
+
 
 # %% tags=["solution", "exercise-2"]
-scaled = lam * g
-answer = -lr * scaled / (scaled.abs() + 1e-8)  # m_hat = lam * g and sqrt(v_hat) = |lam * g|: lam cancels, but not against eps
+def adam_first_update(grad):  # noqa: F811 - replaces the stub above
+    """What one Adam step (lr = `lr`, default betas and eps) adds to weights at 0 that receive `grad`."""
+    # m_hat = grad and sqrt(v_hat) = |grad| after bias correction: the step is lr, signed, unless |grad| ~ eps
+    return -lr * grad / (grad.abs() + 1e-8)
+
+
+survives = [i for i in range(len(g)) if not torch.isclose(adam_first_update(lam * g)[i], adam_first_update(g)[i], rtol=1e-3, atol=0)]
 
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
-def adam_first_update(grad):
+def _torch_adam_update(grad):
     """The change one torch.optim.Adam step (lr = `lr`, default betas and eps) makes to weights at 0."""
     w = torch.zeros_like(grad, requires_grad=True)
     w.grad = grad.clone()
@@ -747,36 +766,50 @@ def adam_first_update(grad):
     return w.detach()
 
 
-_ = check("Adam's first update for the loss lambda_3 * CE_3", answer, adam_first_update(lam * g), close=1e-4,
-          hint="Adam divides m_hat = lam * g by sqrt(v_hat) + eps = |lam * g| + eps: not lr * lam * g (that is SGD), "
-               "and not lr * sign(g) either, where |lam * g| is near eps.")  # fmt: skip
-unweighted = adam_first_update(g)  # the same gradient without the weight (lambda = 1)
-same = int(torch.isclose(adam_first_update(lam * g), unweighted, rtol=1e-3, atol=0).sum())
-print(f"✓ with lambda = 1 instead, the update is the same (to 0.1%) at {same} of {len(g)} entries: all but those "
-      "where the gradient is near eps")
+_grads = [lam * g, g, torch.tensor([2.0, -5e-9, 1e-7, -0.7])]  # the exercise's two, and one of the check's own
+_mine = [adam_first_update(x) for x in _grads]
+_ = check("Adam's first update, on three gradients", None if any(m is None for m in _mine) else
+          torch.cat([torch.as_tensor(m, dtype=torch.float32) for m in _mine]),
+          torch.cat([_torch_adam_update(x) for x in _grads]), close=1e-4,
+          hint="After bias correction m_hat = grad and v_hat = grad²: the step is -lr · grad / (|grad| + eps) — not "
+               "-lr · grad (that is SGD), and not -lr · sign(grad) either, where |grad| is near eps.")  # fmt: skip
+_ = check("where lambda_3 survives Adam's first step", survives,
+          [i for i in range(len(g)) if not torch.isclose(_torch_adam_update(lam * g)[i], _torch_adam_update(g)[i], rtol=1e-3, atol=0)],
+          close=lambda a, r: sorted(int(i) for i in a) == r,
+          hint="Compare the two updates entry by entry: they agree where |g| is far above eps.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-3"]
-# ### Exercise 3 ★★ — How many targets each head gets
+# ### Exercise 3 ★★ — How many targets each head gets, after a short prompt
 #
-# Guess first: from the example `ex`, does head $K$ get fewer training targets than the LM head, since it looks
-# further ahead? Then count, for $k = 0, \dots, K$, the positions $t$ at which head $k$ has a label ($x_{t+k+1}$
-# exists and is a response token), as a list of $K + 1$ ints. Reference: the labelled entries of
-# `medusa_labels(ids, P, K)`, counted per column.
+# Take the example's last two prompt tokens and its response as a new example: `ids3`, with a prompt of
+# `P3 = 2` tokens — shorter than $K$. Guess first: does head $K$ get fewer training targets than the LM head,
+# since it looks further ahead? Then count, for $k = 0, \dots, K$, the positions $t$ at which head $k$ has a label
+# ($x_{t+k+1}$ exists and is a response token), as a list of $K + 1$ ints. Reference: the labelled entries of
+# `medusa_labels(ids3, P3, K)`, counted per column; the check refuses an answer that calls it.
 
 # %% tags=["exercise", "exercise-3"]
+from specdec_lab.lab.course import watch
+
+_watch = watch(globals(), "medusa_labels")  # the reference: not for the answer
+ids3, P3 = ids[P - 2 :], 2  # the last two prompt tokens, then the whole response
 answer = ...  # [labels of the LM head, of head 1, ..., of head K]
 
 # %% tags=["solution", "exercise-3"]
-answer = [sum(1 for t in range(len(ids)) if P <= t + k + 1 < len(ids)) for k in range(K + 1)]
+answer = [sum(1 for t in range(len(ids3)) if P3 <= t + k + 1 < len(ids3)) for k in range(K + 1)]
 
 # %% tags=["check", "exercise-3", "nbval-check-output"]
-_ = check("targets per head", answer, (medusa_labels(ids, P, K) != IGNORE_INDEX).sum(0).tolist(),
-          close=lambda a, r: [int(x) for x in a] == r,
-          hint="Head k's label at t is x_{t+k+1}: count the t with P <= t + k + 1 < len(ids).")
-
-# %% [markdown]
-# Every head gets the same number of targets — one per response token: head $k$'s window of positions is the LM
-# head's, shifted $k$ places back into the prompt (as long as the prompt is longer than $K$).
+_counts = (_watch["medusa_labels"](ids3, P3, K) != IGNORE_INDEX).sum(0).tolist()
+_ = check("targets per head after a 2-token prompt", answer, _counts,
+          close=lambda a, r: len(a) == len(r) and [int(x) for x in a] == r, watch=_watch,
+          hint="Head k's label at t is x_{t+k+1}: count the t >= 0 with P3 <= t + k + 1 < len(ids3).")  # fmt: skip
+_short = [k for k in range(K + 1) if _counts[k] < _counts[0]]
+Markdown(
+    f"With a prompt of {P3} tokens the heads get {', '.join(map(str, _counts))} targets: "
+    + (f"head{'s' if len(_short) > 1 else ''} {', '.join(map(str, _short))} get fewer than the LM head, since their "
+       "window of positions would start before the first token. With a prompt longer than K (section 2's example) "
+       "every head gets one target per response token: its window is the LM head's, shifted k places back into the "
+       "prompt." if _short else "every head gets as many as the LM head.")
+)  # fmt: skip
 
 # %% [markdown] tags=["exercise-4"]
 # ### Exercise 4 ★★★ — The Medusa-1 loss by hand
@@ -800,9 +833,9 @@ ce = torch.stack([F.cross_entropy(logits[:, k].float(), labels[:, k], ignore_ind
 answer = float((0.8 ** torch.arange(1, K + 1) * ce).sum())
 
 # %% tags=["check", "exercise-4", "nbval-check-output"]
-from specdec_lab.medusa import medusa_loss
+from specdec_lab import medusa as _medusa  # the reference, under a name the answer does not reach for
 
-_ = check("the Medusa-1 loss of 64 held-out rows", answer, float(medusa_loss(logits, labels, loss_weights(K))[0]),
+_ = check("the Medusa-1 loss of 64 held-out rows", answer, float(_medusa.medusa_loss(logits, labels, _medusa.loss_weights(K))[0]),
           close=1e-4, hint="Average each head's cross-entropy over its labelled rows only, then weight and sum.")
 
 # %% [markdown]

@@ -295,7 +295,7 @@ print(f"fp32: max |Δ logit| over all {len(tree)} nodes and {len(rows)} paths < 
 # single-token forward, about as many single-token forwards as it has nodes, or something in between? Write down
 # your guess before running the next cell.
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["prediction", "nbval-ignore-output"]
 import statistics
 
 from specdec_lab.cost.timing import interleaved
@@ -406,98 +406,108 @@ display(Markdown(
 # %% [markdown] tags=["exercise-1"]
 # ### Exercise 1 ★ — Position ids from parent pointers
 #
-# From the parent pointers of the **real** tree of section 5, `real_parents = tree.parents.tolist()` (a list,
-# `real_parents[0] = -1`), and the cache length `cache.length` (the prompt without its last token, the root),
-# compute every node's position id, cache length + depth, as a `torch.long` tensor. Walk the nodes in order: a
-# parent comes before its children, so `depth[i] = depth[real_parents[i]] + 1`. (Section 2's table shows the
-# small tree's position ids; this tree's are printed nowhere.) Reference: `Tree.position_ids`.
+# Write `position_ids(parents, cache_length)`: from a tree's parent pointers (a list, `parents[0] = -1`, in
+# topological order) and the number of tokens already in the cache, every node's position id, cache length +
+# depth, as a `torch.long` tensor. Walk the nodes in order: a parent comes before its children, so
+# `depth[i] = depth[parents[i]] + 1`. The check runs it on the tree `ex_parents` below (drawn nowhere in this
+# notebook) with a cache of `ex_cache` tokens, and on the real tree of section 5. Reference: `Tree.position_ids`.
 
 # %% tags=["exercise", "exercise-1"]
-real_parents = tree.parents.tolist()
-answer = ...  # (N,) torch.long: cache.length + depth of each node
+ex_parents = [-1, 0, 0, 0, 1, 1, 2, 4, 4, 5, 7, 10]  # 12 nodes, depths 0..5
+ex_cache = 37
+
+
+def position_ids(parents: list[int], cache_length: int) -> torch.Tensor:
+    """(N,) torch.long: cache_length + the depth of each node."""
+    ...
 
 # %% tags=["solution", "exercise-1"]
-depth = [0] * len(real_parents)
-for i in range(1, len(real_parents)):
-    depth[i] = depth[real_parents[i]] + 1
-answer = torch.tensor(depth) + cache.length
+def position_ids(parents: list[int], cache_length: int) -> torch.Tensor:  # noqa: F811 - the solution replaces the stub
+    """(N,) torch.long: cache_length + the depth of each node."""
+    depth = [0] * len(parents)
+    for i in range(1, len(parents)):
+        depth[i] = depth[parents[i]] + 1
+    return torch.tensor(depth, dtype=torch.long) + cache_length
 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 from specdec_lab.lab.course import check
 
-_ = check("position ids of the real tree", answer, tree.position_ids(cache.length),
-          hint="Position id = cache length + depth (edges from the root, not the node's index); the root has depth 0.")
+for what, ps, length in (("the tree ex_parents", ex_parents, ex_cache),
+                         ("the real tree of section 5", tree.parents.tolist(), cache.length)):
+    reference = Tree(torch.zeros(len(ps), dtype=torch.long), torch.tensor(ps)).position_ids(length)
+    _ = check(f"position ids of {what}", position_ids(ps, length), reference,
+              hint="Position id = cache length + depth (edges from the root, not the node's index); the root has "
+                   "depth 0. Compute it from `parents`, the argument.")
 
 # %% [markdown] tags=["exercise-2"]
-# ### Exercise 2 ★★ — The ancestor mask in one pass
+# ### Exercise 2 ★★ — The mask the model receives, from parent pointers
 #
-# Section 3 walked up from every node to the root. Topological order allows a single pass down instead:
-# `mask[i] = mask[parents[i]] | {i}` — a node sees what its parent sees, plus itself. Write
-# `ancestor_mask(parents)` returning the (N, N) `torch.bool` mask and apply it to the **real** tree of section 5.
-# Reference: `Tree.mask`.
+# Section 3 walked up from every node to the root. Topological order allows a single pass down instead: a node
+# sees what its parent sees, plus itself (`row[i] = row[parents[i]] | {i}`). Write `tree_mask(parents,
+# cache_length)` returning the **additive** mask `verify_tree` hands the model: shape (1, 1, N, cache_length + N),
+# 0 where a node may attend, the dtype's most negative value (`torch.finfo(torch.float32).min`) where it may not;
+# every node sees the whole cached prefix (the first `cache_length` keys), then its ancestors and itself. The
+# check runs it on the real tree of section 5 and on `ex_parents` of Exercise 1. Reference:
+# `specdec_lab.verify.tree_attention_mask(tree, cache_length, torch.float32)`.
 
 # %% tags=["exercise", "exercise-2"]
-def ancestor_mask(parents: list[int]) -> torch.Tensor:
-    """(N, N) bool: mask[i, j] = node j is node i or one of its ancestors."""
+from specdec_lab.lab.course import watch
+
+_watch = watch(globals(), "tree_attention_mask")
+
+
+def tree_mask(parents: list[int], cache_length: int) -> torch.Tensor:
+    """(1, 1, N, cache_length + N) float32: 0 = may attend, finfo.min = masked."""
     ...
 
 # %% tags=["solution", "exercise-2"]
-def ancestor_mask(parents: list[int]) -> torch.Tensor:  # noqa: F811 - the solution replaces the stub
-    """(N, N) bool: mask[i, j] = node j is node i or one of its ancestors."""
-    mask = torch.zeros(len(parents), len(parents), dtype=torch.bool)
+def tree_mask(parents: list[int], cache_length: int) -> torch.Tensor:  # noqa: F811 - the solution replaces the stub
+    """(1, 1, N, cache_length + N) float32: 0 = may attend, finfo.min = masked."""
+    n = len(parents)
+    ancestors = torch.zeros(n, n, dtype=torch.bool)
     for i, p in enumerate(parents):
         if p >= 0:
-            mask[i] = mask[p]  # built already: p < i
-        mask[i, i] = True
-    return mask
+            ancestors[i] = ancestors[p]  # built already: p < i
+        ancestors[i, i] = True
+    allowed = torch.cat([torch.ones(n, cache_length, dtype=torch.bool), ancestors], dim=1)
+    return torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)[None, None]
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
-_ = check("the real tree's ancestor mask", ancestor_mask(tree.parents.tolist()), tree.mask,
-          hint="Start every row from its parent's row (a copy), then set the diagonal.")
+for what, ps, length in (("the real tree", tree.parents.tolist(), cache.length), ("ex_parents", ex_parents, 3)):
+    reference = _watch["tree_attention_mask"](Tree(torch.zeros(len(ps), dtype=torch.long), torch.tensor(ps)),
+                                              length, torch.float32)
+    _ = check(f"the additive mask of {what}", tree_mask(ps, length), reference, watch=_watch,
+              hint="Start every row of the ancestor block from its parent's row (a copy), set the diagonal, put a "
+                   "block of ones (the prefix) to its left, map True -> 0 and False -> torch.finfo(torch.float32).min, "
+                   "and add two leading dimensions.")
 
 # %% [markdown] tags=["exercise-3"]
-# ### Exercise 3 ★★ — The mask the model receives
-#
-# `verify_tree` hands the model an **additive** mask of shape (1, 1, N, P + N) for the real tree: 0 where a node
-# may attend, the dtype's most negative value (`torch.finfo(torch.float32).min`) where it may not. Every node
-# sees the whole cached prefix (`cache.length` tokens), then its ancestors. Build it from `tree.mask` (or your
-# `ancestor_mask`). Reference: `specdec_lab.verify.tree_attention_mask(tree, cache.length, torch.float32)`.
-
-# %% tags=["exercise", "exercise-3"]
-answer = ...  # (1, 1, N, cache.length + N) float32: 0 = attend, finfo.min = masked
-
-# %% tags=["solution", "exercise-3"]
-allowed = torch.cat([torch.ones(len(tree), cache.length, dtype=torch.bool), tree.mask], dim=1)
-answer = torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)[None, None]
-
-# %% tags=["check", "exercise-3", "nbval-check-output"]
-_ = check("the additive tree mask", answer, tree_attention_mask(tree, cache.length, torch.float32),
-          hint="Concatenate a block of ones (the prefix) to the left of the ancestor mask, then map True -> 0 and "
-               "False -> torch.finfo(torch.float32).min, and add two leading dimensions.")
-
-# %% [markdown] tags=["exercise-4"]
-# ### Exercise 4 ★★★ — Greedy acceptance on the tree forward
+# ### Exercise 3 ★★★ — Greedy acceptance on the tree forward
 #
 # `out.logits[i]` (section 5) is the target's distribution of the token that follows node $i$'s path. Under
 # greedy verification node $i$ is accepted iff its parent is accepted and its token is the argmax of its
 # parent's logits. Return `(path, bonus)`: the node indices of the deepest accepted path, root first (among equally
 # deep ones the lowest index), and the bonus token, the argmax after the path's last node. The check runs it on the
 # real tree with `out.logits`, and on the small tree of section 2 with made-up target logits `toy_logits` (below):
-# there the target's argmax after each node is the token of `toy_argmax`. Reference:
-# `specdec_lab.accept.accept_greedy`.
+# there the target's argmax after each node is the token of `toy_argmax`, and node 3 (" on") carries its parent's
+# argmax although that parent, " sat", is rejected. Reference: `specdec_lab.accept.accept_greedy`.
 
-# %% tags=["exercise", "exercise-4"]
+# %% tags=["exercise", "exercise-3"]
+from specdec_lab.accept import accept_greedy  # noqa: F401 - watched below
+from specdec_lab.lab.course import watch
+
 toy_argmax = [" is", " on", " a", " the", " down", " sat", " cat"]  # the target's argmax after node 0, 1, ..., 6
 toy_logits = torch.zeros(len(small), max(v[0] for v in ids_of.values()) + 1)
 for node, word in enumerate(toy_argmax):
     toy_logits[node, ids_of[word][0]] = 1.0
+_watch = watch(globals(), "accept_greedy")
 
 
 def greedy_accept(tree: Tree, logits: torch.Tensor) -> tuple[list[int], int]:
     """(accepted node indices, root first; the bonus token)."""
     ...
 
-# %% tags=["solution", "exercise-4"]
+# %% tags=["solution", "exercise-3"]
 def greedy_accept(tree: Tree, logits: torch.Tensor) -> tuple[list[int], int]:  # noqa: F811 - the solution replaces the stub
     """(accepted node indices, root first; the bonus token)."""
     pred = logits.argmax(-1).tolist()  # the target's greedy token after each node
@@ -510,13 +520,11 @@ def greedy_accept(tree: Tree, logits: torch.Tensor) -> tuple[list[int], int]:  #
             best = i if depth[i] > depth[best] else best
     return tree.path_to(best), pred[best]
 
-# %% tags=["check", "exercise-4", "nbval-check-output"]
-from specdec_lab.accept import accept_greedy
-
+# %% tags=["check", "exercise-3", "nbval-check-output"]
 for name, t, logits in (("the real tree", tree, out.logits), ("the small tree, made-up logits", small, toy_logits)):
-    reference = accept_greedy(t, logits)
+    reference = _watch["accept_greedy"](t, logits)
     _ = check(f"greedy acceptance on {name}", greedy_accept(t, logits), (reference.path, reference.bonus),
-              close=lambda a, r: (list(a[0]), int(a[1])) == r,
+              close=lambda a, r: (list(a[0]), int(a[1])) == r, watch=_watch,
               hint="Walk the nodes in index order; a node can be accepted only if its parent was — a node whose "
                    "token is its parent's argmax still fails when the parent was rejected.")
 

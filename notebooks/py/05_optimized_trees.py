@@ -71,7 +71,7 @@ accuracy_model: str = "conditional"  # accuracy model for the trees drawn and si
 max_budget: int = 64  # largest tree (nodes below the root) considered
 dp_budget: int = 32  # budgets 1..dp_budget are also solved by dynamic programming
 greedy_nodes: int = 16  # size of the fixed greedy tree decoded in section 6
-n_prompts: int = 3  # benchmark prompts decoded in section 6 (evenly spread over categories)
+n_prompts: int = 6  # benchmark prompts decoded in section 6 (evenly spread over categories)
 max_new_tokens: int = 64  # tokens per prompt in section 6
 curve_repeats: int = 3  # timing repeats per size of the tree cost curve
 default_step: int = 8  # greedy step shown by the plain cell of section 2
@@ -169,6 +169,7 @@ fig
 
 # %%
 import math
+import random
 
 
 def value(path):  # a node's value: the product of its heads' factors along its rank path
@@ -332,18 +333,23 @@ Markdown(
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab import load_model
-from specdec_lab.cost import measure_cost_curve, set_cost_curve
+from specdec_lab.cost import set_cost_curve
+from specdec_lab.cost.noise import measure_cost_curve_with_noise
 from specdec_lab.viz.cost import cost_curve_figure
 
 lm = load_model(model_name)
 model = lm.model
 sizes = [1, 2, 4, 8, 12, 16, 24, 32, 48, max_budget + 1] if not quick else [1, 2, 4, 8, 16, 32, max_budget + 1]
-curve = measure_cost_curve(model, sizes=sorted(set(sizes)), repeats=curve_repeats, warmup=1, tree=True)
+# the median of `curve_repeats` passes (as measure_cost_curve), with the repeats' spread kept: it says below
+# whether the chosen budget beats its runner-up by more than a second measurement could move them
+curve, curve_noise = measure_cost_curve_with_noise(model, sizes=sorted(set(sizes)), repeats=curve_repeats, warmup=1,
+                                                   tree=True)
 set_cost_curve(model, curve)  # tree="auto" decoding below sizes its tree on this very curve
 fig = cost_curve_figure(curve, title="verify cost of a branching tree of n tokens, this CPU")
 if not quick:
     print(f"saved {save_figure(fig, '05_tree_cost_curve', FIGURES)}")
 print("t(n) ms:", {n: round(s * 1e3, 1) for n, s in zip(curve.sizes, curve.seconds, strict=True)})
+print(curve_noise.message())
 fig
 
 # %% [markdown]
@@ -363,7 +369,7 @@ fig
 # `max_budget`, and then prices its trees again as it decodes, with the loop's own time per step and what was
 # accepted: its section 2 computes whether that moves its choice away from the measured curve's.)
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["prediction", "nbval-ignore-output"]
 from specdec_lab import generate, make_proposer
 from specdec_lab.cost import CostCurve
 from specdec_lab.io import load_prompts
@@ -400,17 +406,33 @@ fig
 # %% tags=["nbval-ignore-output"]
 from specdec_lab.lab.trees import curve_shape, speedup_reason
 
+cpu_rates = {row["budget"]: row["rate"] for row in cpu.table}  # predicted tokens per second, per budget n
+runner_up = max((n for n in cpu_rates if n != cpu.budget), key=lambda n: cpu_rates[n])
+noise_tol = curve_noise.at(cpu.budget + 1) + curve_noise.at(runner_up + 1)  # each rate's t(n + 1): their spreads add
+shape = curve_shape(curve, rel_tol=max(0.02, curve_noise.spread))  # "at t(1)" within the repeats' spread
 Markdown(
     "On the flat curve every extra node is free, the predicted rate is E[L] itself, and "
     + (f"the whole {max_budget}-node budget is taken (E[L] still rises with n)" if gpu.budget == max_budget
        else f"n = {gpu.budget} of the {max_budget} allowed is taken")
-    + f". On this CPU's curve {curve_shape(curve)} A deeper tree also runs more heads, each adding its drafting "
+    + f". On this CPU's curve {shape} A deeper tree also runs more heads, each adding its drafting "
     "cost (per depth, above). So the predicted rate peaks at "
     + (f"n = {cpu.budget} node{'s' if cpu.budget != 1 else ''}" if cpu.budget else "n = 0: plain decoding")
     + f" (E[L] {cpu.expected_length:.2f}, predicted speed-up {cpu.speedup:.2f}×): "
     + compare(gpu.budget, cpu.budget, "the same accuracies, another cost curve, a bigger tree under the flat one.",
               "the same accuracies, another cost curve, a smaller tree under the flat one.",
               within="the same accuracies pick the same tree under both curves.")
+    + " " + (f"It beats the runner-up, n = {runner_up}, by {cpu_rates[cpu.budget] / cpu_rates[runner_up] - 1:.1%} in "
+             "predicted rate; with a single timing repeat (`curve_repeats`) this run has no spread to judge that "
+             "margin by." if curve_noise.repeats < 2 else
+             compare(cpu_rates[cpu.budget], cpu_rates[runner_up],
+                    "It beats the runner-up, n = {r}, by {m:.1%} in predicted rate, more than the spread of the "
+                    "repeats of t(n) at the two sizes ({z:.1%} together, IQR / median): a second measurement "
+                    "should pick it again.",
+                    "It and the runner-up, n = {r}, predict the same rate.",
+                    within="But it beats the runner-up, n = {r}, by only {m:.1%} in predicted rate, within the spread "
+                    "of the repeats of t(n) at the two sizes ({z:.1%} together, IQR / median): a second measurement "
+                    "of this curve could pick n = {r}, and notebook 06, which measures its own, may.",
+                    rel_tol=noise_tol, r=runner_up, m=cpu_rates[cpu.budget] / cpu_rates[runner_up] - 1, z=noise_tol))
     + "\n\n" + speedup_reason(cpu)
 )  # fmt: skip
 
@@ -427,21 +449,32 @@ Markdown(
 #
 # Decoding real benchmark prompts (`data/prompts.jsonl`, chat template) with fixed trees given as rank
 # paths: the top-1 chain of head 1 (`chain:1`), the tree `choose_budget` picked on this CPU's curve in
-# section 5, the 16-node greedy tree, and the tree the flat curve picked. Each tree is fixed for the whole
+# section 5, the 16-node greedy tree, and the tree the flat curve picked (a tree two of these name is decoded once,
+# its row named by both). Each tree is fixed for the whole
 # decode, so the prediction and the measurement are about the same nodes (a `tree="auto"` decode re-prices
 # its trees every few steps as it learns the machine's costs, and may verify other sizes on the way: notebook
 # 06 shows how many steps verified each). Greedy verification is exact, so each output must equal plain
 # autoregressive decoding. The table gives each tree's nodes and depth, the **measured** mean accepted (tokens /
-# target forwards over all its decodes, bonus included), the E[L] each accuracy model predicts, and the
-# absolute difference between each prediction and the measurement.
+# target forwards over all its decodes, bonus included), the E[L] each accuracy model predicts, the
+# absolute difference between each prediction and the measurement, and how far `n_prompts` prompts pin the
+# measurement down: a bootstrap interval over resamples of the prompts (its column header and the line above the
+# table say how wide and how many; with a handful of prompts a rough width, but the one the sentences below are
+# held to).
 
 # %% tags=["nbval-ignore-output"]
 chosen = prompts[:: max(len(prompts) // n_prompts, 1)][:n_prompts]  # evenly spread over the categories
-trees = {"chain:1": [(0,)]}
+named = [("chain:1", [(0,)])]
 if cpu.budget > 0:  # n = 0 (plain decoding) has no tree to verify
-    trees[f"this CPU's choice (n = {cpu.budget})"] = [tuple(q) for q in cpu.paths]
-trees[f"greedy {greedy_nodes}"] = greedy_tree(A, greedy_nodes)
-trees[f"flat curve's choice (n = {gpu.budget})"] = [tuple(q) for q in gpu.paths]
+    named.append((f"this CPU's choice (n = {cpu.budget})", [tuple(q) for q in cpu.paths]))
+named += [(f"greedy {greedy_nodes}", greedy_tree(A, greedy_nodes)),
+          (f"flat curve's choice (n = {gpu.budget})", [tuple(q) for q in gpu.paths])]  # fmt: skip
+trees = {}  # one row per distinct tree: a tree two names pick is decoded once, under both names
+for name, paths in named:
+    same = next((n for n, q in trees.items() if sorted(q) == sorted(paths)), None)
+    if same is None:
+        trees[name] = paths
+    else:
+        trees[f"{same} = {name}"] = trees.pop(same)
 decodes = {name: [] for name in trees}  # name -> its GenerationResults, one per prompt
 identical = []
 for p in chosen:
@@ -462,7 +495,24 @@ for name, paths in trees.items():
 table = pd.DataFrame(rows).set_index("tree")
 table["|error| independent"] = (table["independent"] - table["measured"]).abs()
 table["|error| conditional"] = (table["conditional"] - table["measured"]).abs()
-print(f"{len(chosen)} prompts ({', '.join(sorted({p.category for p in chosen}))}) × {max_new_tokens} tokens")
+# how far a few prompts pin the measurement down: resample the prompts (bootstrap), pool each resample's decodes
+rng = random.Random(0)
+draws = [[rng.randrange(len(chosen)) for _ in chosen] for _ in range(2000)]
+
+
+def pooled(name, idx):  # tokens / forwards over the decodes of the prompts idx (repeats allowed)
+    return sum(len(decodes[name][i].tokens) for i in idx) / sum(decodes[name][i].forwards for i in idx)
+
+
+def interval(values):  # the central 95% of the resampled values
+    values = sorted(values)
+    return values[int(0.025 * len(values))], values[int(0.975 * len(values)) - 1]
+
+
+boot = {name: [pooled(name, idx) for idx in draws] for name in trees}
+table["measured, 95% over prompts"] = [f"{lo:.2f}–{hi:.2f}" for lo, hi in map(interval, boot.values())]
+print(f"{len(chosen)} prompts ({', '.join(sorted({p.category for p in chosen}))}) × {max_new_tokens} tokens; "
+      "the interval: 2000 resamples of the prompts")
 table.round(3)
 
 # %% tags=["nbval-check-output"]
@@ -478,46 +528,72 @@ if not quick:
 fig
 
 # %% tags=["nbval-ignore-output"]
-err = {m: table[f"|error| {m}"].mean() for m in ("independent", "conditional")}
+models = ("independent", "conditional")
+err = {m: table[f"|error| {m}"].mean() for m in models}
 
 
-def versus(measured, predicted):
-    return compare(measured, predicted, "above", "below", within="equal to")
+def mean_errors(idx):  # each model's mean |error| over the trees, on the decodes of the prompts idx
+    return {m: sum(abs(table.loc[name, m] - pooled(name, idx)) for name in trees) / len(trees) for m in models}
+
+
+diff_lo, diff_hi = interval([(lambda e: e["independent"] - e["conditional"])(mean_errors(idx)) for idx in draws])
+diff = err["independent"] - err["conditional"]
+diff_noise = diff - diff_lo if diff > 0 else diff_hi - diff  # |diff| <= this  <=>  the interval contains 0
+if diff_hi - diff_lo > 5e-4:
+    band = "the difference's 95% interval over resampled prompts, {lo:+.3f} to {hi:+.3f}, {verb} 0"
+else:  # the measurement on the same side of both predictions in every resample: the nearer model never changes
+    band = "the difference is {lo:+.3f} in every resample of the prompts"
+band_ex = band.format(lo=diff_lo, hi=diff_hi, verb="excludes")
+band_in = band.format(lo=diff_lo, hi=diff_hi, verb="contains")
+
+
+def versus(name, predicted):  # the measurement against a prediction, within its own 95% interval over prompts
+    lo, hi = interval(boot[name])
+    measured = table.loc[name, "measured"]
+    reach = measured - lo if predicted < measured else hi - measured  # |Δ| <= reach  <=>  the interval holds it
+    return compare(measured, predicted, "above", "below", within="within the prompts' spread of",
+                   rel_tol=reach / max(measured, predicted))
 
 
 bullets = []
 for name, row in table.iterrows():
     n, d = int(row["nodes"]), int(row["depth"])
-    head = f"* **{name}** ({n} node{'s' if n != 1 else ''}, depth {d}): measured {row['measured']:.3f} tokens per forward"
+    head = (f"* **{name}** ({n} node{'s' if n != 1 else ''}, depth {d}): measured {row['measured']:.3f} tokens per "
+            f"forward (95% over prompts: {row['measured, 95% over prompts']})")
     if d == 1:
-        bullets.append(f"{head}, {versus(row['measured'], row['conditional'])} the {row['conditional']:.3f} predicted; "
+        bullets.append(f"{head}, {versus(name, row['conditional'])} the {row['conditional']:.3f} predicted; "
                        "for depth-1 trees the two models coincide (head 1 has nothing to condition on).")
     else:
         bullets.append(f"{head}; the independent model says {row['independent']:.3f} (measured "
-                       f"{versus(row['measured'], row['independent'])} it), the conditional {row['conditional']:.3f} "
-                       f"(measured {versus(row['measured'], row['conditional'])} it).")
+                       f"{versus(name, row['independent'])} it), the conditional {row['conditional']:.3f} "
+                       f"(measured {versus(name, row['conditional'])} it).")
 deep = table[table["depth"] > 1]
-under = int((deep["measured"] > deep["independent"]).sum())
-over = int((deep["conditional"] > deep["measured"]).sum())
+# beyond the prompts' spread: the whole 95% interval of the measurement on one side of the prediction
+under = sum(interval(boot[name])[0] > deep.loc[name, "independent"] for name in deep.index)
+over = sum(deep.loc[name, "conditional"] > interval(boot[name])[1] for name in deep.index)
 deepest = table["depth"].idxmax()
 worst = table[["|error| independent", "|error| conditional"]].max(axis=1).idxmax()
-flat_name = next(n for n in table.index if n.startswith("flat"))
+flat_name = next(n for n in table.index if "flat curve's choice" in n)
 Markdown(
     f"In this run ({len(chosen)} prompts × {max_new_tokens} tokens, {len(identical)} decodes, "
     f"{sum(identical)} identical to autoregressive):\n\n" + "\n".join(bullets) + "\n\n"
     + (f"{under} of the {len(deep)} deeper trees were accepted more often than the independent model's product of "
-       "marginals predicts" if under else f"None of the {len(deep)} deeper trees was accepted more often than the "
-       "independent model's product of marginals predicts")
-    + (f"; the conditional model overshoots {over} of them. " if over else ". ")
+       "marginals predicts, beyond the prompts' spread" if under else f"None of the {len(deep)} deeper trees was "
+       "accepted more often than the independent model's product of marginals predicts, beyond the prompts' spread")
+    + (f"; the conditional model overshoots {over} of them beyond it. " if over else ". ")
     + compare(err["independent"], err["conditional"],
-              "The **conditional model predicts better** here (mean |error| {b:.3f} against {a:.3f}): the hypothesis "
-              "of section 1 holds on these decodes — the heads are right *together* on predictable spans, which "
-              "the conditional model conditions on.",
-              "The **independent model predicts better** here (mean |error| {a:.3f} against {b:.3f}): the "
-              "hypothesis of section 1 does not hold on these decodes — the conditional model's correction, "
-              "calibrated on held-out distillation text, does not carry over to these prompts.",
-              within="Both models predict about equally well here (mean |error| {a:.3f} and {b:.3f}): these decodes "
-              "do not decide the hypothesis of section 1.", rel_tol=0.05)
+              "The **conditional model predicts better** on these decodes (mean |error| {b:.3f} against {a:.3f}; the "
+              "difference's sign is settled: {band_ex}): the hypothesis "
+              "of section 1 holds here — the heads are right *together* on predictable spans, which the "
+              "conditional model conditions on.",
+              "The **independent model predicts better** on these decodes (mean |error| {a:.3f} against {b:.3f}; "
+              "the difference's sign is settled: {band_ex}): the "
+              "hypothesis of section 1 does not hold here — the conditional model's correction, calibrated on "
+              "held-out distillation text, does not carry over to these prompts.",
+              within="Which model predicts better is **within noise** on these {p} prompts: mean |error| {a:.3f} "
+              "(independent) and {b:.3f} (conditional), but {band_in} — these decodes do not decide the hypothesis "
+              "of section 1 (more prompts, `n_prompts`, narrow it).",
+              rel_tol=diff_noise / max(*err.values(), 1e-12), band_ex=band_ex, band_in=band_in, p=len(chosen))
     + f" The largest error of either model is on `{worst}`" + (", the deepest tree" if worst == deepest else "")
     + ". Part of the remaining error is the setting, not the model: a handful of prompts, benchmark text instead of "
     "the held-out distillation text the accuracies were calibrated on, candidates restricted to the "
@@ -565,11 +641,15 @@ Markdown(
 # ### Exercise 1 ★ — E[L] of a small tree by hand
 #
 # For the tree of rank paths `[(0,), (1,), (0, 0), (0, 0, 0)]`, compute E[L] = 1 + Σ over nodes of the product of
-# `A[d, r_d]` along the node's rank path (`A` is the (K, S) accuracy matrix of section 1; row d is head d + 1).
+# `A[d, r_d]` along the node's rank path (`A` is the (K, S) accuracy matrix of section 1; row d is head d + 1),
+# from that definition: the check refuses an answer that calls `expected_length` or section 2's `value`.
 # Reference: `specdec_lab.trees.expected_length`.
 
 # %% tags=["exercise", "exercise-1"]
+from specdec_lab.lab.course import watch
+
 small_tree = [(0,), (1,), (0, 0), (0, 0, 0)]
+_watch = watch(globals(), "expected_length", "value")
 answer = ...  # a float: 1 + sum over the 4 nodes of prod_d A[d, r_d]
 
 # %% tags=["solution", "exercise-1"]
@@ -578,77 +658,102 @@ answer = 1 + sum(math.prod(float(A[d, r]) for d, r in enumerate(path)) for path 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 from specdec_lab.lab.course import check
 
-_ = check("E[L] of the 4-node tree", answer, expected_length(small_tree, A), close=1e-9,
+_ = check("E[L] of the 4-node tree", answer, _watch["expected_length"](small_tree, A), close=1e-9, watch=_watch,
           hint="Each node contributes the product of one factor per depth; the 1 is the bonus token.")
 
 # %% [markdown] tags=["exercise-2"]
-# ### Exercise 2 ★★ — Prune a tree to a node budget
+# ### Exercise 2 ★★ — The most valuable nodes form a tree
 #
-# Prune the 64-node tree `tree64` of section 4 to `budget = 20` nodes, greedily by node value: keep the 20 rank
-# paths of largest value (ties: shallower first; `value(path)` of section 2 gives a node's value). Section 3
-# argued that the result is always a tree — check that every kept path's parent is kept too — and that it is the
-# greedy tree of 20 nodes (section 2's table lists only the first 12 additions). Reference:
-# `specdec_lab.trees.greedy_tree(A, 20)`.
+# Under the **independent** model (`acc.top`, Medusa's; the trees above use the conditional one), a node's value
+# is the product of `acc.top[d, r_d]` along its rank path. Among all candidate nodes — every rank path of 1 to K
+# heads' top-S, `cartesian_paths([S] * K)` — keep the `budget = 20` of largest value (ties: shallower first).
+# Section 3 argued that the result is always a tree (check that every kept path's parent is kept too) and that it
+# is the greedy tree of 20 nodes. Build it from the values: the check refuses an answer that calls the tree
+# builders (`greedy_tree`, `greedy_steps`, `optimal_tree`, `brute_force_tree`, `choose_budget`). Reference:
+# `specdec_lab.trees.greedy_tree(acc.top, 20)`.
 
 # %% tags=["exercise", "exercise-2"]
-budget = min(20, len(tree64))
-answer = ...  # a list of `budget` rank paths (tuples) from tree64
+budget = 20
+_watch = watch(globals(), "greedy_tree", "greedy_steps", "optimal_tree", "brute_force_tree", "choose_budget")
+answer = ...  # a list of `budget` rank paths (tuples)
 
 # %% tags=["solution", "exercise-2"]
-by_value = sorted(tree64, key=lambda path: (-value(path), len(path), path))
+def independent_value(path):
+    return math.prod(float(acc.top[d, r]) for d, r in enumerate(path))
+
+
+by_value = sorted(cartesian_paths([S] * K), key=lambda path: (-independent_value(path), len(path), path))
 answer = by_value[:budget]
 assert all(len(path) == 1 or path[:-1] in answer for path in answer)  # prefix-closed: a tree
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
-_ = check("the pruned tree", answer, greedy_tree(A, budget), close=lambda a, r: sorted(map(tuple, a)) == sorted(r),
-          hint="Sort by value, largest first (the value is the product of A along the path), then keep the first.")
+_ = check("the 20 most valuable nodes (independent model)", answer, _watch["greedy_tree"](acc.top, budget),
+          close=lambda a, r: sorted(map(tuple, a)) == sorted(r), watch=_watch,
+          hint="Value = the product of acc.top along the path (the independent model, not A); sort largest first and "
+               "keep exactly `budget`.")
 
 # %% [markdown] tags=["exercise-3"]
-# ### Exercise 3 ★★ — The predicted speed-up of this CPU's tree
+# ### Exercise 3 ★★ — The predicted speed-up of another tree on this CPU
 #
-# From the cost curve `curve` (call it: `curve(n)` = t(n) in seconds), the heads' cost per depth
-# `head_seconds` (a dict depth → seconds) and the E[L] of the tree `cpu.paths`, compute the speed-up the cost
-# model predicts for this CPU's choice: E[L] · t(1) / (t(n + 1) + h(depth)), with n = the tree's nodes and
-# h(0) = 0 (plain decoding runs no heads). Reference: `cpu.speedup` (`specdec_lab.trees.choose_budget`).
+# Section 5 priced only greedy trees. Price notebook 06's demonstration tree, the Cartesian tree `3×2` (head 1's
+# top 3, each with head 2's top 2: `cartesian_paths([3, 2])`, 9 nodes, depth 2), on this CPU's curve: from the
+# cost curve `curve` (call it: `curve(n)` = t(n) in seconds), the heads' cost per depth `head_seconds` (a dict
+# depth → seconds) and the tree's E[L] under `A`, compute the speed-up the cost model predicts over plain decoding,
+# E[L] · t(1) / (t(n + 1) + h(depth)), with n = the tree's nodes. Reference: `specdec_lab.trees.pick_budget` on
+# the plain option and this one.
 
 # %% tags=["exercise", "exercise-3"]
-answer = ...  # a float: predicted tokens/second of cpu's tree over plain decoding's
+from specdec_lab.trees import TreeOption, pick_budget  # noqa: F401 - pick_budget: watched below
+
+demo_paths = cartesian_paths([3, 2])
+_watch = watch(globals(), "pick_budget", "choose_budget")
+answer = ...  # a float: predicted tokens/second of the 3×2 tree over plain decoding's
 
 # %% tags=["solution", "exercise-3"]
-n_cpu = len(cpu.paths)
-depth_cpu = max((len(path) for path in cpu.paths), default=0)
-answer = expected_length(cpu.paths, A) * curve(1) / (curve(n_cpu + 1) + head_seconds.get(depth_cpu, 0.0))
+n_demo = len(demo_paths)
+depth_demo = max(len(path) for path in demo_paths)
+answer = expected_length(demo_paths, A) * curve(1) / (curve(n_demo + 1) + head_seconds.get(depth_demo, 0.0))
 
 # %% tags=["check", "exercise-3", "nbval-check-output"]
-_ = check("the predicted speed-up", answer, cpu.speedup, close=1e-9,
-          hint="A step verifies the root plus n nodes: t(n + 1); the heads run to the tree's depth.")
+options = [TreeOption(budget=0, depth=0, expected_length=1.0, paths=()),  # plain decoding: the unit
+           TreeOption(budget=len(demo_paths), depth=max(map(len, demo_paths)),
+                      expected_length=expected_length(demo_paths, A), paths=tuple(demo_paths))]  # fmt: skip
+priced = _watch["pick_budget"](options, curve, lambda d: head_seconds.get(d, 0.0))
+_ = check("the 3×2 tree's predicted speed-up", answer, priced.table[-1]["speedup"], close=1e-9, watch=_watch,
+          hint="A step verifies the root plus n nodes: t(n + 1); the heads run to the tree's depth (2 here).")
 
 # %% [markdown] tags=["exercise-4"]
-# ### Exercise 4 ★★★ — Predicted E[L] against the decodes of section 6
+# ### Exercise 4 ★★★ — E[L] depth by depth, measured
 #
-# `decodes[name]` holds section 6's `GenerationResult`s of each tree (one per prompt), each with its step traces
-# `r.steps` (a `StepTrace` per target forward; `len(step.emitted)` is the tokens that step emitted, bonus included).
-# For every tree, compute its measured mean accepted **from the step traces**, pooled over its decodes (tokens
-# emitted over all steps / number of steps), and divide it by the conditional model's E[L] of its paths
-# (`trees[name]`, `acc.conditional`). Return `{name: measured / predicted}`: below 1 where the model over-predicts.
-# Reference: the results' own counts (`len(r.tokens)`, `r.forwards`) and `expected_length`.
+# $E[L] = 1 + \sum_d P(\text{a step accepts at least } d \text{ drafts})$: each depth adds the chance that the
+# accepted path reaches it. Section 6's table shows only the sum. `decodes[name]` holds section 6's
+# `GenerationResult`s of each tree (one per prompt), each with its step traces `r.steps` (a `StepTrace` per target
+# forward; `step.path` is the accepted path's node indices, root first, so `len(step.path) - 1` drafts were
+# accepted). For the tree `deep_name` (below), pooled over all its decodes, return `{d: the fraction of steps that
+# accepted at least d drafts}` for d = 1 .. its depth. The check compares with the step traces' own counts. Then
+# set each beside its prediction, the sum of the values of the tree's depth-d nodes under either model: at which
+# depth does the model's error arise?
 
 # %% tags=["exercise", "exercise-4"]
-answer = ...  # {tree name: measured mean accepted / predicted E[L]}
+deep_name = next(name for name in trees if f"greedy {greedy_nodes}" in name)
+answer = ...  # {d: fraction of deep_name's steps (all prompts) that accepted >= d drafts}
 
 # %% tags=["solution", "exercise-4"]
-answer = {}
-for name, runs in decodes.items():
-    emitted = sum(len(step.emitted) for r in runs for step in r.steps)
-    n_steps = sum(len(r.steps) for r in runs)
-    answer[name] = emitted / n_steps / expected_length(trees[name], acc.conditional)
+steps_deep = [step for r in decodes[deep_name] for step in r.steps]
+depth_deep = max(len(path) for path in trees[deep_name])
+answer = {d: sum(len(step.path) - 1 >= d for step in steps_deep) / len(steps_deep) for d in range(1, depth_deep + 1)}
 
 # %% tags=["check", "exercise-4", "nbval-check-output"]
-reference = {name: sum(len(r.tokens) for r in runs) / sum(r.forwards for r in runs)
-             / expected_length(trees[name], acc.conditional) for name, runs in decodes.items()}  # fmt: skip
-_ = check("measured / predicted per tree", answer, reference,
-          close=lambda a, r: a.keys() == r.keys() and all(math.isclose(a[k], r[k], rel_tol=1e-9) for k in r),
-          hint="Pool before dividing: total emitted tokens over total steps, not the mean of per-prompt ratios.")
+from collections import Counter
+
+reached = Counter(step.accepted for r in decodes[deep_name] for step in r.steps)  # accepted drafts -> steps
+total = sum(reached.values())
+reference = {d: sum(k for a, k in reached.items() if a >= d) / total
+             for d in range(1, max(len(path) for path in trees[deep_name]) + 1)}  # fmt: skip
+_ = check(f"P(at least d drafts accepted) on {deep_name}", answer, reference,
+          close=lambda a, r: set(a) == set(r) and all(math.isclose(a[d], r[d], rel_tol=1e-9) for d in r),
+          hint="Pool the steps of every prompt before dividing, and count a step at every depth up to the one it "
+               "reached (at least d, not exactly d).")
 
 # %% [markdown]
 # ## Takeaways

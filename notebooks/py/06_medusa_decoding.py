@@ -158,7 +158,9 @@ trace_table(demo, tok)[["proposed", "accepted", "emitted", "text", "ms_propose",
 # `tree="auto"` (the default) sizes the tree for *this* machine: it measures the target's verify cost $t(n)$
 # for trees of $n$ tokens and the heads' cost, and picks the node budget $n$ maximising
 # $E[L](n) \,/\, (t(n+1) + \text{heads})$, where $E[L](n)$ is the expected tokens per step of the best
-# $n$-node tree under the heads' calibrated accuracies (`specdec_lab/trees/`). On a GPU, where $t$ is flat,
+# $n$-node tree under the heads' calibrated accuracies (`specdec_lab/trees/`) — at the start; as it decodes it
+# re-prices, and scales each depth's term of $E[L]$ by how much more or less this prompt accepted there than the
+# calibration predicted (a factor $\rho_d$ per depth). On a GPU, where $t$ is flat,
 # that is tens of nodes; on a CPU, where every extra token costs, a handful. We build the proposer ourselves
 # so we can read its choice afterwards.
 #
@@ -173,12 +175,15 @@ proposer = MedusaProposer(MedusaDecodeConfig(tree="auto", max_budget=max_budget)
 med = generate(lm, ids, proposer=proposer, max_new_tokens=max_new_tokens)
 choice = proposer.choice
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["prediction", "nbval-ignore-output"]
 from specdec_lab.viz.decoding import budget_figure
 
 print(f"tree='auto' picked n = {choice.budget} nodes, depth {choice.depth}: rank paths {[list(p) for p in choice.paths]}")
 print(f"measured on this prompt: mean accepted {med.mean_accepted:.2f} ({len(med.tokens)} tokens in {med.forwards} forwards)")
-fig = budget_figure(choice)
+calibrated = {n: opt.expected_length for n, opt in choice.options.items()}  # E[L](n) before any correction
+fig = budget_figure(choice, title=f"tree='auto' as the decode ended: n = {choice.budget}, depth {choice.depth}, "
+                                  f"E[L] = {choice.expected_length:.2f} (corrected by this prompt's ρ_d; "
+                                  f"calibrated {calibrated[choice.budget]:.2f})")
 print(f"saved {save_figure(fig, '06_tree_budget', FIGURES)}")
 fig
 
@@ -200,6 +205,12 @@ what = ("plain decoding: no tree pays" if choice.budget == 0 else
         f"a tree of {choice.budget} nodes, depth {choice.depth}")  # fmt: skip
 A = proposer.drafter.accuracies.model(proposer.config.accuracy)  # (K, S) the heads' calibrated accuracies
 gains = sorted((math.prod(float(A[k, r]) for k, r in enumerate(p)) for p in choice.trees[max(by_budget)]), reverse=True)
+rho = ", ".join(f"$\\rho_{d + 1}$ = {f:.2f}" for d, f in enumerate(med.proposer.get("correction", [])))
+corrected = (
+    " (These $E[L]$ are the decode's own, each depth's term scaled by what this prompt accepted there"
+    + (f": {rho}" if rho else "") + f". Calibrated alone, as notebook 05 computes it, the choice's $E[L]$ is "
+    f"{calibrated[choice.budget]:.3f} and the {max(by_budget)}-node tree's {calibrated[max(by_budget)]:.3f}.)"
+)
 why = (
     f"The largest tree it considers ({max(by_budget)} nodes, `max_budget`) pays most here: its step costs "
     f"{step_cost(largest):.2f}× a plain step and it expects {largest['expected_length']:.2f} tokens."
@@ -209,7 +220,7 @@ why = (
     f"on this machine's cost curve its step (verify {max(by_budget) + 1} tokens, then the heads) costs "
     f"{step_cost(largest):.2f}× a plain decoding step against {step_cost(chosen):.2f}× for the choice, so its "
     f"predicted speed-up is {largest['speedup']:.2f}× against {chosen['speedup']:.2f}×."
-)  # fmt: skip
+) + corrected  # fmt: skip
 Markdown(
     f"On this machine `tree=\"auto\"` picked **n = {choice.budget}** ({what}). {why} Each extra node adds only "
     f"$\\prod_j a_{{j, r_j}}$ to $E[L]$ (in the {max(by_budget)}-node tree: {gains[0]:.3f} for the best node, "
@@ -235,7 +246,8 @@ pd.Series(med.proposer["budgets"], name="steps").rename_axis("nodes verified").t
 # %% [markdown]
 # Notebook 05 (section 5) chose a budget for the same heads with `choose_budget`: the calibrated accuracies on a
 # cost curve measured once, nothing learned from a decode. The same rule on this notebook's own measured curve
-# (the one `tree="auto"` started from) and its `max_budget`, beside the choice the decode ended with:
+# (the one `tree="auto"` started from) and its `max_budget`, beside the choice the decode ended with. The table
+# gives every budget's predicted speed-up both ways: on the curve alone, and as the decode ended (the figure above).
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab.lab.course import compare
@@ -243,9 +255,26 @@ from specdec_lab.trees import pick_budget
 
 measured = proposer.cost.curve(tree=True)  # t(n) as measured before the decode; its prices since then moved
 at_start = pick_budget(proposer.options, measured, lambda d: proposer.drafter.head_seconds.get(d, 0.0) if d else 0.0)
-rates = {r["budget"]: r["rate"] for r in at_start.table}  # tokens per second of a step, per budget n
-runner_up = max((n for n in rates if n != at_start.budget), key=lambda n: rates[n])
-BUDGET_NOISE = 0.05  # rates within 5%: a second measurement of t(n) can order them either way
+start_up = {r["budget"]: r["speedup"] for r in at_start.table}  # predicted speed-up per budget n, the curve alone
+end_up = {r["budget"]: r["speedup"] for r in choice.table}  # the same as the decode ended: the figure above
+BUDGET_NOISE = 0.05  # speed-ups within 5%: a second measurement of t(n) can order them either way
+
+
+def margin(ups, pick, label):  # the pick against its runner-up, in predicted speed-up (= in rate)
+    runner_up = max((n for n in ups if n != pick), key=lambda n: ups[n])
+    return compare(ups[pick], ups[runner_up],
+                   label + " n = {p} beats the runner-up n = {r} by {m:.1%} in predicted speed-up ({a:.3f}× against "
+                   "{b:.3f}×), more than a second measurement of t(n) should move it (this notebook takes 5%).",
+                   label + " n = {p} and the runner-up n = {r} predict the same speed-up ({a:.3f}×).",
+                   within=label + " n = {p} beats the runner-up n = {r} by only {m:.1%} in predicted speed-up "
+                   "({a:.3f}× against {b:.3f}×), within what a second measurement of t(n) moves (this notebook takes "
+                   "5%): another run, or notebook 05 with its own curve, can pick either.",
+                   rel_tol=BUDGET_NOISE, p=pick, r=runner_up, m=ups[pick] / ups[runner_up] - 1)  # fmt: skip
+
+
+display(pd.DataFrame({"predicted speed-up, curve alone (05's rule)": start_up,
+                      "predicted speed-up, as the decode ended (figure above)": end_up})
+        .rename_axis("node budget n").round(3).T)  # fmt: skip
 Markdown(
     compare(choice.budget, at_start.budget,
             "On the measured curve alone (notebook 05's rule) the pick is n = {b}; after the {s} steps of this decode "
@@ -259,15 +288,8 @@ Markdown(
             within="On the measured curve alone (notebook 05's rule) the pick is n = {b} too: what the decode "
             "learned (the loop's own time per step, {o:.1f} ms, and the acceptance per depth on this prompt) did "
             "not move it.", s=med.forwards, o=proposer.cost.overhead("tree") * 1e3)
-    + " " + compare(rates[at_start.budget], rates[runner_up],
-                    "On that curve n = {b_n} beats the runner-up n = {r_n} by {m:.1%} in predicted rate, more than a "
-                    "second measurement of t(n) should move it: where notebook 05's choice differs, its larger "
-                    "`max_budget` or a busier moment during its own curve's measurement decided it.",
-                    "On that curve n = {b_n} and the runner-up n = {r_n} predict the same rate.",
-                    within="On that curve n = {b_n} beats the runner-up n = {r_n} by only {m:.1%} in predicted "
-                    "rate, within what a second measurement of t(n) moves: notebook 05, which measures its own "
-                    "curve, can pick either.", rel_tol=BUDGET_NOISE, b_n=at_start.budget, r_n=runner_up,
-                    m=rates[at_start.budget] / rates[runner_up] - 1)
+    + " " + margin(start_up, at_start.budget, "On the curve alone (the table's first row)")
+    + " " + margin(end_up, choice.budget, "As the decode ended (its second row, the figure above)")
 )  # fmt: skip
 
 # %% [markdown]
@@ -573,6 +595,9 @@ Markdown(
 # reference is the library's rule (`typical_rule(epsilon, delta)`) applied to one-node trees.
 
 # %% tags=["exercise", "exercise-1"]
+from specdec_lab.lab.course import watch
+
+_watch = watch(globals(), "rule", "typical_rule")  # the check's reference: compute the threshold yourself
 answer = ...  # the accepted tokens, e.g. [0, 3]
 
 # %% tags=["solution", "exercise-1"]
@@ -587,8 +612,8 @@ from specdec_lab.trees import Tree
 
 root_logits = torch.stack([target_table(()), target_table(())])  # (2, V): only the root's row is read
 accepted = [x for x in range(drift_vocab)
-            if len(rule(Tree.chain(0, [x]), root_logits, Sampling(temperature=temperature)).path) == 2]  # fmt: skip
-_ = check("the tokens typical acceptance accepts", answer, accepted, close=lambda a, r: list(a) == r,
+            if len(_watch["rule"](Tree.chain(0, [x]), root_logits, Sampling(temperature=temperature)).path) == 2]
+_ = check("the tokens typical acceptance accepts", answer, accepted, close=lambda a, r: list(a) == r, watch=_watch,
           hint="Warp by the temperature before the softmax; the threshold is the smaller of ε and δ·exp(−H(p)).")
 
 # %% [markdown] tags=["exercise-2"]
@@ -601,11 +626,14 @@ _ = check("the tokens typical acceptance accepts", answer, accepted, close=lambd
 # `specdec_lab.accept.accept_greedy`.
 
 # %% tags=["exercise", "exercise-2"]
+from specdec_lab.accept import accept_greedy  # noqa: F401 - watched below
+
 tokens = [5, 2, 7, 3, 1, 4, 6]
 parents = [-1, 0, 0, 1, 1, 3, 2]
 logits = torch.zeros(7, 8)
 for node, best in enumerate([2, 1, 6, 4, 0, 3, 5]):  # the target's argmax after each node
     logits[node, best] = 5.0
+_watch = watch(globals(), "accept_greedy")
 
 
 def greedy_accept(tokens, parents, logits):
@@ -626,29 +654,37 @@ def greedy_accept(tokens, parents, logits):  # noqa: F811 - replaces the stub ab
 
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
-from specdec_lab.accept import accept_greedy
-
-reference = accept_greedy(Tree(torch.tensor(tokens), torch.tensor(parents)), logits)
+reference = _watch["accept_greedy"](Tree(torch.tensor(tokens), torch.tensor(parents)), logits)
 _ = check("the accepted path and bonus token", greedy_accept(tokens, parents, logits), (reference.path, reference.bonus),
+          watch=_watch,
           hint="A node is accepted only if its parent is; node 5 matches its parent's argmax, but is its parent accepted?")
 
 # %% [markdown] tags=["exercise-3"]
 # ### Exercise 3 ★★★ — choose the tree size as `tree="auto"` does
 #
 # `proposer.options` holds the candidate trees of section 2 (`TreeOption`s: `.budget` = nodes below the root,
-# `.depth`, `.expected_length` = $E[L]$); `price(n)` is the cost model's seconds for a step that verifies $n$
-# tokens and `heads(d)` the heads' seconds for a tree of depth $d$ (both below). Write
-# `auto_budget(options, price, heads)`: for every budget $n$ keep its best option by
+# `.depth`, `.expected_length` = $E[L]$, calibrated); `heads(d)` is the heads' seconds for a tree of depth $d$
+# (below). Write `auto_budget(options, price, heads)`, where `price(n)` gives the seconds of a step that verifies
+# $n$ tokens: for every budget $n$ keep its best option by
 # $\text{rate} = E[L] / (\text{price}(n + 1) + \text{heads}(\text{depth}))$, and return the budget with the highest
-# rate (ties: the smaller budget). The reference is `specdec_lab.trees.pick_budget` on the same options and costs.
+# rate (ties: the smaller budget). The check prices the options with this machine's cost model as the decode ended
+# (`price` below) and with a made-up machine on which every extra token adds a small fixed share of a single-token
+# step (`flatter`, below) — a choice printed nowhere above. The reference is `specdec_lab.trees.pick_budget` on the same options and costs.
 
 # %% tags=["exercise", "exercise-3"]
 def price(n):
     return proposer.cost.step(n, tree=True)
 
 
+def flatter(n):  # a made-up machine: each token past the first adds 2% of a single-token step
+    return price(1) * (1 + 0.02 * (n - 1))
+
+
 def heads(depth):
     return proposer.drafter.head_seconds.get(depth, 0.0) if depth else 0.0
+
+
+_watch = watch(globals(), "pick_budget")
 
 
 def auto_budget(options, price, heads):
@@ -665,11 +701,11 @@ def auto_budget(options, price, heads):  # noqa: F811 - replaces the stub above
 
 
 # %% tags=["check", "exercise-3", "nbval-check-output"]
-from specdec_lab.trees import pick_budget
-
-_ = check("the budget tree='auto' picks on this machine's costs", auto_budget(proposer.options, price, heads),
-          pick_budget(proposer.options, price, heads).budget, close=lambda a, r: a == r,
-          hint="Price a budget n as a step that verifies n + 1 tokens (the root too); a budget may have several depths.")
+for what, cost in (("this machine's costs", price), ("the made-up flatter costs", flatter)):
+    _ = check(f"the budget tree='auto' picks on {what}", auto_budget(proposer.options, cost, heads),
+              _watch["pick_budget"](proposer.options, cost, heads).budget, close=lambda a, r: a == r, watch=_watch,
+              hint="Price a budget n as a step that verifies n + 1 tokens (the root too); a budget may have several "
+                   "depths.")
 
 # %% [markdown]
 # ## Takeaways

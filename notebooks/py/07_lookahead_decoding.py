@@ -123,7 +123,7 @@ ar = generate(lm, ids, max_new_tokens=max(jacobi_tokens, demo_tokens, pool_token
 jac = generate(lm, ids, method="jacobi", n=jacobi_n, max_new_tokens=jacobi_tokens)
 traj = jacobi_frame(jac, tok)
 
-# %% tags=["nbval-check-output"]
+# %% tags=["prediction", "nbval-check-output"]
 assert jac.tokens == ar.tokens[: len(jac.tokens)], "greedy Jacobi must equal autoregressive decoding"
 print(f"Jacobi (n = {jacobi_n}) == autoregressive, token for token: True ({len(jac.tokens)} tokens)")
 # The update at offset 1 is the target's argmax after the step's root: greedy decoding's next token, every step
@@ -134,7 +134,8 @@ for s in jac.steps[:-1]:
 bonus_right = [s.info["after"][0] == jac.tokens[i] for s, i in zip(jac.steps, starts, strict=True)
                if s.info["after"] and i < len(jac.tokens)]  # (the last step may have no block left to guess)
 print(f"each step's update at offset 1 is greedy decoding's next token: {all(bonus_right) and len(bonus_right) > 0}")
-print(f"fewer than 1.5 tokens per forward: {jac.mean_accepted < 1.5}")
+print(f"mean accepted {jac.mean_accepted:.2f} tokens per forward with n = {jacobi_n} guesses refined per forward; "
+      f"fewer than 1.5: {jac.mean_accepted < 1.5}")  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
 import pandas as pd
@@ -162,11 +163,23 @@ fig = jacobi_figure(jac, tok)
 print(f"saved {save_figure(fig, '07_jacobi_trajectory', FIGURES)}")
 fig
 
+# %% tags=["nbval-ignore-output"]
+from IPython.display import Markdown
+
+n_accepted, n_behind = int(traj["accepted"].sum()), int((traj["state"] == 1).sum())
+Markdown(
+    "Each row is one step (one forward), each column an offset after that step's root; the cell shows the guess "
+    "that was verified there (in token labels ▁ is a space, ↵ a newline, ⇥ a tab, and · a byte of a character that "
+    "the next token completes). "
+    + (f"Green marks an accepted guess ({n_accepted} here). " if n_accepted else
+       "No guess was accepted in this run, so no cell is green (green would mark an accepted guess). ")
+    + (f"Yellow marks a guess that was **already the right token but could not be accepted**, because a guess "
+       f"before it was wrong ({n_behind} here); gray, a wrong guess." if n_behind else
+       "No right guess sat behind a wrong one either (yellow would mark one); gray, a wrong guess.")
+)  # fmt: skip
+
 # %% [markdown]
-# Each row is one step (one forward), each column an offset after that step's root; the cell shows the
-# guess that was verified there (in token labels ▁ is a space, ↵ a newline, ⇥ a tab, and · a byte of a
-# character that the next token completes). Green guesses were accepted, yellow ones were **already the
-# right token but could not be accepted**, because a guess before them was wrong. That is the whole
+# That is the whole
 # problem: a guess is fixed only once its *entire* prefix is right, since the target's argmax at offset $j$ is computed
 # from the guessed context $g_{<j}$. A wrong $g_1$ spoils the context of every later position, the update
 # makes offset 1 right (it is the bonus token), and the next step starts over from a block that was
@@ -175,8 +188,8 @@ fig
 # ([CLLMs](https://arxiv.org/abs/2403.00835), Kou et al. 2024, fine-tune the target so that the trajectory
 # converges in fewer iterations; a pretrained chat model does not.)
 #
-# But look at the yellow cells and at the guesses the update produces: they are often plausible
-# *continuations of their own context*. Text repeats (names, code identifiers, phrases of the prompt), so
+# But a guess made from a guessed context can still be a plausible *continuation of that context* (hover a
+# cell for the guess and its update). Text repeats (names, code identifiers, phrases of the prompt), so
 # an n-gram made there may fit later. That is the idea of Lookahead decoding: **harvest** the trajectory
 # as n-grams, and verify the ones that start with the current token.
 #
@@ -345,12 +358,26 @@ fig
 # %% tags=["nbval-ignore-output"]
 from IPython.display import Markdown
 
+from specdec_lab.lab.course import compare
+
 by_text, by_window = int(pool["accepted (text)"].sum()), int(pool["accepted (window)"].sum())
 source = "the text" if by_text > by_window else "the window" if by_window > by_text else "the text and the window alike"
+text_grams = pool["pool n-grams"] - pool["pool n-grams (window)"]
+later = pool.iloc[1:]  # the steps after the first: what each added to the pool
+win_added = int(pool["pool n-grams (window)"].iloc[-1] - pool["pool n-grams (window)"].iloc[0])
+text_added = int(text_grams.iloc[-1] - text_grams.iloc[0])
+steps_after, emitted_after = len(later), int(later["emitted"].sum())
 Markdown(
-    f"The window's n-grams pile up fast ($W$ = {pool_W} per step once it is full) while the text's grow by one per "
-    + (f"emitted token. Of the accepted tokens, {by_text} are credited to the text and {by_window} to the window: "
-       f"most hits come from **{source}**" if by_text + by_window else "emitted token. No n-gram token was accepted")
+    f"After the first step the pool held {int(pool['pool n-grams'].iloc[0])} n-grams, at the end "
+    f"{int(pool['pool n-grams'].iloc[-1])}. Over the {steps_after} steps between, the window's n-grams "
+    f"{'grew' if win_added >= 0 else 'shrank'} by {abs(win_added)} ({win_added / max(steps_after, 1):.1f} per step; it "
+    f"harvests at most $W$ = {pool_W} per step, and an n-gram already in the pool adds nothing) and the text's by "
+    f"{text_added} ({text_added / max(emitted_after, 1):.2f} per emitted token, of {emitted_after}; the most is one "
+    "n-gram per emitted token). "
+    + compare(win_added, text_added, "Most of the growth came from the window. ", "Most of the growth came from the text. ",
+              within="The two grew by as much. ")
+    + (f"Of the accepted tokens, {by_text} are credited to the text and {by_window} to the window: "
+       f"most hits come from **{source}**" if by_text + by_window else "No n-gram token was accepted")
     + (" — recurring identifiers and phrases of the prompt." if by_text > by_window else ".")
     + f" A window n-gram must be a *correct* {pool_N - 1}-token continuation of a token that then recurs as the "
     "root, made from a context that was itself guessed. Per step the window costs its $(N-1) \\cdot W - 1$ cells "
@@ -387,17 +414,31 @@ show_steps(la, tok)
 # were noisy (autoregressive step times spread out: the CPU was busy with something else).
 
 # %% tags=["nbval-ignore-output"]
-from specdec_lab.lab.provenance import measured_where, same_machine, table_machine
+from pathlib import Path
+
+from specdec_lab.lab.provenance import same_machine, table_machine
 from specdec_lab.viz.lookahead_sweep import sweep_frame
+from specdec_lab.viz.results import machine_label
+
+
+def file_machine(record):
+    """The machine a results file names, never 'this machine': and whether this kernel's matches its description."""
+    if not record:
+        return "a machine the file does not record"
+    when = f", {record['date']}" if record.get("date") else ""
+    like = "the same CPU, ISA and threads as" if same_machine(record) else "not"
+    return f"{machine_label(record)}{when} ({like} the machine running this notebook)"
+
 
 table = pd.read_csv(sweep_table)
 sweep = sweep_frame(table)
 sweep_machine = table_machine(sweep_table)  # its table.json's machine record, or the committed table's logged one
 print(f"{sweep_table}: {len(sweep)} of {len(table)} points finished; prompts {table['prompt_id'].iloc[0]}, "
       f"{table['max_new_tokens'].iloc[0]} new tokens each, temperature {table['temperature'].iloc[0]:g}")  # fmt: skip
-print(f"measured on {measured_where(sweep_machine)}"
-      + (f", {sweep_machine['date']}" if sweep_machine and sweep_machine.get("date") else ""))  # fmt: skip
-sweep.round(3)
+print(f"measured on {file_machine(sweep_machine)}")
+sweep.round(3).style.format(precision=3).set_caption(
+    f"{Path(sweep_table).name}: measured on {machine_label(sweep_machine) if sweep_machine else 'an unrecorded machine'}"
+)
 
 # %% tags=["nbval-check-output"]
 print(f"every grid point identical to autoregressive: {bool(sweep['identical to autoregressive'].all())}")
@@ -417,11 +458,20 @@ fig
 # costs. On the table above:
 
 # %% tags=["nbval-ignore-output"]
+import math
+
+from specdec_lab.lab.course import compare
 from specdec_lab.lab.experiment import NOISY_SPREAD
 
 speed, nodes = sweep["speed-up vs autoregressive"], sweep["tokens verified / forward"]
 best, worst = speed.idxmax(), speed.idxmin()
 rho = speed.corr(nodes, method="spearman")
+# The sweep's own timing noise: autoregressive decoding did the same work at every point (same prompts, same
+# tokens), so the spread of its tokens/s across the points (std / mean) is what a re-run may move a speed-up by.
+ar_speed = sweep["autoregressive tokens/s"]
+noise = float(ar_speed.std() / ar_speed.mean())
+near_best = [p for p in speed.index if math.isclose(speed[p], speed[best], rel_tol=noise)]
+near_worst = [p for p in speed.index if math.isclose(speed[p], speed[worst], rel_tol=noise)]
 
 
 def where(p):
@@ -431,12 +481,29 @@ def where(p):
 def point(p):
     row = sweep.loc[p]
     return (f"{where(p)} ({row['speed-up vs autoregressive']:.2f}×, mean accepted {row['mean accepted']:.2f}, "
-            f"{row['tokens verified / forward']:.1f} tokens per forward)")  # fmt: skip
+            f"{row['tokens verified / forward']:.1f} tokens per forward"
+            + (", its timings flagged noisy)" if row["timings noisy"] else ")"))  # fmt: skip
 
 
+def points(ps, fastest_first=True):
+    ordered = sorted(ps, key=lambda p: -speed[p] if fastest_first else speed[p])
+    return "; ".join(f"{where(p)} ({speed[p]:.2f}×" + (", timings noisy)" if sweep.loc[p, "timings noisy"] else ")")
+                     for p in ordered)  # fmt: skip
+
+
+trend = ("shows no clear trend" if abs(rho) < 0.3 else "falls" if rho < 0 else "rises")
 Markdown(
-    f"The fastest point is {point(best)}, the slowest {point(worst)}. Across the grid, the speed-up "
-    f"{'falls' if rho < 0 else 'rises'} with the tokens verified per forward (Spearman rank correlation "
+    f"The sweep's timing noise: autoregressive decoding, the same work at every point, ran at tokens/s that vary by "
+    f"{noise:.0%} across the points (std / mean). "
+    + compare(speed[best], speed.drop(best).max(), f"The fastest point is {point(best)}, ahead of every other by more "
+              "than that. ", "",
+              within=f"{len(near_best)} points lie within that of the fastest measured one, so the sweep cannot "
+              f"tell which is fastest: {points(near_best)}. ", rel_tol=noise)
+    + compare(speed.drop(worst).min(), speed[worst], f"The slowest is {point(worst)}, behind every other by more "
+              "than the noise. ", "",
+              within=f"The slowest, slowest first, within that noise of the slowest: {points(near_worst, False)}. ",
+              rel_tol=noise)
+    + f"Across the grid, the speed-up {trend} with the tokens verified per forward (Spearman rank correlation "
     f"{rho:.2f}), while mean accepted ranges from {sweep['mean accepted'].min():.2f} to "
     f"{sweep['mean accepted'].max():.2f} tokens per forward. Timings flagged noisy (autoregressive step times "
     f"p90/median above {NOISY_SPREAD}: the CPU was busy with something else): {int(sweep['timings noisy'].sum())} of "
@@ -473,7 +540,7 @@ print("t(n)/t(1) here:", {n: round(r, 2) for n, r in zip(curve.sizes, curve.rela
 pred = predicted_speedups(sweep, curves)
 display(pred[["mean accepted", "tokens verified / forward", "speed-up vs autoregressive",
               "predicted (this CPU (measured))", "predicted (flat (GPU-like))"]].round(3))  # fmt: skip
-fig = cost_figure(sweep, curves)
+fig = cost_figure(sweep, curves, measured=f"measured on {machine_label(sweep_machine) if sweep_machine else 'the sweep'}")
 print(f"saved {save_figure(fig, '07_cost_speedup', FIGURES)}")
 fig
 
@@ -490,9 +557,13 @@ if below == len(pred) or above == len(pred):
     side = f"runs {'below' if below else 'above'} the measurement at every one of the {len(pred)} points"
 else:
     side = f"is below the measurement at {below} and above it at {above} of the {len(pred)} points"
-elsewhere = ("" if same_machine(sweep_machine) else
-             f" Besides, the curve is this machine's, measured now, and the speed-ups are those of "
-             f"{measured_where(sweep_machine)}, measured at another moment.")  # fmt: skip
+elsewhere = (f" Besides, the curve is this machine's, measured now, and the speed-ups are those of the sweep's file, "
+             f"measured on {file_machine(sweep_machine)} at another moment.")  # fmt: skip
+predicted_best = best_on["this CPU (measured)"]
+measured_best = (f"measured: {where(best)}" if len(near_best) == 1 else
+                 f"measured: any of the {len(near_best)} points within the sweep's timing noise ({noise:.0%}) of the "
+                 f"fastest (section 4), the predicted best on this CPU's curve "
+                 f"{'among them' if predicted_best in near_best else 'not among them'}")  # fmt: skip
 Markdown(
     f"On this CPU's curve the prediction {side}. "
     + compare(ratio, 1.0,
@@ -505,7 +576,7 @@ Markdown(
               rel_tol=PREDICTION_NOISE, tol=PREDICTION_NOISE)
     + elsewhere + " "
     + "Best point predicted " + "; ".join(f"on {name}: {where(p)}" for name, p in best_on.items())
-    + f"; measured: {where(best)}. Rank correlation of the predicted with the measured speed-ups: "
+    + f"; {measured_best}. Rank correlation of the predicted with the measured speed-ups: "
     + ", ".join(f"{name} {r:.2f}" for name, r in rank_corr.items())
     + ". On the flat curve the predicted speed-up is the mean accepted itself, so the best point there is the one "
     "that accepts most per forward, however many tokens it verifies: the window is sized again for that curve "
@@ -586,9 +657,9 @@ cfg, mach = paper["config"], paper["machine"]
 paper_label = "lookahead:" + ":".join(f"{k}={v}" for k, v in PAPER_SIZES.items())
 print(f"{Path(paper_bench).name}: {paper['prompts_done']} prompts ({cfg['per_category']} per category), "
       f"{cfg['max_new_tokens']} new tokens, best of {cfg['repeats']} rotated runs; measured on "
-      f"{measured_where(mach)}")  # fmt: skip
+      f"{file_machine(mach)}")  # fmt: skip
 paper_frame = paper_sizes_frame(paper)
-paper_frame.round(3)
+paper_frame.round(3).style.format(precision=3).set_caption(f"{Path(paper_bench).name}: measured on {machine_label(mach)}")
 
 # %% tags=["nbval-check-output"]
 print(f"methods: {', '.join(paper['methods'])}; every output identical to autoregressive: "
@@ -609,18 +680,22 @@ def interval(row):
     return f"{row['speed-up vs autoregressive']:.2f}× [95% interval {row['95% low']:.2f}, {row['95% high']:.2f}]"
 
 
-more = "more" if big["tokens per step"] > auto_row["tokens per step"] else "fewer"
+more = compare(big["tokens per step"], auto_row["tokens per step"], "more", "fewer", within="as many")
 faster = big["speed-up vs autoregressive"] > auto_row["speed-up vs autoregressive"]
 overlap = not (big["95% low"] > auto_row["95% high"] or auto_row["95% low"] > big["95% high"])  # (nan: unknown)
+if overlap:  # the intervals decide: their point estimates alone would order two runs within the prompts' spread
+    verdict = (f"On {machine_label(mach)}, which ran the bench, the two **cannot be told apart** on these prompts: "
+               f"{interval(big)} against {interval(auto_row)} (the intervals overlap)")  # fmt: skip
+else:
+    verdict = (f"On {machine_label(mach)}, which ran the bench, the paper's sizes are "
+               f"**{'faster' if faster else 'slower'}**: {interval(big)} against {interval(auto_row)}")  # fmt: skip
 Markdown(
     f"At the paper's sizes lookahead emits **{more}** tokens per step — {big['tokens per step']:.2f} against "
     f"{auto_row['tokens per step']:.2f} for `W=\"auto\"` (whose final width per prompt was W ∈ "
     f"{{{auto_row['widths chosen']}}}, and which "
     f"verified a window in {auto_row['steps with a window']:.0%} of its steps) — but each of its forwards verifies "
     f"{big['tokens verified / forward']:.1f} tokens on average, against {auto_row['tokens verified / forward']:.1f}. "
-    f"On the CPU that ran the bench the paper's sizes are **{'faster' if faster else 'slower'}**: {interval(big)} against "
-    f"{interval(auto_row)}" + (" (the intervals overlap: too few prompts to tell them apart)" if overlap else "")
-    + f". Where a forward of {big['tokens verified / forward']:.0f} tokens costs what one costs (the flat curve of "
+    + verdict + f". Where a forward of {big['tokens verified / forward']:.0f} tokens costs what one costs (the flat curve of "
     f"section 5), the speed-up would be the tokens per step itself, {big['tokens per step']:.2f}×: the sizes fit the "
     "machine they were chosen for. Notebook 09's re-decided what-if asks which sizes each method would choose "
     "under such a curve."
@@ -673,8 +748,8 @@ Markdown(
 # A step's tree is the window (`levels` × `columns` cells; the root is cell (0, 0)) followed by the n-gram
 # trie's `ngram_nodes` nodes; a step without a window (`levels = columns = 0`) still verifies the root. Write
 # `step_nodes(columns, levels, ngram_nodes)`. The check runs it on every step of the decodes of sections 2 and
-# 3 (their `info["columns"]`, `info["levels"]` and `proposed`) against the size of the tree the library
-# verified, `len(step.tree)`. With a full window of width $W$, $N - 1$ levels and $G$ n-grams that share no
+# 3 and of a short decode with no window at all (`W=0`: pool verification only) — their `info["columns"]`,
+# `info["levels"]` and `proposed` — against the size of the tree the library verified, `len(step.tree)`. With a full window of width $W$, $N - 1$ levels and $G$ n-grams that share no
 # token, what is the most a step can verify?
 
 # %% tags=["exercise", "exercise-1"]
@@ -692,10 +767,13 @@ def step_nodes(columns, levels, ngram_nodes):  # noqa: F811 - replaces the stub 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 from specdec_lab.lab.course import check
 
-steps = [*demo.steps, *la.steps]
+no_window = generate(lm, ids, method="lookahead", W=0, N=pool_N, G=pool_G, seed=seed, max_new_tokens=8)
+steps = [*demo.steps, *la.steps, *no_window.steps]
+assert any(s.info["levels"] == 0 for s in steps) and any(s.info["levels"] > 0 for s in steps)  # both kinds
 answer = None if step_nodes(4, 2, 3) is None else [
     step_nodes(s.info["columns"], s.info["levels"], s.proposed) for s in steps]  # fmt: skip
-_ = check("the nodes of every lookahead step of sections 2 and 3", answer, [len(s.tree) for s in steps],
+_ = check("the nodes of every lookahead step of sections 2 and 3, and of a decode without a window", answer,
+          [len(s.tree) for s in steps],
           close=lambda a, r: a == r, hint="The root is window cell (0, 0): count it once, with or without a window.")
 
 # %% [markdown] tags=["exercise-2"]
@@ -705,14 +783,18 @@ _ = check("the nodes of every lookahead step of sections 2 and 3", answer, [len(
 # one Jacobi update of a block of guesses for the tokens after `prompt_ids` — one forward of the model over
 # `prompt_ids + block` (`tiny(torch.tensor([ids])).logits[0]`), and each guess replaced by the argmax at the
 # position before it. The check iterates it from a block of copies of the last prompt token until nothing
-# changes, and compares the fixed point with greedy decoding, `generate(tiny, prompt_ids,
-# method="autoregressive")` (and the library's `method="jacobi"` with it).
+# changes. It compares your first update, of that padding block, with the first forward of the library's Jacobi
+# decoding (`generate(..., method="jacobi", init="repeat")`, its `info["after"]`), and the fixed point with greedy
+# decoding (`generate(tiny, prompt_ids, method="autoregressive")`). An answer that calls `generate` is refused:
+# the update is one forward of `tiny` and an argmax.
 
 # %% tags=["exercise", "exercise-2"]
 from specdec_lab import tiny_model
+from specdec_lab.lab.course import watch
 
 tiny = tiny_model(seed=seed)
 prompt_ids, n = [5, 17, 42, 9], 8
+_watch = watch(globals(), "generate")  # the check's reference
 
 
 def jacobi_step(block):
@@ -728,35 +810,45 @@ def jacobi_step(block):  # noqa: F811 - replaces the stub above
 
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
-block, updates = [prompt_ids[-1]] * n, 0  # Santilli et al. start from padding: copies of one token
-while (new := jacobi_step(block)) is not None and new != block and updates <= n:  # each update fixes >= 1 more
+reference = _watch["generate"]  # the library's decoding, unwatched
+hint = "The logits at position i predict token i + 1: the block's first guess comes from the prompt's last position."
+padding = [prompt_ids[-1]] * n  # Santilli et al. start from padding: copies of one token
+library_jacobi = reference(tiny, prompt_ids, method="jacobi", n=n, init="repeat", max_new_tokens=n + 1, trace=True)
+_ = check("one Jacobi update of the padding block", jacobi_step(list(padding)), library_jacobi.steps[0].info["after"],
+          close=lambda a, r: list(a) == r, hint=hint, watch=_watch)  # fmt: skip
+block, updates = padding, 0
+while (new := jacobi_step(block)) != block and updates <= n:  # each update fixes >= 1 more
     block, updates = new, updates + 1
-greedy = generate(tiny, prompt_ids, method="autoregressive", max_new_tokens=n).tokens
-assert generate(tiny, prompt_ids, method="jacobi", n=n, max_new_tokens=n).tokens == greedy  # the library's Jacobi
-_ = check("the fixed point of Jacobi iteration", None if new is None else block, greedy,
-          hint="The logits at position i predict token i + 1: the block's first guess comes from the prompt's last "
-               "position.")
+greedy = reference(tiny, prompt_ids, method="autoregressive", max_new_tokens=n).tokens
+assert library_jacobi.tokens[:n] == greedy  # the library's Jacobi decoding is greedy decoding too
+_ = check("the fixed point of Jacobi iteration", block, greedy, hint=hint, watch=_watch)
 print(f"the block stopped changing after {updates} updates (at most n = {n}: each fixes one more token at least)")
 
 # %% [markdown] tags=["exercise-3"]
 # ### Exercise 3 ★★ — predict a grid point's speed-up from the cost curve
 #
-# For every $(W, N, G)$ point of the sweep, predict its speed-up on this CPU's measured curve `curve` (section
-# 5; `curve(n)` is the seconds of a forward over $n$ tokens, interpolated) as
-# $\text{mean accepted} / (t(\bar n)/t(1))$, with $\bar n$ the point's tokens verified per forward. Return a
-# list in the sweep's row order. The reference is `predicted_speedups(sweep, {"here": curve})`.
+# For every $(W, N, G)$ point of the sweep, predict its speed-up on `bent`, a made-up cost curve that stays flat
+# up to 16 tokens and then rises (a machine between section 5's two; `bent(n)` is the seconds of a forward over
+# $n$ tokens, interpolated), as $\text{mean accepted} / (t(\bar n)/t(1))$, with $\bar n$ the point's tokens
+# verified per forward. Return a list in the sweep's row order. The reference is `predicted_speedups(sweep,
+# {"bent": bent})`; an answer that calls it is refused.
 
 # %% tags=["exercise", "exercise-3"]
+from specdec_lab.cost.curve import CostCurve
+from specdec_lab.lab.course import watch
+
+bent = CostCurve(sizes=[1, 8, 16, 32, 64], seconds=[0.020, 0.0203, 0.021, 0.027, 0.043], tree=True)  # made up
+_watch = watch(globals(), "predicted_speedups")  # the check's reference
 answer = ...  # one predicted speed-up per row of `sweep`
 
 # %% tags=["solution", "exercise-3"]
-answer = [row["mean accepted"] / (curve(row["tokens verified / forward"]) / curve(1)) for _, row in sweep.iterrows()]
+answer = [row["mean accepted"] / (bent(row["tokens verified / forward"]) / bent(1)) for _, row in sweep.iterrows()]
 
 # %% tags=["check", "exercise-3", "nbval-check-output"]
 import math
 
-reference = list(predicted_speedups(sweep, {"here": curve})["predicted (here)"])
-_ = check("the predicted speed-ups of the sweep's points", answer, reference,
+reference = list(_watch["predicted_speedups"](sweep, {"bent": bent})["predicted (bent)"])
+_ = check("the predicted speed-ups of the sweep's points on the bent curve", answer, reference, watch=_watch,
           close=lambda a, r: len(a) == len(r) and all(math.isclose(x, y, rel_tol=1e-9) for x, y in zip(a, r, strict=True)),
           hint="Divide the mean accepted by the cost of a forward of n̄ tokens relative to one of a single token.")
 

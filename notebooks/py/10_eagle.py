@@ -27,10 +27,10 @@
 #
 # **The architecture** (`specdec_lab/eagle/model.py`, read from SafeAILab/EAGLE and vLLM/SGLang's
 # `llama_eagle3.py`). Notation: $x_t$ the tokens, $f_t$ the target's features at position $t$, $e(x)$ the
-# target's own (frozen, shared) token embedding, $H$ the hidden size, $L$ the target's layers (here $L$ counts
-# layers, not accepted tokens).
+# target's own (frozen, shared) token embedding, $H$ the hidden size, $N$ the target's layers ($L$ keeps notebook
+# 00's meaning: the tokens one step emits, bonus included).
 #
-# 1. **features**: the hidden states at the *inputs* of target layers $(2, L/\!/2, L-3)$ = (2, 15, 27) for
+# 1. **features**: the hidden states at the *inputs* of target layers $(2, N/\!/2, N-3)$ = (2, 15, 27) for
 #    SmolLM2's 30 layers — low, middle and high level — fused by `fc` ($3H \to H$) into $g_t$;
 # 2. **one decoder layer** of the target's shape, whose attention reads $[\,\mathrm{norm}(e(x_{t+1}))\,;\,
 #    \mathrm{norm}(g_t)\,]$ ($2H$ inputs): position $t$ pairs the features at $t$ with the *next* token and
@@ -66,8 +66,9 @@
 # Notebook 01 (the speed-up formula with α and c), notebooks 03–06 (Medusa heads and tree verification), notebook
 # 08 or 09 for the benchmark's speed-ups.
 #
-# **Notation** as in notebook 00: p, q, α, k, c, τ, E[L]; "mean accepted" = tokens emitted per target forward,
-# bonus included.
+# **Notation** as in notebook 00: p, q, α, k (draft length), c (cost ratio), L (tokens one step emits, bonus
+# included), E[L], τ; "mean accepted" = tokens emitted per target forward, bonus included. A *draft position* is
+# written $j$ ($1 \le j \le k$): the $j$-th drafted token of a step, Medusa's head $j$.
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: a shorter live training run and generation (same code paths)
@@ -106,20 +107,20 @@ lm = load_model(model_name)
 # %% [markdown]
 # ## 1. Why features are easier to predict than tokens
 #
-# A drafter's job at draft position $k$ is to name the target's token $k$ places after the next one. The
+# A drafter's job at draft position $j$ is to name the target's token $j$ places after the next one. The
 # three learned proposers of this workbook get different information for it:
 #
 # - the **2-layer token draft** re-reads the true tokens: with its earlier drafts accepted (teacher-forced)
-#   it sees exactly the target's context, so its guess at position $k$ is its next-token guess and its line
+#   it sees exactly the target's context, so its guess at position $j$ is its next-token guess and its line
 #   is flat — but it must rebuild the target's understanding of the text from tokens with 2 layers;
-# - a **Medusa head** $k$ reads one hidden state $h_t$ and never sees the tokens drafted between: head 2 must
+# - a **Medusa head** $j$ reads one hidden state $h_t$ and never sees the tokens drafted between: head 2 must
 #   guess as if it knew what head 1 said;
 # - **EAGLE** starts from the target's own features (what the 30 layers made of the text), sees the drafted
 #   tokens, and carries its *own* predicted features forward — its error grows only as those drift.
 #
 # The measure is the same for all three (`specdec_lab/lab/drafter_accuracy.py`, the definition of
 # `train.eagle_ttt.accuracy`): on held-out self-distillation text (question_id % 10 == 0, one fixed subset), the
-# proposer's top-1 equals the target's greedy token at draft position $k$, with drafts $1..k-1$ replaced by
+# proposer's top-1 equals the target's greedy token at draft position $j$, with drafts $1..j-1$ replaced by
 # the true tokens (teacher-forced: what it sees when they were accepted), over every response token. Each
 # proposer scores the rows it scores when decoding. The committed file is
 # `python -m specdec_lab.lab.drafter_accuracy` (`rerun=True` measures afresh); the table has one row per
@@ -166,7 +167,7 @@ else:
           f"{record['weights']['eagle']['folder']} ({seen}), "
           f"draft {record['weights']['draft']}, Medusa heads {record['weights']['medusa']}")  # fmt: skip
     display(pd.DataFrame({SOURCE_LABELS[n]: s["accuracy"] for n, s in src.items()},
-                         index=pd.Index(record["positions"], name="draft position k")).T.round(3))  # fmt: skip
+                         index=pd.Index(record["positions"], name="draft position j")).T.round(3))  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab.viz.eagle_figures import position_accuracy_figure
@@ -220,7 +221,7 @@ if record is not None:
 # shapes alone (`specdec_lab/eagle/vocab_cost.py`: multiply-adds of the linear layers, the attention scores
 # left out on both sides):
 #
-# $$c(M) = \frac{\mathrm{fc} + \mathrm{layer} + M\,H}{L\cdot\mathrm{layer}_{\text{target}} + V\,H}$$
+# $$c(M) = \frac{\mathrm{fc} + \mathrm{layer} + M\,H}{N\cdot\mathrm{layer}_{\text{target}} + V\,H}$$
 #
 # Against it, **coverage** $(M)$: the share of the target's greedy tokens on held-out text (the
 # self-distillation responses held out by question_id % 10 == 0) that lie among the $M$ most frequent
@@ -239,7 +240,8 @@ tradeoff = vocab_tradeoff(text_config, train_ex, held_ex)
 macs = target_macs(text_config)
 shipped_m = 8192  # the drafting vocabulary the draft, the Medusa drafter and the EAGLE drafter use (data/vocab/)
 print(f"target: {macs['total'] / 1e6:.1f} M multiply-adds per token, the LM head {macs['head'] / 1e6:.1f} M of them; "
-      f"coverage counted on {tradeoff.held_tokens} held-out response tokens")  # fmt: skip
+      f"coverage counted on {tradeoff.held_tokens} held-out response tokens (every held-out example; section 1 "
+      "scores a subset of them)")  # fmt: skip
 display(pd.DataFrame({"c(M)": tradeoff.c, "coverage(M)": tradeoff.coverage},
                      index=pd.Index(tradeoff.sizes, name="M")).T.round(3))  # fmt: skip
 
@@ -372,6 +374,18 @@ if runs:
     fig = lineage_figure(runs, stitched_curve(runs))
     print(f"saved {save_figure(fig, '10_lineage', FIGURES, png=not quick)}")
     display(fig)
+    last = runs[-1]
+    if record is not None and "eagle" in src and record["weights"]["eagle"]["folder"] == last.folder:
+        n_eval = last.manifest.get("data", {}).get("heldout_examples_evaluated", last.manifest["config"]["eval_examples"])
+        copied = " (a bf16 copy, its manifest says)" if "bf16" in last.manifest.get("command", "") else ""
+        display(Markdown(
+            f"The last run ends at {last.curve['points'][-1]['accuracy'][0]:.3f} at draft position 1, section 1's "
+            f"table gives {src['eagle']['accuracy'][0]:.3f} for the same drafter: two measurements with one definition "
+            f"(`train.eagle_ttt.accuracy`) on two samples of the held-out set (question_id % 10 == 0). The run scored "
+            f"{n_eval} held-out examples with the drafter as it trained; section 1 scores {record['examples']} "
+            f"({record['tokens']:,} response tokens, one subset shared by the three proposers) with the weights as "
+            f"shipped{copied}. Section 1's is the number to compare proposers by."
+        ))  # fmt: skip
 
 # %% [markdown]
 # ## 4. Dynamic trees (EAGLE-2): a real decode, and a tree that branches
@@ -411,7 +425,7 @@ else:
 # **Predict, then run.** Before running it: will the drafter's best nodes lie along one deep chain, or spread over
 # several children of the root? And will a step with more nodes accept more tokens?
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["prediction", "nbval-ignore-output"]
 from specdec_lab import Memory, StepCost
 from specdec_lab.cost import flat_curve
 from specdec_lab.text import WHITESPACE_LEGEND
@@ -523,14 +537,14 @@ if bench is not None:
 # %% [markdown]
 # ## Check your understanding
 #
-# 1. A Medusa head k and EAGLE at draft position k both guess the token k places after the next one. What does
-#    EAGLE see that head k does not?
+# 1. A Medusa head j and EAGLE at draft position j both guess the token j places after the next one. What does
+#    EAGLE see that head j does not?
 #
 #    <details><summary>Answer</summary>
 #
-#    The tokens drafted before position k and its own predicted features for them: EAGLE drafts
-#    autoregressively, each step reading the previous step's output state and the token just drafted. Head k
-#    reads one hidden state $h_t$ and must guess as if it knew what heads 1 to k − 1 said.
+#    The tokens drafted before position j and its own predicted features for them: EAGLE drafts
+#    autoregressively, each step reading the previous step's output state and the token just drafted. Head j
+#    reads one hidden state $h_t$ and must guess as if it knew what heads 1 to j − 1 said.
 #    </details>
 #
 # 2. Why does a drafting vocabulary of M rows never change the decoded text, only the speed?
@@ -562,12 +576,17 @@ if bench is not None:
 # Section 1's table gives, per proposer, the teacher-forced accuracy $a_j$ at draft position $j$: the chance that
 # draft $j$ is right once drafts $1..j-1$ were. A chain of $k = 4$ drafts emits the accepted drafts plus the bonus,
 # so $E[L] = 1 + a_1 + a_1 a_2 + a_1 a_2 a_3 + a_1 a_2 a_3 a_4$ (notebook 00's L: tokens one step emits). Compute it
-# for every proposer of the table (`src[name]["accuracy"]`, first 4 positions): `{name: E[L]}`. This is where a
-# slower fall over the positions pays — a drafter with a lower $a_1$ can still emit more per step. The reference
-# is `specdec_lab.trees.build.expected_length`, the tree value Medusa's trees are sized by, on a chain.
+# for every proposer of the table (`src[name]["accuracy"]`, first 4 positions): `{name: E[L]}`. Then compare:
+# does the order by E[L] follow the order by $a_1$, or does a slower fall over the positions reorder them? (The
+# check prints both orders.) The check compares with `specdec_lab.trees.build.expected_length`, the tree value
+# Medusa's trees are sized by, on a chain; an answer that calls it is refused.
 
 # %% tags=["exercise", "exercise-1"]
+from specdec_lab.lab.course import watch
+from specdec_lab.trees.build import expected_length  # noqa: F401 - watched, the check's reference
+
 k_chain = 4
+_watch = watch(globals(), "expected_length")
 answer = ...  # {proposer name: E[L] of a chain of k_chain drafts, bonus included}
 
 # %% tags=["solution", "exercise-1"]
@@ -583,14 +602,19 @@ for name, source in src.items():
 import math
 
 from specdec_lab.lab.course import check
-from specdec_lab.trees.build import expected_length
 
 chain_paths = [(0,) * d for d in range(1, k_chain + 1)]  # a chain: the top candidate at every depth
-reference = {name: expected_length(chain_paths, [[a] for a in s["accuracy"][:k_chain]]) for name, s in src.items()}
-_ = check("E[L] of a 4-draft chain per proposer", answer, reference,
+reference = {name: _watch["expected_length"](chain_paths, [[a] for a in s["accuracy"][:k_chain]])
+             for name, s in src.items()}  # fmt: skip
+_ = check("E[L] of a 4-draft chain per proposer", answer, reference, watch=_watch,
           close=lambda a, r: isinstance(a, dict) and a.keys() == r.keys() and all(math.isclose(a[n], r[n], rel_tol=1e-9) for n in r),
           hint="Draft j counts only if drafts 1..j all hit: multiply, then add the bonus.")  # fmt: skip
-print({SOURCE_LABELS[n]: round(v, 3) for n, v in reference.items()})
+by_a1 = sorted(src, key=lambda n: -src[n]["accuracy"][0])
+by_len = sorted(reference, key=lambda n: -reference[n])
+print("by a_1: " + " > ".join(f"{n} ({src[n]['accuracy'][0]:.3f})" for n in by_a1))
+print("by E[L]: " + " > ".join(f"{n} ({reference[n]:.3f})" for n in by_len))
+print("the same order: the slower fall does not overturn a_1 here" if by_a1 == by_len else
+      "the orders differ: a slower fall over the positions outweighs a lower a_1")
 
 # %% [markdown] tags=["exercise-2"]
 # ### Exercise 2 ★★ — the drafting vocabulary that buys the most
@@ -599,10 +623,14 @@ print({SOURCE_LABELS[n]: round(v, 3) for n, v in reference.items()})
 # For every M in `tradeoff.sizes`, compute the closed-form speed-up of the best chain (k = 1..16) when each draft
 # is accepted with α · coverage(M) (`alpha` is the acceptance with every token nameable) and costs c(M):
 # $E[L] / (k\,c + 1)$ with $E[L] = (1 - a^{k+1})/(1 - a)$, or 1 where no chain beats plain decoding. Answer
-# `{M: speed-up}`; which M wins, and why is it neither the smallest nor the full vocabulary? The reference is
-# `specdec_lab.eagle.vocab_cost.chain_speedup`.
+# `{M: speed-up}`; which M wins, and is it the smallest or the full vocabulary? The check compares with
+# `specdec_lab.eagle.vocab_cost.chain_speedup` (an answer that calls it is refused).
 
 # %% tags=["exercise", "exercise-2"]
+from specdec_lab.eagle.vocab_cost import chain_speedup  # noqa: F401 - watched, the check's reference
+from specdec_lab.lab.course import watch
+
+_watch = watch(globals(), "chain_speedup")
 answer = ...  # {M: the best chain's closed-form speed-up}
 
 # %% tags=["solution", "exercise-2"]
@@ -612,13 +640,15 @@ for m, c_m, cov in zip(tradeoff.sizes, tradeoff.c, tradeoff.coverage, strict=Tru
     answer[m] = max([1.0] + [(1 - a ** (k + 1)) / (1 - a) / (k * c_m + 1) for k in range(1, 17)])
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
-from specdec_lab.eagle.vocab_cost import chain_speedup
-
-reference = {m: chain_speedup(alpha * cov, c_m)[0] for m, c_m, cov in zip(tradeoff.sizes, tradeoff.c, tradeoff.coverage, strict=True)}
-_ = check("the best chain's speed-up per vocabulary size", answer, reference,
+reference = {m: _watch["chain_speedup"](alpha * cov, c_m)[0]
+             for m, c_m, cov in zip(tradeoff.sizes, tradeoff.c, tradeoff.coverage, strict=True)}  # fmt: skip
+_ = check("the best chain's speed-up per vocabulary size", answer, reference, watch=_watch,
           close=lambda a, r: isinstance(a, dict) and a.keys() == r.keys() and all(math.isclose(a[m], r[m], rel_tol=1e-9) for m in r),
           hint="Scale the acceptance by the coverage: a drafter cannot propose a token it cannot name.")  # fmt: skip
-print(f"the best M here: {max(reference, key=reference.get):,} (shipped: {shipped_m:,})")
+best_m = max(reference, key=reference.get)
+print(f"the best M here: {best_m:,} (shipped: {shipped_m:,}; sizes {min(reference):,} to {max(reference):,}): "
+      + ("one of the ends" if best_m in (min(reference), max(reference)) else "neither end: a smaller M drafts more "
+         "cheaply but names fewer tokens, a larger one names more and costs more per step"))
 
 # %% [markdown] tags=["exercise-3"]
 # ### Exercise 3 ★★★ — accuracy per draft position, teacher-forced
@@ -628,11 +658,14 @@ print(f"the best M here: {max(reference, key=reference.get):,} (shipped: {shippe
 # position i + 1). Its guess is the top-1 row mapped to a target token by `trainer.d.target_ids`; the truth at
 # those rows is the target's greedy token `shifted(held_batch.greedy, 1 + i)` (row u of `greedy` is the token
 # after u; the step-i prediction at row u is about the token i + 1 places later). Compute the accuracy at each
-# draft position (a list of fractions). The reference is `specdec_lab.train.eagle_ttt.accuracy`, the definition
-# section 1 uses.
+# draft position (a list of fractions). The check compares with `specdec_lab.train.eagle_ttt.accuracy`, the
+# definition section 1 uses (an answer that calls it is refused).
 
 # %% tags=["exercise", "exercise-3"]
-from specdec_lab.train.eagle_ttt import shifted
+from specdec_lab.lab.course import watch
+from specdec_lab.train.eagle_ttt import accuracy, shifted  # noqa: F401 - accuracy: watched, the check's reference
+
+_watch = watch(globals(), "accuracy")
 
 positions = 4
 masks = [shifted(held_batch.valid, 2 + i, False) for i in range(positions)]  # rows whose token i + 2 later is a response token
@@ -648,11 +681,9 @@ for i, (logits, mask) in enumerate(zip(run.logits, masks, strict=True)):
     answer.append(float((guess == truth).double().mean()))
 
 # %% tags=["check", "exercise-3"]
-from specdec_lab.train.eagle_ttt import accuracy
-
 with torch.no_grad():
-    hits, total = accuracy(trainer.d, held_batch, positions)
-_ = check("accuracy per draft position", answer, [h / t for h, t in zip(hits, total, strict=True)],
+    hits, total = _watch["accuracy"](trainer.d, held_batch, positions)
+_ = check("accuracy per draft position", answer, [h / t for h, t in zip(hits, total, strict=True)], watch=_watch,
           close=lambda a, r: len(a) == len(r) and all(math.isclose(x, y, abs_tol=1e-6) for x, y in zip(a, r, strict=True)),
           hint="Map the argmax through target_ids, and compare with greedy shifted by i + 1 at the masked rows.")  # fmt: skip
 
@@ -661,9 +692,9 @@ _ = check("accuracy per draft position", answer, [h / t for h, t in zip(hits, to
 #
 # - EAGLE drafts in the target's feature space from features the verify forward already computed; EAGLE-3 fuses
 #   a low, a middle and a high layer, and its own output stands in for the next position's features.
-# - Measured with one definition on the same held-out tokens, a drafter that carries its own features forward
-#   keeps its accuracy over draft positions better than independent heads on one hidden state (section 1's table
-#   and figure say by how much here).
+# - EAGLE's drafter carries its own features forward, where Medusa's heads each guess from one hidden state;
+#   section 1 measures, with one definition on the same held-out tokens, how much of its position-1 accuracy each
+#   keeps over the draft positions.
 # - On a small target the head dominates a draft step: a reduced drafting vocabulary lowers the cost ratio c a
 #   great deal while covering most of the target's tokens, and it never changes the output.
 # - Greedy EAGLE with dynamic (EAGLE-2) trees decodes exactly what autoregressive decoding does; its speed-up on

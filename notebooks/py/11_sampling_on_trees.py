@@ -112,7 +112,7 @@ torch.set_num_threads(1)  # the toy models are thousands of tiny ops: one thread
 # **Predict, then run.** Before running the next cell, guess: which exact rule accepts the most drafts per step,
 # and how far from p (in TV) will typical acceptance, the one lossy rule, land — near rounding, or far?
 
-# %% tags=["nbval-check-output"]
+# %% tags=["prediction", "nbval-check-output"]
 import pandas as pd
 
 from specdec_lab.accept.toy import RULES, TOY_SHAPE, compare_rules, toy_models
@@ -237,8 +237,9 @@ pd.DataFrame([{"rule": r["rule"], "siblings": r["siblings"], "TV from p": round(
 # candidate x with probability p(x), the target's own probability of that token. First the toy models,
 # exactly (a smaller tree: two siblings at the root, two below the first; the top-p of sections 1-3 at every
 # T > 0; averaged over `toy_contexts` random target/draft pairs, each with its own first context). Two rules
-# can give the same line (traversal and one-hot on deterministic siblings accept alike at every T): each line
-# has its own dash and marker, so one never hides the other.
+# can give the same line: each line has its own dash and marker, so one never hides the other, and the sentence
+# under the figure says which lines coincide. On deterministic siblings no exact rule can accept more than the
+# one-hot rule in expectation at the same context (section 6 says why), so traversal there can at best equal it.
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab.accept.toy import SMALL_SHAPE, accepted_vs_temperature
@@ -250,11 +251,21 @@ toy_rows = accepted_vs_temperature(pairs, temps, shape=SMALL_SHAPE, top_p=sampli
 accepted_temperature_figure(toy_rows, ("rule", "siblings"), "accepted",
                             "toy models: exact E[accepted drafts per step]")  # fmt: skip
 
+# %% tags=["nbval-ignore-output"]
+toy_at = {(r["rule"], r["siblings"], r["temperature"]): r["accepted"] for r in toy_rows}
+toy_gap = max(abs(toy_at["traversal", "deterministic", t] - toy_at["one_hot", "deterministic", t]) for t in temps)
+display(Markdown(
+    "On the toy models, computed exactly (no sampling noise), traversal and the one-hot rule on deterministic "
+    + (f"siblings accept alike at every T (largest difference {toy_gap:.1e}, float rounding): their lines coincide."
+       if toy_gap < 1e-6 else f"siblings differ by up to {toy_gap:.4f} drafts per step over the temperatures.")
+))  # fmt: skip
+
 # %% [markdown]
 # And the real model (SmolLM2-135M with the shipped Medusa heads), mean accepted per step — tokens per target
 # forward, bonus included — for every tree method with its exact rule, Traversal Verification and typical
-# acceptance by name (with the top-p the file records, at T > 0). A sampled count over a few short decodes:
-# a small gap between two rules at one temperature is noise. By default read from the file
+# acceptance by name (with the top-p the file records, at T > 0). A sampled count over a few short decodes, each
+# rule on the texts its own draws produced: the sentence under the table says what the file records and how far to
+# read a gap between two rules. By default read from the file
 # `python -m specdec_lab.lab.accepted_temperature` wrote; `rerun=True` measures it here.
 
 # %% tags=["nbval-ignore-output"]
@@ -277,7 +288,24 @@ accepted_temperature_figure(real["rows"], ("method", "rule"), "mean_accepted",
                             "real model: mean accepted per step (tokens per target forward)")  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
-pd.DataFrame(real["rows"]).pivot_table(index=["method", "rule"], columns="temperature", values="mean_accepted").round(2)
+real_table = pd.DataFrame(real["rows"]).pivot_table(index=["method", "rule"], columns="temperature",
+                                                    values="mean_accepted")  # fmt: skip
+display(real_table.round(2))
+if ("medusa", "traversal") in real_table.index and ("medusa", "exact") in real_table.index:
+    gaps = {t: real_table.loc[("medusa", "traversal"), t] - real_table.loc[("medusa", "exact"), t]
+            for t in real_table.columns if t > 0}  # fmt: skip
+    side = {t: "above" if g > 0.005 else "below" if g < -0.005 else "level with" for t, g in gaps.items()}
+    cfg_r = real["config"]
+    display(Markdown(
+        "On the real model, Medusa's deterministic trees: traversal's mean accepted is "
+        + "; ".join(f"{w} the one-hot rule's (`exact`) at T = {', '.join(f'{t:g}' for t in gaps if side[t] == w)}"
+                    for w in ("above", "level with", "below") if any(side[t] == w for t in gaps))
+        + f" (differences {min(gaps.values()):+.2f} to {max(gaps.values()):+.2f} tokens per forward). The file "
+        f"records no spread: {cfg_r['prompts']} prompts of {cfg_r['max_new_tokens']} tokens, one sampled decode "
+        "per point, each rule on the texts its own draws produced. The toy models above, computed exactly, show "
+        "what the two rules do at one context, and no exact rule can beat the one-hot rule there in expectation; "
+        "a gap between sampled counts of different texts is the texts' as much as the rules' (more prompts would say)."
+    ))  # fmt: skip
 
 # %% [markdown]
 # ## 5 · Typical acceptance: speed against fidelity
@@ -413,7 +441,9 @@ display(Markdown("\n\n".join(summaries)))
 # %% [markdown]
 # ### Why lookup-heavy methods keep less: the sampled text repeats itself less
 #
-# No exact rule can accept more of a deterministic draft than the one-hot rule does: accepting x with
+# No exact rule can accept more of a deterministic draft than the one-hot rule does, in expectation at the same
+# context (section 4's real-model counts compare different sampled texts, a few prompts each, with no spread
+# recorded): an exact rule emits x at most with probability p(x), and accepting x with
 # probability p(x), else sampling from p without x, is in distribution "draw y ~ p and accept iff y = x". So
 # prompt lookup's draft is accepted exactly where the target's own next token continues an earlier n-gram,
 # and a speculative run's answer is a draw from the target (it is lossless). Replaying autoregressive answers
@@ -421,9 +451,10 @@ display(Markdown("\n\n".join(summaries)))
 # lookup-based method can accept on that kind of text. The first table has one row per bench file (`run`) and
 # autoregressive label (`label`, greedy or sampled): `answers` replayed, `positions` (answer tokens) scored,
 # `right` the share of positions where a lookup step's first draft token is the text's next token, `mean_run`
-# the draft tokens a step starting there would accept. Greedy answers of a small model repeat themselves (and
-# their prompt) more than its samples do; the hybrid, whose greedy speed-up rests most on lookup chains, has
-# the most to lose. The second table splits the hybrid's accepted draft tokens by source (one column each),
+# the draft tokens a step starting there would accept. The sentence under the tables says whether the greedy
+# answers repeat themselves (and their prompt) more than the sampled ones here; the hybrid, whose greedy speed-up
+# rests most on lookup chains, is the method with the most to lose if they do (section 6's summaries name the
+# method that kept least). The second table splits the hybrid's accepted draft tokens by source (one column each),
 # per 100 tokens emitted, greedy against sampled.
 
 # %% tags=["nbval-ignore-output"]
@@ -446,6 +477,29 @@ for path, run in loaded.items():  # the greedy runs, then the sampled ones, as s
 display(pd.DataFrame(ceiling_rows).round(3))
 by_source = pd.DataFrame(source_rows).groupby(["run", "label", "source"])["accepted"].sum().unstack("source")
 (100 * by_source.fillna(0).div(pd.Series(hybrid_emitted), axis=0)).round(1)  # accepted drafts per 100 emitted
+
+# %% tags=["nbval-ignore-output"]
+ceiling = pd.DataFrame(ceiling_rows)
+is_greedy = ~ceiling["label"].str.contains("temperature=")
+greedy = ceiling[is_greedy].drop_duplicates(subset=["answers", "positions", "right"])  # greedy texts repeat across runs
+g_pos = greedy["positions"].sum()
+greedy_right = (greedy["right"] * greedy["positions"]).sum() / g_pos  # pooled over the greedy runs' answers
+
+
+def binomial_spread(share: float, n: int) -> float:
+    """Two standard errors of a share of n positions, relative to it: the count's own noise."""
+    return 2 * (share * (1 - share) / n) ** 0.5 / share if share > 0 else 0.0
+
+
+display(Markdown("A lookup step's first draft token is the text's next token at "
+                 + "; ".join(compare(r["right"], greedy_right, "{a:.1%} of the positions of {run}'s sampled answers, "
+                                     "more than of the greedy answers' ({b:.1%})", "{a:.1%} of the positions of {run}'s "
+                                     "sampled answers, fewer than of the greedy answers' ({b:.1%})", "{a:.1%} of the "
+                                     "positions of {run}'s sampled answers, about as many as of the greedy answers' "
+                                     "({b:.1%}, within two standard errors)", run=r["run"],
+                                     rel_tol=binomial_spread(r["right"], r["positions"]) + binomial_spread(greedy_right, g_pos))
+                         for _, r in ceiling[~is_greedy].iterrows())
+                 + "."))  # fmt: skip
 
 # %% [markdown]
 # ## Check your understanding
@@ -540,26 +594,31 @@ for (name, probs), tokens, p_of in zip(reference.items(), (steps["tokens"], samp
 # %% [markdown] tags=["exercise-2"]
 # ### Exercise 2 ★★ — the residual after a rejected sampled sibling
 #
-# A sibling x drawn from q (the draft's distribution at the root, `steps["q"]`) is rejected by the multi-draft
-# rule. Compute the distribution the next sibling is tested against: the residual norm(max(0, p − q)), a
-# tensor over the toy vocabulary, with p = `steps["p"]`. Take x = q's likeliest token. The reference is
-# `specdec_lab.accept.tree_rules.residual(p, q, x)`. (Why does the residual not depend on x?)
+# A sibling x drawn from q is rejected by the multi-draft rule. Compute the distribution the next sibling is
+# tested against: the residual norm(max(0, p − q)), a tensor over the toy vocabulary. Not at the root of
+# section 2 (whose residuals are printed above): here p and q are the target's and the draft's distributions one
+# token further, after `ctx`, at temperature $T = 0.7$ (`p_ctx`, `q_ctx` below). Take x = q's likeliest token. The check
+# compares with `specdec_lab.accept.tree_rules.residual(p, q, x)` (an answer that calls it is refused). (Why does
+# the residual not depend on x?)
 
 # %% tags=["exercise", "exercise-2"]
 import torch
 
-p_root, q_root = torch.tensor(steps["p"]), torch.tensor(steps["q"])
-x = int(q_root.argmax())
-answer = ...  # (V,) tensor: norm(max(0, p - q))
+from specdec_lab.accept.tree_rules import residual  # noqa: F401 - watched, the check's reference
+from specdec_lab.lab.course import watch
+
+ctx, at_07 = (steps["tokens"][0],), Sampling(temperature=0.7)  # after q's likeliest root token, at T = 0.7
+p_ctx, q_ctx = target.probs(ctx, at_07), draft.probs(ctx, at_07)
+x = int(q_ctx.argmax())
+_watch = watch(globals(), "residual")
+answer = ...  # (V,) tensor: norm(max(0, p_ctx - q_ctx))
 
 # %% tags=["solution", "exercise-2"]
-left = (p_root - q_root).clamp(min=0.0)
+left = (p_ctx - q_ctx).clamp(min=0.0)
 answer = left / left.sum()
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
-from specdec_lab.accept.tree_rules import residual
-
-_ = check("the residual after a rejection", answer, residual(p_root, q_root, x),
+_ = check("the residual after a rejection", answer, _watch["residual"](p_ctx, q_ctx, x), watch=_watch,
           close=lambda a, r: a.shape == r.shape and torch.allclose(a.double(), r.double(), atol=1e-6),
           hint="Subtract q from p, clamp the negatives to zero, divide by what is left.")  # fmt: skip
 
@@ -572,12 +631,18 @@ _ = check("the residual after a rejection", answer, residual(p_root, q_root, x),
 # current residual) and return it; on a rejection set p(x) to zero and renormalise; after the last rejection
 # return a draw from the residual (the bonus). `enumerate_outcomes` then runs your rule on every branch of
 # its coins and returns the exact distribution of the token it emits. The reference is the library's
-# `accept_one_hot` on the same tree, enumerated the same way (`specdec_lab.accept.exactness`).
+# `accept_one_hot` on the same tree, enumerated the same way (`specdec_lab.accept.exactness`). That distribution
+# is p itself (the rule is exact), so the check also asks your rule for its coins on the branch where every
+# sibling is rejected: one acceptance per sibling with its chance on the residual, then the bonus's draw from
+# the last residual — a rule that just returns `coins.sample(p)` emits the right distribution without trying a
+# sibling, and is refused.
 
 # %% tags=["exercise", "exercise-3"]
 from functools import partial
 
 from specdec_lab.accept.exactness import enumerate_outcomes
+
+p_root = torch.tensor(steps["p"])  # section 2's root: the target at temperature one
 
 
 def one_hot_rule(p, siblings, coins) -> int:
@@ -618,6 +683,45 @@ _ = check("the one-hot rule's exact distribution", answer, reference,
           close=lambda a, r: set(a) <= set(range(vocab)) | set(r)
           and all(math.isclose(a.get(t, 0.0), r.get(t, 0.0), abs_tol=1e-6) for t in set(a) | set(r)),
           hint="Return a token on every path: an accepted sibling, or the bonus drawn from the residual.")  # fmt: skip
+
+
+class Rejecting:
+    """Coins that reject every sibling and record what the rule asks: each acceptance's chance, then the draw."""
+
+    def __init__(self):
+        self.asked = []
+
+    def accept(self, p_x: float, q_x: float) -> bool:
+        self.asked.append(("accept", 1.0 if q_x <= 0 else min(1.0, p_x / q_x)))
+        return False
+
+    def sample(self, probs) -> int:
+        probs = torch.as_tensor(probs, dtype=torch.float64)
+        self.asked.append(("sample", (probs / probs.sum()).tolist()))
+        return int(probs.argmax())
+
+
+asked = Rejecting()
+one_hot_rule(p_root, steps["tokens"], asked)
+expected = [("accept", s["accept"]) for s in steps["steps"][:-1]] + [("sample", steps["steps"][-1]["residual"])]
+
+
+def same_coins(a, r) -> bool:
+    """The same calls in the same order, each chance (or drawn distribution) equal to rounding."""
+    if len(a) != len(r):
+        return False
+    for (kind_a, va), (kind_r, vr) in zip(a, r, strict=True):
+        if kind_a != kind_r:
+            return False
+        va, vr = (va, vr) if kind_r == "sample" else ([va], [vr])
+        if len(va) != len(vr) or not all(math.isclose(x, y, abs_tol=1e-6) for x, y in zip(va, vr, strict=True)):
+            return False
+    return True
+
+
+_ = check("the coins it asks for when every sibling is rejected", asked.asked, expected, close=same_coins,
+          hint="Try each sibling with coins.accept(its chance on the residual, 1.0) before any draw; draw the bonus "
+          "only after the last rejection, from what is left.")  # fmt: skip
 display(Markdown(compare(max(abs(reference.get(t, 0.0) - steps["p"][t]) for t in range(vocab)), 1e-6,
                          "The library's distribution is not p: the rule would not be exact.",
                          "Both equal p itself, to rounding: the first token the rule emits is distributed as "

@@ -149,7 +149,7 @@ plan_table
 # row and which at 64, and whether the measured plan — the winner of each matrix timed alone — will be the
 # fastest whole forward at every size. The sentence two cells below compares your guess with the loop.
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["prediction", "nbval-ignore-output"]
 from specdec_lab.cost.timing import compare_cost_curves, spread_sentence
 
 linear_cmp = compare_cost_curves(model, linear, sizes=sizes, repeats=repeats)
@@ -176,15 +176,9 @@ import statistics
 from specdec_lab.lab.course import compare
 
 curves = linear_cmp.curves
-wins = linear_cmp.wins("measured plan")
-lost = [n for n in sizes if n not in wins]
-behind = {n: curves["measured plan"](n) / curves[linear_cmp.fastest(n)](n) - 1 for n in lost}
 stock_over = [curves["stock nn.Linear"](n) / curves["measured plan"](n) for n in sizes]
-stock_slower = [n for n, r in zip(sizes, stock_over, strict=True) if r > 1]
 noise_level = linear_cmp.noise.spread
-differs = [n for n in sizes if n not in default_too]
 shapes = [c for c in plan_table.columns if c != "same as default plan"]
-all_stock = [n for n in sizes if (plan_table.loc[n, shapes] == "stock").all()]  # the measured plan *is* stock there
 
 
 def sizes_text(ns: list[int]) -> str:
@@ -195,43 +189,6 @@ def plural(count: int, one: str, many: str) -> str:
     return f"{count} {one if count == 1 else many}"
 
 
-parts = [
-    f"In this run ({plural(repeats, 'repeat', 'interleaved repeats')}) the measured plan was the fastest of the "
-    f"four setups at {len(wins)} of the {len(sizes)} sizes."
-]
-if lost:
-    worst = max(behind, key=behind.get)
-    within = [n for n in lost if behind[n] <= noise_level]
-    parts.append(
-        f"At the other {plural(len(lost), 'size', 'sizes')} it was behind the fastest by "
-        f"{statistics.median(behind.values()):.0%} in the median (most at n = {worst}: {behind[worst]:.0%}, behind "
-        f"{linear_cmp.fastest(worst)}); "
-        + (
-            f"{'all' if len(within) == len(lost) else len(within)} of those gaps "
-            f"{'is' if len(within) == 1 < len(lost) else 'are'} within the repeats' median spread ({noise_level:.0%})."
-            if within
-            else f"each gap is larger than the repeats' median spread ({noise_level:.0%})."
-        )
-    )
-# which kernels the two plans run: the sentence follows the plan table, whatever pattern it shows
-if not differs:
-    parts.append(
-        "The measured plan runs the default plan's kernels at every size timed (table above), so between those "
-        "two setups every difference is noise, not a choice."
-    )
-elif not default_too:
-    parts.append(
-        "The measured plan runs other kernels than the default plan at every size timed (table above): there "
-        "the two setups make different choices, and their times compare those choices."
-    )
-else:
-    parts.append(
-        f"The measured plan runs other kernels than the default plan at {sizes_text(differs)} and the same ones "
-        f"at {sizes_text(default_too)} (table above), so between those two setups a difference at the latter "
-        "sizes is noise, not a choice."
-    )
-
-
 def same_kernels(setup: str, n: int) -> bool:
     """Whether the measured plan runs, at n rows, the very kernels `setup` runs (the plan table's row n)."""
     row = plan_table.loc[n, shapes]
@@ -239,25 +196,57 @@ def same_kernels(setup: str, n: int) -> bool:
         return bool((row == "stock").all())
     if setup == "W xᵀ only":
         return bool((row == ("wx" if n <= 16 else "stock")).all())
-    return setup == "measured plan" or (setup == "default plan" and n in default_too)
+    return setup == "default plan" and n in default_too
 
 
-# a gap is the plan's choice only where the plan runs other kernels than the setup that won, and beyond the noise
-same_code = [n for n in lost if same_kernels(linear_cmp.fastest(n), n)]
-chosen = [n for n in lost if n not in same_code and behind[n] > noise_level]
-if same_code:
+# where the measured plan runs the same code as another setup, the loop times that code twice: a tie by
+# construction, neither a win nor a loss; only the other sizes test the plan's choice
+twins = {n: [s for s in linear if s != "measured plan" and same_kernels(s, n)] for n in sizes}
+tied = [n for n in sizes if twins[n]]
+chosen_sizes = [n for n in sizes if not twins[n]]
+wins = [n for n in chosen_sizes if linear_cmp.fastest(n) == "measured plan"]
+lost = [n for n in chosen_sizes if n not in wins]
+behind = {n: curves["measured plan"](n) / curves[linear_cmp.fastest(n)](n) - 1 for n in lost}
+
+parts = [f"In this run ({plural(repeats, 'repeat', 'interleaved repeats')}, context {linear_cmp.context}):"]
+if tied:
+    groups = {}
+    for n in tied:
+        groups.setdefault(" and ".join(twins[n]), []).append(n)
     parts.append(
-        f"At {sizes_text(same_code)} the measured plan runs the very kernels of the setup that beat it there "
-        f"({', '.join(sorted({linear_cmp.fastest(n) for n in same_code}))}; table above): those gaps are noise "
-        "whatever their size — the same code timed in two slots of the loop — not a choice of the plan."
+        "at "
+        + "; at ".join(f"{sizes_text(ns)} the measured plan runs the very kernels of {who}" for who, ns in groups.items())
+        + " (table above). There the loop times the same code in two slots, so which of them came first is noise: "
+        "those sizes count as neither a win nor a loss of the plan."
     )
-if chosen:
+if chosen_sizes:
     parts.append(
-        f"At {sizes_text(chosen)} the plan runs other kernels than the winner and trails it by more than the "
-        "spread: a plan chosen once, on each matrix alone, is not guaranteed to give the fastest whole forward — a "
-        "forward also runs attention and the other layers, and the load differs from the moment the plan was "
-        "measured (`tune_linear(model, refresh=True)` measures again)."
+        f"At the {plural(len(chosen_sizes), 'size', 'sizes')} where the plan runs kernels no other setup runs "
+        f"({sizes_text(chosen_sizes)}), it was the fastest of the four at {len(wins)}."
     )
+else:
+    parts.append("At no size timed does the plan run kernels of its own, so this loop cannot test its choices.")
+if lost:
+    worst = max(behind, key=behind.get)
+    within = [n for n in lost if behind[n] <= noise_level]
+    parts.append(
+        f"Where it lost it trailed the fastest by {statistics.median(behind.values()):.0%} in the median (most at "
+        f"n = {worst}: {behind[worst]:.0%}, behind {linear_cmp.fastest(worst)}); "
+        + (
+            f"{'all' if len(within) == len(lost) else len(within)} of those gaps "
+            f"{'is' if len(within) == 1 < len(lost) else 'are'} within the repeats' median spread ({noise_level:.0%})."
+            if within
+            else f"each gap is larger than the repeats' median spread ({noise_level:.0%})."
+        )
+    )
+    beyond = [n for n in lost if behind[n] > noise_level]
+    if beyond:
+        parts.append(
+            f"At {sizes_text(beyond)} the plan trails another choice by more than the spread: a plan chosen once, "
+            "on each matrix alone, is not guaranteed to give the fastest whole forward — a forward also runs "
+            "attention and the other layers, and the load differs from the moment the plan was measured "
+            "(`tune_linear(model, refresh=True)` measures again)."
+        )
 few = [n for n in sizes if n <= 4]  # a few rows: where stock kernels stumble on some CPUs
 others = [name for name in linear if name not in ("stock nn.Linear", "measured plan")]  # the other kernels alone
 if few and others:
@@ -274,9 +263,12 @@ if few and others:
         "same ({a:.1f} against {b:.1f} ms, geometric means: within the repeats' spread).",
         rel_tol=noise_level,
     ))  # fmt: skip
+# stock slower than the plan by more than the spread, where the plan is not stock itself (a tie by construction)
+stock_slower = [n for n, r in zip(sizes, stock_over, strict=True)
+                if r > 1 + noise_level and "stock nn.Linear" not in twins[n]]  # fmt: skip
 parts.append(
     f"Over all sizes torch's stock `nn.Linear` took {min(stock_over):.2f}–{max(stock_over):.2f}× the measured plan's "
-    f"time, longer at {len(stock_slower)} of the {len(sizes)} sizes."
+    f"time, longer by more than the repeats' spread at {len(stock_slower)} of the {len(sizes)} sizes."
 )
 Markdown(" ".join(parts))
 
@@ -329,16 +321,18 @@ from specdec_lab.lab.course import compare
 def attention_sentence(context: int, cmp) -> str:
     ratio = dict(zip(sizes, cmp.ratio(ATTENTION, "sdpa"), strict=True))
     masked = [n for n in sizes if n > 1]  # n = 1 has no mask: both run the same kernel
-    faster = [n for n in masked if ratio[n] < 1]
+    spread = cmp.noise.spread
+    faster = [n for n in masked if ratio[n] < 1 - spread]  # beyond the repeats' spread, not merely below 1
+    slower = [n for n in masked if ratio[n] > 1 + spread]
     median = statistics.median(ratio[n] for n in masked)
-    slower = [n for n in masked if ratio[n] >= 1]
     text = (
-        f"At context {context}, {ATTENTION} was faster than sdpa at {len(faster)} of the {len(masked)} masked "
-        f"sizes (n ≥ 2), its median time {median:.2f}× sdpa's"
+        f"At context {context}, {ATTENTION} was faster than sdpa by more than the repeats' spread ({spread:.0%}) at "
+        f"{len(faster)} of the {len(masked)} masked sizes (n ≥ 2), its median time {median:.2f}× sdpa's"
     )
     if slower:
-        text += f"; not faster at n = {', '.join(map(str, slower))}"
-    return text + f" (the repeats' spread: {cmp.noise.spread:.0%})."
+        text += f"; slower by more than the spread at n = {', '.join(map(str, slower))}"
+    level = len(masked) - len(faster) - len(slower)
+    return text + (f"; within the spread at the other {level}." if level else ".")
 
 
 medians = {
@@ -428,6 +422,51 @@ step_table.style.format("{:.2f}", na_rep="–").set_caption(
     f"{record['repeats']} repeats"
 )  # fmt: skip
 
+# %% [markdown]
+# The file's fp32 row and section 1's "measured plan" time the same fp32 forward at the same context, but in two
+# different runs: the file's, made by `step_variants` on its machine at another moment, and this notebook's,
+# now. The next cell sets the two t(1) side by side.
+
+# %% tags=["nbval-ignore-output"]
+import subprocess
+
+from specdec_lab.lab.provenance import same_machine
+
+
+def committed_on(path: str) -> str:
+    """The date the file was last committed (git), or '' where no git history is at hand."""
+    try:
+        out = subprocess.run(["git", "log", "-1", "--format=%cs", "--", Path(path).name], cwd=Path(path).parent,
+                             capture_output=True, text=True, timeout=20, check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+base_name = next(iter(variants))  # the fp32 eager build, the file's first row
+file_t1, live_t1 = variants[base_name](1) * 1e3, curves["measured plan"](1) * 1e3
+when = committed_on(variants_file)
+file_run = (
+    f"{Path(variants_file).name}: {'a machine reporting the same CPU' if same_machine(record['machine']) else 'another machine'}, "
+    f"{variants_machine}, {record['repeats']} repeats, " + (f"committed {when}" if when else "no date recorded")
+)  # fmt: skip
+same_forward = (
+    "The file's {base} t(1) is {a:.1f} ms; section 1 of this run timed the same forward (measured plan, context "
+    "{ctx}) at {b:.1f} ms"
+)
+apart = (
+    same_forward + ". These are two runs ({file_run}; this run: the \"Ran on\" line, now), and they differ by more "
+    "than this run's repeats' spread ({spread:.0%}): a step's seconds depend on the machine's load and on the "
+    "library's code at the moment of measuring, so compare builds only within the file (one loop, one load), never a "
+    "file's row with a live one."
+)
+display(Markdown(compare(
+    file_t1, live_t1, apart, apart,
+    same_forward + ": two runs ({file_run}; this run: the \"Ran on\" line, now) that agree within this run's "
+    "repeats' spread ({spread:.0%}).",
+    rel_tol=noise_level, base=base_name, ctx=linear_cmp.context, file_run=file_run, spread=noise_level,
+)))  # fmt: skip
+
 # %% tags=["nbval-ignore-output"]
 cost_curves_figure(variants, title=f"One verify step, each build (context {record['context']}) — {variants_machine}")
 
@@ -466,7 +505,6 @@ replay_table.rename_axis("method").style.format("{:.2f}").set_caption(
 )  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
-base_name = next(iter(variants))
 fastest = min(variants, key=lambda v: variants[v](1))
 best = max(methods, key=lambda m: stays[base_name][m])
 change = stays[fastest][best] / stays[base_name][best]
@@ -540,14 +578,28 @@ text = (
     + ", ".join(f"{top.tokens_per_s / v:.2f}× {name}" for name, v in anchors.items())
     + ". "
 )
-if wall.get("wall_ms_per_token"):
+if wall.get("wall_ms_per_token") and "fp32" in plain:
+    # the wall the file records is the fp32 weights' bytes: it bounds fp32 plain decoding only; a 4-bit build
+    # reads fewer bytes a step (its own, lower wall), and a speculative step emits several tokens per read
     text += (
-        f"Reading the {wall['weights_mb']:.0f} MB of fp32 weights once takes {wall['wall_ms_per_token']:.1f} ms at "
-        f"the {wall['read_gb_s']:.1f} GB/s measured before the run — a ceiling of {wall['wall_tokens_per_s']:.1f} "
-        "tokens/s for one token a step — against plain decoding at "
-        + ", ".join(f"{v:.1f} tokens/s ({build})" for build, v in plain.items())
-        + " (prompt and the loop's own work included)."
-    )
+        f"The memory wall the file records is for fp32 weights: reading their {wall['weights_mb']:.0f} MB once takes "
+        f"{wall['weights_mb'] / 1e3 / wall['read_gb_s'] * 1e3:.1f} ms at the {wall['read_gb_s']:.1f} GB/s measured "
+        f"before the run, a ceiling of {wall['wall_tokens_per_s']:.1f} tokens/s for fp32 decoding one token a step; "
+        f"fp32 plain decoding reached {plain['fp32']:.1f} tokens/s ({plain['fp32'] / wall['wall_tokens_per_s']:.0%} "
+        "of it, the prompt and the loop's own work included). That ceiling bounds no other row: the int4 builds "
+        "(and llama.cpp's 4-bit file) read fewer bytes a step, so their own wall lies higher in tokens/s, and a "
+        "speculative step emits more than one token per read of the weights. "
+        + compare(
+            top.tokens_per_s, wall["wall_tokens_per_s"],
+            f"{top.method} on {top.build} ran above the fp32 ceiling ({{a:.1f}} against {{b:.1f}} tokens/s): fewer "
+            "bytes a step and more tokens per read together.",
+            f"{top.method} on {top.build} ran below the fp32 ceiling ({{a:.1f}} against {{b:.1f}} tokens/s), which "
+            "does not bound that build.",
+            f"{top.method} on {top.build} ran at about the fp32 ceiling ({{a:.1f}} against {{b:.1f}} tokens/s, "
+            "within the run's 95% interval on its speed-up), which does not bound that build.",
+            rel_tol=(top.speedup_own_95[1] - top.speedup_own_95[0]) / (2 * top.speedup_own),
+        )
+    )  # fmt: skip
 Markdown(text)
 
 # %% [markdown]
@@ -593,43 +645,56 @@ Markdown(text)
 # %% [markdown] tags=["exercise-1"]
 # ### Exercise 1 ★ — the memory wall
 #
-# A one-token step reads every weight once. With the read bandwidth `bandwidth` (bytes/s) that the last
-# builds file recorded before its run, compute the floor of one step in **milliseconds per token**: the
-# bytes of the model's fp32 weights (every parameter once, 4 bytes each) over the bandwidth. The reference
-# is `specdec_lab.cost.memory_wall.memory_wall(model, bandwidth=bandwidth)["wall_ms_per_token"]`.
+# A one-token step reads every weight once. Take a machine that reads `bandwidth = 12.5` GB/s and the model's
+# weights held in bf16, `bytes_per_param` = 2 bytes each. Compute the floor of one
+# step in **milliseconds per token**: the bytes of the weights (every parameter once — a tied embedding and LM
+# head are one matrix) over the bandwidth. The section 4 figure is for fp32 at the bench's bandwidth: not this
+# answer. The reference is `specdec_lab.cost.memory_wall.memory_wall` with the bytes from `weight_bytes`; both
+# are watched — compute it from the parameters.
 
 # %% tags=["exercise", "exercise-1"]
-bandwidth = wall.get("read_gb_s", 20.0) * 1e9  # bytes/s, as the bench measured it (a stand-in if it has none)
+from specdec_lab.cost.memory_wall import memory_wall, weight_bytes  # noqa: F401 - in scope, watched
+from specdec_lab.lab.course import check, watch
+
+_watch = watch(globals(), "memory_wall", "weight_bytes")
+bandwidth, bytes_per_param = 12.5e9, 2  # bytes/s; bf16 weights
 answer = ...  # ms per token: weight bytes / bandwidth
 
 # %% tags=["solution", "exercise-1"]
-weight_bytes = sum(p.numel() for p in model.parameters()) * 4  # parameters() yields a tied weight once
-answer = weight_bytes / bandwidth * 1e3
+n_params = sum(p.numel() for p in model.parameters())  # parameters() yields a tied weight once
+answer = n_params * bytes_per_param / bandwidth * 1e3
 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
-from specdec_lab.cost.memory_wall import memory_wall
-from specdec_lab.lab.course import check
-
-_ = check("the memory wall (ms per token)", answer, memory_wall(model, bandwidth=bandwidth)["wall_ms_per_token"],
-          close=1e-3, hint="Count every parameter once, 4 bytes each, and convert seconds to milliseconds.")  # fmt: skip
+reference = _watch["weight_bytes"](model, bytes_per_param) / bandwidth * 1e3  # memory_wall's, unrounded
+_ = check("the memory wall of bf16 weights at 12.5 GB/s (ms per token)", answer, reference,
+          close=1e-3, watch=_watch,
+          hint="Count every parameter once (model.parameters()), 2 bytes each, and convert seconds to milliseconds.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-2"]
-# ### Exercise 2 ★★ — where the measured plan *is* the stock kernel
+# ### Exercise 2 ★★ — where a measured plan *is* the stock kernel
 #
-# Section 1 could tell a choice from noise only by knowing which kernels each setup runs. Every linear layer of
-# the model is a `FastLinear` whose `plan` is a tuple indexed by the number of rows (index 0 unused): `plan[n]`
-# names the kernel for n rows, and beyond the plan's end (more than 64 rows) it is always `"stock"`. A layer
-# without a measured plan (`plan is None`) runs the default plan, `default_plan(layer.pack and ONEDNN)`. Write
-# `kernel(layer, n)`, then list the row counts in `rows` at which **every** layer runs `"stock"`: there the
-# "measured plan" and "stock nn.Linear" setups run the very same code, so any time between them is noise. (Only
-# the LM head is not enough: the other matrices have plans of their own.) The reference is
-# `FastLinear.kernel_for`, asked of every layer.
+# Section 1 could tell a choice from noise only by knowing which kernels each setup runs. Every linear layer is a
+# `FastLinear` whose `plan` is a tuple indexed by the number of rows (index 0 unused): `plan[n]` names the kernel
+# for n rows, and beyond the plan's end (more than 64 rows) it is always `"stock"`. A layer without a measured plan
+# (`plan is None`) runs the default plan, `default_plan(layer.pack and ONEDNN)`. The cell below builds three layers
+# with plans of their own (a made-up model, so that some small sizes are stock in some layers). Write
+# `kernel(layer, n)`, then list the row counts in `rows` at which **every** layer of `layers` runs `"stock"`: there
+# a "measured plan" and "stock nn.Linear" would run the very same code, so any time between them is noise. (Only
+# the LM head, `head`, is not enough.) The reference is each layer's own `kernel_for`, watched here.
 
 # %% tags=["exercise", "exercise-2"]
-from specdec_lab.models.fast_linear import ONEDNN, FastLinear, default_plan
+import torch
 
-layers = [m for m in model.modules() if isinstance(m, FastLinear)]
-rows = [1, 2, 3, 4, 8, 16, 48, 64, 65, 256]
+from specdec_lab.models.fast_linear import ONEDNN, default_plan, use_fast_linear
+
+qkv, mlp, head = use_fast_linear(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 8),
+                                                     torch.nn.Linear(8, 8)), pack=False)  # fmt: skip
+qkv.plan = ("stock",) + ("stock",) * 3 + ("wx",) * 12 + ("onednn",) * 24 + ("stock",) * 25  # 1-3, 40-64 stock
+mlp.plan = None  # no measured plan: the default plan (this layer keeps no packed copy)
+head.plan = ("stock",) + ("stock",) * 2 + ("onednn",) * 45 + ("stock",) * 17  # 1-2 and 48-64 stock
+layers = [qkv, mlp, head]
+_watch = watch(globals(), "qkv.kernel_for", "mlp.kernel_for", "head.kernel_for")
+rows = [1, 2, 3, 4, 8, 16, 40, 48, 64, 65, 256]
 
 
 def kernel(layer, n: int) -> str:
@@ -646,38 +711,42 @@ def kernel(layer, n: int) -> str:  # noqa: F811 - the stub's, filled in
 
 answer = [n for n in rows if all(kernel(layer, n) == "stock" for layer in layers)]
 
-# %% tags=["check", "exercise-2"]
+# %% tags=["check", "exercise-2", "nbval-check-output"]
 _ = check("the row counts where every layer runs torch's stock kernel", answer,
-          [n for n in rows if all(m.kernel_for(n) == "stock" for m in layers)],
-          hint="Ask every layer, not only the LM head; past a plan's end the layer runs 'stock'.")  # fmt: skip
+          [n for n in rows if all(_watch[f"{name}.kernel_for"](n) == "stock" for name in ("qkv", "mlp", "head"))],
+          watch=_watch,
+          hint="Ask every layer, not only the LM head; a layer without a plan runs the default plan; past a plan's "
+               "end the layer runs 'stock'.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-3"]
 # ### Exercise 3 ★★★ — what a cheaper step does to a chain's speed-up
 #
 # For each build of section 4 (`variants`: name → its curve t(n) in seconds), compute the speed-up of a chain
 # of $k = 3$ drafts at per-token acceptance $\alpha = 0.7$ whose draft step costs a tenth of that build's
-# t(1): $E[\text{tokens per step}]\cdot t(1) / (k\,t_{\text{draft}} + t(k + 1))$, with
-# $E[\text{tokens per step}] = (1 - \alpha^{k+1}) / (1 - \alpha)$ (notebook 01). Answer `{build: speed-up}`.
-# The reference is `specdec_lab.cost.theory.measured_speedup`.
+# t(1): $E[L]\cdot t(1) / (k\,t_{\text{draft}} + t(k + 1))$, with $E[L] = (1 - \alpha^{k+1}) / (1 - \alpha)$ the
+# tokens a step emits, bonus included (notebook 01). Answer `{build: speed-up}`. The reference is
+# `specdec_lab.cost.theory.measured_speedup`, watched here.
 # Which build buys the most from speculation, and why is it not the one with the cheapest step?
 
 # %% tags=["exercise", "exercise-3"]
+from specdec_lab.cost.theory import measured_speedup  # noqa: F401 - in scope, watched
+
+_watch = watch(globals(), "measured_speedup")
 alpha, k, draft_share = 0.7, 3, 0.1
 answer = ...  # {build: speed-up of the chain on that build's curve}
 
 # %% tags=["solution", "exercise-3"]
-tokens_per_step = (1 - alpha ** (k + 1)) / (1 - alpha)
-answer = {name: tokens_per_step * c(1) / (k * draft_share * c(1) + c(k + 1)) for name, c in variants.items()}
+expected_tokens = (1 - alpha ** (k + 1)) / (1 - alpha)  # E[L], the bonus included
+answer = {name: expected_tokens * c(1) / (k * draft_share * c(1) + c(k + 1)) for name, c in variants.items()}
 
 # %% tags=["check", "exercise-3", "nbval-check-output"]
 import math
 
-from specdec_lab.cost.theory import measured_speedup
-
-reference = {name: measured_speedup(alpha, k, c(1), draft_share * c(1), c) for name, c in variants.items()}
-_ = check("each build's chain speed-up", answer, reference,
-          close=lambda a, r: a.keys() == r.keys() and all(math.isclose(a[n], r[n], rel_tol=1e-9) for n in r),
-          hint="Verifying k drafts is a forward over k + 1 tokens: read the curve at k + 1.")  # fmt: skip
+reference = {name: _watch["measured_speedup"](alpha, k, c(1), draft_share * c(1), c) for name, c in variants.items()}
+_ = check("each build's chain speed-up", answer, reference, watch=_watch,
+          close=lambda a, r: isinstance(a, dict) and a.keys() == r.keys()
+          and all(math.isclose(a[n], r[n], rel_tol=1e-9) for n in r),
+          hint="Verifying k drafts is a forward over k + 1 tokens: read the curve at k + 1; E[L] counts the bonus.")  # fmt: skip
 
 # %% [markdown]
 # ## Takeaways

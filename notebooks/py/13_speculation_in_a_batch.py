@@ -19,8 +19,8 @@
 #
 # Every notebook so far decoded one prompt at a time. A server decodes many: B requests share each target
 # forward, and that changes what speculation buys. Verifying a few extra tokens is nearly free only while a step
-# is bound by reading the weights; B rows × n tokens each soon make it bound by compute, and then every drafted
-# token costs what it would cost to decode it. This notebook runs every method on a batch through the same loop —
+# is bound by reading the weights; enough rows × tokens make it bound by compute, and then every drafted token
+# costs about what it would cost to decode it (section 2 reads from measured steps how close each B comes). This notebook runs every method on a batch through the same loop —
 # each row proposes its own tree, one forward verifies all of them, each row accepts its own path — and lets the
 # one cost model decide how much to speculate at each batch size.
 #
@@ -38,7 +38,8 @@
 #
 # Notebooks 00 (the loop, the cost curve t(n)), 01 (α, k, E[L], the optimal k), 04 (tree attention) and 06 or 10
 # (a tree method). Notation: notebook 00's table — p, q, α, k, c, τ, L, E[L], and "mean accepted" (tokens emitted
-# per target forward, bonus included); B is the batch size, n the tokens one row verifies in a step.
+# per target forward, bonus included); B is the batch size, n the tokens one row verifies in a step, P_b the
+# committed prefix (cached tokens) of row b.
 #
 # 1. one forward over B rows, drawn small: the 4D mask;
 # 2. the price of a step, t(B, n);
@@ -70,8 +71,9 @@ FIGURES = start("../results/figures" if quick else "../figures", stem="13_specul
 # %% [markdown]
 # ## 1. One forward over B rows
 #
-# Each row is a sequence at its own length L_b (its committed K/V) with its own tree. One forward takes them all:
-# the node tokens as a (B, N) batch padded to the largest tree, positions L_b + depth, and one additive mask per
+# Each row is a sequence with its own committed prefix of P_b tokens (its K/V in the cache) and its own tree. (P_b,
+# not L: notebook 00's L counts the tokens one target forward emits.) One forward takes them all: the node tokens
+# as a (B, N) batch padded to the largest tree, positions P_b + depth, and one additive mask per
 # row over the shared cache slots — a node sees its row's committed slots and its own ancestors; a padding node
 # sees only its own slot, so every softmax has a term and nothing leaks between rows. Rows advance by different
 # counts afterwards (each keeps its own accepted path): the slots stay per row, which is why the batch keeps one
@@ -85,7 +87,7 @@ from specdec_lab.verify import rows_attention_mask
 from specdec_lab.viz.batching import rows_mask_figure
 
 trees = [Tree(torch.tensor([7, 8, 9, 10]), torch.tensor([-1, 0, 0, 1])), Tree.chain(3, [4]), None]
-lengths = [2, 4, 3]  # each row's committed length L_b
+lengths = [2, 4, 3]  # each row's committed prefix P_b
 tokens, positions, mask = rows_attention_mask(trees, lengths, torch.float32)
 print("tokens (B, N):", tokens.tolist())
 print("positions (B, N):", positions.tolist())
@@ -93,7 +95,7 @@ rows_mask_figure(mask, lengths)
 
 # %% [markdown]
 # Row 0 verifies a branching tree of 4 nodes after 2 committed slots; row 1 a chain of 2 after 4; row 2 has no
-# tree (it finished, or waits for a prompt) and takes part as padding only. The dashed line is each row's L_b.
+# tree (it finished, or waits for a prompt) and takes part as padding only. The dashed line is each row's P_b.
 
 # %% [markdown]
 # ## 2. The price of a step: t(B, n)
@@ -101,8 +103,8 @@ rows_mask_figure(mask, lengths)
 # `bench.batch_policy` measured one forward over B rows of n tokens each (`cost.measure_cost_curve(rows=B)`),
 # for every B the bench runs. The solid lines are a step's seconds, the dotted ones the seconds per token
 # verified: while they fall steeply, a wider step is nearly free (the weights are read once for all rows and
-# tokens); where they flatten, the step has become compute-bound and a drafted token costs about what decoding
-# it would.
+# tokens); where they flatten, the step's time grows with its tokens — it is closing on compute-bound, and a
+# drafted token costs about what decoding it would. The table after the figure reads how close each B comes.
 #
 # **Predict, then run.** Before running the next two cells, write down your guess: at the largest B, does a
 # step of 8 tokens per row cost more or less, *relative to a step of 1*, than at B = 1? The sentence under the
@@ -120,7 +122,7 @@ curves = {int(b): CostCurve.from_dict(c) for b, c in policy["curves"].items()}
 print(f"measured on: {policy['machine']['cpu']} · {policy['machine']['isa']} (this file's machine)")
 cost_by_batch_figure(curves)
 
-# %%
+# %% tags=["prediction"]
 from IPython.display import Markdown, display
 
 from specdec_lab.lab.course import compare
@@ -132,8 +134,45 @@ display(Markdown(compare(
     f"At B = {large} a step of 8 tokens per row costs {{a:.2f}}× a step of 1, against {{b:.2f}}× at B = {small}: "
     "the wider the batch, the dearer each extra token — speculation has less room.",
     f"At B = {large} a step of 8 tokens per row costs {{a:.2f}}× a step of 1, no more than the {{b:.2f}}× at "
-    f"B = {small}: on this machine the batch has not made extra tokens dearer.",
+    f"B = {small}: on the file's machine the batch has not made extra tokens dearer.",
 )))  # fmt: skip
+
+# %% [markdown]
+# How close to compute-bound does each B come? A step bound by reading the weights costs about the same whatever
+# its tokens; a compute-bound one costs in proportion to them. So read the exponent e of t(B, n) ∝ n^e over the
+# widest doubling measured (n₁ to n₂ = 2n₁ tokens per row): e = log(t(B, n₂) / t(B, n₁)) / log(n₂ / n₁). Near 0, doubling a step's tokens is
+# nearly free; near 1, it doubles the step's time — every drafted token costs what decoding it would. (Below,
+# $e \geq 0.8$ is called "near compute-bound": a line drawn here, not a law. The file records no spread between its
+# repeats, so a difference of a few hundredths between two B is not a finding.)
+
+# %%
+import math
+
+import pandas as pd
+
+n2 = max(curves[small].sizes)  # the widest step measured, and the widest at most half of it: a doubling
+n1 = max(n for n in curves[small].sizes if n <= n2 / 2)
+exponent = {b: math.log(c(n2) / c(n1)) / math.log(n2 / n1) for b, c in curves.items()}
+display(pd.DataFrame({
+    f"tokens per forward at n = {n2} (B·n)": {b: b * n2 for b in curves},
+    f"t(B, {n2}) / t(B, {n1})": {b: c(n2) / c(n1) for b, c in curves.items()},
+    f"exponent e ({n1}→{n2} tokens per row)": exponent,
+}).rename_axis("B").round(2))  # fmt: skip
+near = [b for b in sorted(curves) if exponent[b] >= 0.8]
+Markdown(
+    compare(
+        exponent[large], exponent[small],
+        f"The exponent rises from {{b:.2f}} at B = {small} to {{a:.2f}} at B = {large}: the wider the batch, the more "
+        "of a step's time its tokens decide. ",
+        f"The exponent is {{b:.2f}} at B = {small} and {{a:.2f}} at B = {large}: the batch did not bring the step "
+        "closer to compute-bound on the file's machine. ",
+    )
+    + (f"Near compute-bound (e ≥ 0.8) at B = {', '.join(map(str, near))} (from {near[0] * n1} to {near[0] * n2} "
+       "tokens per forward at the smallest of them, on the file's machine): a drafted token there costs close to "
+       "what decoding it would."
+       if near else "No measured B reached e ≥ 0.8: on the file's machine even the widest steps measured stay "
+       "short of compute-bound, and extra tokens keep a discount.")
+)  # fmt: skip
 
 # %% [markdown]
 # ## 3. Ragged acceptance and continuous batching, live
@@ -250,12 +289,18 @@ for r in summary:
     if ours and r.get("speedup") and (r["batch_size"] not in best or r["speedup"] > best[r["batch_size"]][1]):
         best[r["batch_size"]] = (r["method"], r["speedup"])
 lo, hi = min(best), max(best)
+by_row = {(r["batch_size"], r["method"]): r for r in summary}
+ranges = [by_row[(b, best[b][0])].get("speedup_range") for b in (lo, hi)]
+moved = max(((top - low) / top for low, top in filter(None, ranges)), default=0.0)  # how far single repeats moved
 display(Markdown(compare(
     best[lo][1], best[hi][1],
     f"Our best method's speedup falls from {{a:.2f}}× at B = {lo} ({best[lo][0]}) to {{b:.2f}}× at B = {hi} "
     f"({best[hi][0]}): the larger the batch, the less room speculation has.",
     f"Our best method's speedup is {{a:.2f}}× at B = {lo} ({best[lo][0]}) and {{b:.2f}}× at B = {hi} "
-    f"({best[hi][0]}): on this machine the batch did not shrink it.",
+    f"({best[hi][0]}): in this file's run the batch did not shrink it.",
+    f"Our best method's speedup is {{a:.2f}}× at B = {lo} ({best[lo][0]}) and {{b:.2f}}× at B = {hi} "
+    f"({best[hi][0]}): within how far single repeats moved them ({{moved:.0%}}), so this run cannot tell them apart.",
+    rel_tol=moved, moved=moved,
 )))  # fmt: skip
 
 # %% [markdown]
@@ -363,28 +408,32 @@ display(Markdown(
 # %% [markdown] tags=["exercise-1"]
 # ### Exercise 1 ★ — the mask of one row
 #
-# Row 0 above (a tree with parents `[-1, 0, 0, 1]`, 2 committed slots) verifies N = 4 nodes in a forward over
-# S = 8 slots. Build its (N, S) boolean visibility: node i sees slot j if j < L (the committed prefix) or slot j
-# holds one of its ancestors (itself included, at slot L + its index). Compare with
-# `specdec_lab.verify.rows_attention_mask` (visible = the additive mask is 0).
+# A row with a committed prefix of P = 3 tokens verifies a tree of N = 5 nodes with parents `[-1, 0, 1, 0, 3]`
+# (two branches under the root, not row 0's tree above) in a forward over S = P + N = 8 slots, node i at slot
+# P + i. Build its (N, S) boolean visibility: node i sees slot j if j < P (the committed prefix) or slot j holds
+# one of its ancestors (itself included). The reference is `specdec_lab.verify.rows_attention_mask` (visible = the
+# additive mask is 0), watched here: build it from the parents.
 
 # %% tags=["exercise", "exercise-1"]
-visible = ...  # a (4, 8) bool tensor
+from specdec_lab.lab.course import check, watch
+
+_watch = watch(globals(), "rows_attention_mask")
+parents, prefix = [-1, 0, 1, 0, 3], 3
+visible = ...  # a (5, 8) bool tensor
 
 # %% tags=["solution", "exercise-1"]
-parents, L = [-1, 0, 0, 1], 2
-visible = torch.zeros(4, 8, dtype=torch.bool)
-visible[:, :L] = True  # the committed prefix
-for i in range(4):
+visible = torch.zeros(len(parents), prefix + len(parents), dtype=torch.bool)
+visible[:, :prefix] = True  # the committed prefix
+for i in range(len(parents)):
     j = i
-    while j >= 0:  # the node and its ancestors, at slots L + index
-        visible[i, L + j] = True
+    while j >= 0:  # the node and its ancestors, at slots prefix + index
+        visible[i, prefix + j] = True
         j = parents[j]
 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
-from specdec_lab.lab.course import check
-
-check("row 0's mask", visible, mask[0, 0, :, :8] == 0, hint="Walk each node's parents up to the root.")
+_tree = Tree(torch.arange(11, 11 + len(parents)), torch.tensor(parents))
+check("the row's mask", visible, _watch["rows_attention_mask"]([_tree], [prefix], torch.float32)[2][0, 0] == 0,
+      watch=_watch, hint="Walk each node's parents up to the root; slot P + i holds node i.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-2"]
 # ### Exercise 2 ★★ — one chain, priced at every batch size
@@ -393,9 +442,12 @@ check("row 0's mask", visible, mask[0, 0, :, :8] == 0, hint="Walk each node's pa
 # every measured batch size B, compute its speed-up over plain batched decoding at that B on the measured curve:
 # E[L] · t(B, 1) / t(B, k + 1), with E[L] = (1 − α^{k+1}) / (1 − α) the tokens one step emits, bonus included
 # (notebook 01). Answer `{B: speed-up}`. The same acceptance buys less as B grows exactly as far as t(B, n)/t(B, 1)
-# steepens. The reference is `specdec_lab.cost.theory.measured_speedup(α, k, t(B, 1), 0.0, curve)`.
+# steepens. The reference is `specdec_lab.cost.theory.measured_speedup(α, k, t(B, 1), 0.0, curve)`, watched here.
 
 # %% tags=["exercise", "exercise-2"]
+from specdec_lab.cost.theory import measured_speedup  # noqa: F401 - in scope, watched
+
+_watch = watch(globals(), "measured_speedup")
 chain_speedup = ...  # {B: speed-up of the chain on curves[B]}
 
 # %% tags=["solution", "exercise-2"]
@@ -406,9 +458,8 @@ chain_speedup = {b: tokens_per_step * c(1) / c(k + 1) for b, c in curves.items()
 # %% tags=["check", "exercise-2", "nbval-check-output"]
 import math
 
-from specdec_lab.cost.theory import measured_speedup
-
-check("the chain's speed-up at every B", chain_speedup, {b: measured_speedup(0.7, 3, c(1), 0.0, c) for b, c in curves.items()},
+check("the chain's speed-up at every B", chain_speedup,
+      {b: _watch["measured_speedup"](0.7, 3, c(1), 0.0, c) for b, c in curves.items()}, watch=_watch,
       close=lambda a, r: isinstance(a, dict) and a.keys() == r.keys() and all(math.isclose(a[b], r[b], rel_tol=1e-9) for b in r),
       hint="Verifying k drafts is one forward over k + 1 tokens per row, and E[L] counts the bonus.")  # fmt: skip
 
@@ -419,9 +470,12 @@ check("the chain's speed-up at every B", chain_speedup, {b: measured_speedup(0.7
 # $\alpha = 0.6$: on each measured curve, choose the draft length k of a chain of free drafts (prompt lookup's),
 # the k in 0..8 that maximises
 # E[L] / t(B, k + 1), with E[L] = (1 − α^{k+1}) / (1 − α) (notebook 01; ties go to the shorter draft). Answer
-# `{B: k}`. Compare with the library: `cost.theory.optimal_k(0.6, 0.0, 8, verify_cost=curve)`.
+# `{B: k}`. The reference is `cost.theory.optimal_k(0.6, 0.0, 8, verify_cost=curve)`, watched here.
 
 # %% tags=["exercise", "exercise-3"]
+from specdec_lab.cost.theory import optimal_k  # noqa: F401 - in scope, watched
+
+_watch = watch(globals(), "optimal_k")
 k_chosen = ...  # {B: k}
 
 # %% tags=["solution", "exercise-3"]
@@ -430,26 +484,33 @@ k_chosen = {b: max(range(9), key=lambda k: ((1 - alpha ** (k + 1)) / (1 - alpha)
             for b, c in curves.items()}  # fmt: skip
 
 # %% tags=["check", "exercise-3", "nbval-check-output"]
-from specdec_lab.cost.theory import optimal_k
-
-check("k at every B, α = 0.6", k_chosen, {b: optimal_k(0.6, 0.0, 8, verify_cost=c) for b, c in curves.items()},
-      hint="Verifying k drafts costs t(B, k + 1); E[L] counts the bonus; k = 0 (no drafts) is allowed.")  # fmt: skip
+check("k at every B, α = 0.6", k_chosen, {b: _watch["optimal_k"](0.6, 0.0, 8, verify_cost=c) for b, c in curves.items()},
+      watch=_watch, hint="Verifying k drafts costs t(B, k + 1); E[L] counts the bonus; k = 0 (no drafts) is allowed.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-4"]
 # ### Exercise 4 ★★★ — where did the rows wait?
 #
 # From the live batch's grid (`batch.grid`: per step, per row, `(prompt, tokens emitted)` or `None` for padding),
-# count the padding cells — row-steps in which a row decoded nothing — and compare with what `batch.active` (the
-# rows decoding in each step) implies: steps × rows minus the active ones.
+# count each row's padding cells — the steps in which that row decoded nothing — as a list, one count per row.
+# The check also holds your counts to what `batch.active` (the rows decoding in each step) implies in total:
+# steps × rows minus the active ones. Which row waited most, and why (section 3's figure)?
 
 # %% tags=["exercise", "exercise-4"]
-padding = ...  # an int
+padding = ...  # a list: padding steps of row 0, row 1, ...
 
 # %% tags=["solution", "exercise-4"]
-padding = sum(cell is None for step in batch.grid for cell in step)
+padding = [sum(step[r] is None for step in batch.grid) for r in range(len(batch.grid[0]))]
 
 # %% tags=["check", "exercise-4"]
-check("padding row-steps", padding, len(batch.active) * len(batch.grid[0]) - sum(batch.active))
+from specdec_lab.lab.course import ExerciseError, is_stub
+
+n_rows = len(batch.grid[0])
+if not is_stub(padding) and (not isinstance(padding, list) or len(padding) != n_rows):
+    raise ExerciseError(f"padding per row: not yet — give a list of {n_rows} counts, one per row")
+check("padding steps in total", sum(padding) if isinstance(padding, list) else padding,
+      len(batch.active) * n_rows - sum(batch.active))  # what batch.active implies
+check("padding steps per row", padding, [sum(step[r] is None for step in batch.grid) for r in range(n_rows)],
+      hint="A row's padding is a step whose cell for that row is None.")  # fmt: skip
 
 # %% [markdown]
 # ## Takeaways

@@ -200,14 +200,37 @@ def render_readme(text: str, root) -> str:
     return BLOCK.sub(again, text)
 
 
-def run_times_record(seconds: dict[str, float]) -> dict:
-    """What `make reproduce` writes to notebooks/run_times.json: this machine, today, each notebook's seconds."""
+def run_times_record(seconds: dict[str, float], sections: dict[str, dict[str, float]] | None = None) -> dict:
+    """What `make reproduce` writes to notebooks/run_times.json: this machine, today, each notebook's seconds,
+    and (where the executed notebook is at hand) its seconds per `##` section, which the teacher's kit's syllabus
+    reads (specdec_lab/lab/teacher.py)."""
     import datetime
 
     from ..machine import machine
 
-    return {"machine": machine().describe(), "date": datetime.date.today().isoformat(),
-            "seconds": {k: round(float(v), 1) for k, v in sorted(seconds.items())}}  # fmt: skip
+    record = {"machine": machine().describe(), "date": datetime.date.today().isoformat(),
+              "seconds": {k: round(float(v), 1) for k, v in sorted(seconds.items())}}  # fmt: skip
+    if sections:
+        record["sections"] = {k: {h: round(float(t), 1) for h, t in v.items()} for k, v in sorted(sections.items())}
+    return record
+
+
+def section_seconds(notebook: dict) -> dict[str, float]:
+    """{`##` heading: seconds} of an executed notebook, from papermill's per-cell durations; cells before the
+    first `##` heading count as "Introduction"."""
+    out: dict[str, float] = {}
+    heading = "Introduction"
+    for cell in notebook.get("cells", []):
+        src = cell.get("source", "")
+        src = src if isinstance(src, str) else "".join(src)
+        if cell.get("cell_type") == "markdown":
+            for line in src.splitlines():
+                if line.startswith("## "):
+                    heading = line[3:].strip()
+        duration = cell.get("metadata", {}).get("papermill", {}).get("duration")
+        if cell.get("cell_type") == "code" and duration is not None:
+            out[heading] = out.get(heading, 0.0) + float(duration)
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -222,6 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--headline", metavar="RUN", help="print a bench results JSON's headline table as Markdown")
     p.add_argument("--record-run-times", nargs=2, metavar=("TIMES", "OUT"),
                    help="write OUT (notebooks/run_times.json) from TIMES: `stem t0 t1` per notebook")  # fmt: skip
+    p.add_argument("--executed", default="results/notebooks", metavar="DIR",
+                   help="with --record-run-times: the executed notebooks, for seconds per section")  # fmt: skip
     args = p.parse_args(argv)
     if args.headline:
         try:
@@ -232,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(headline_markdown(run, source=args.headline), end="")
         return 0
     if args.record_run_times:
-        return _record_run_times_main(p, *args.record_run_times)
+        return _record_run_times_main(p, *args.record_run_times, executed=args.executed)
     if args.readme is None:
         p.error("name a README to render (README.md), or --headline RUN.json, or --record-run-times TIMES OUT")
     return _readme_main(p, args.readme, check=args.check)
@@ -263,7 +288,10 @@ def _readme_main(p, readme: str, check: bool) -> int:
     return 0
 
 
-def _record_run_times_main(p, times: str, out: str) -> int:
+def _record_run_times_main(p, times: str, out: str, executed: str = "results/notebooks") -> int:
+    import json
+    from pathlib import Path
+
     from ..io import write_json
 
     seconds = {}
@@ -279,7 +307,15 @@ def _record_run_times_main(p, times: str, out: str) -> int:
                 seconds[fields[0]] = values[-1] - values[0] if len(values) == 2 else values[0]
     except (OSError, ValueError) as e:
         p.error(f"cannot read notebook timings {times!r}: {e}")
-    write_json(out, run_times_record(seconds))
+    sections = {}
+    for stem in seconds:
+        path = Path(executed) / f"{stem}.ipynb"
+        if path.is_file():
+            try:
+                sections[stem] = section_seconds(json.loads(path.read_text(encoding="utf-8")))
+            except ValueError as e:
+                p.error(f"cannot read the executed notebook {path}: {e}")
+    write_json(out, run_times_record(seconds, sections))
     print(f"wrote {out} ({len(seconds)} notebooks)")
     return 0
 

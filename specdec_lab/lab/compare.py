@@ -7,7 +7,9 @@
 Timings that are compared are taken in one loop: every round runs the baseline and every method once, in an
 order rotated by one per round (what ran first in one round runs last in the next), and each keeps its
 fastest round — the bench's rule (`bench/harness.py`), so slow drifts and first-call costs hit all alike. A
-warm-up of every method comes first (`warmup_tokens`). The result is one `LabResult` per method, all holding
+warm-up of every method comes first (`warmup_tokens`). Every round's seconds are kept in each result's `extra`
+(`round_seconds`, `baseline_round_seconds`): how far one method's rounds lie apart is the run's own timing
+noise (`lab.experiment.round_spread`). The result is one `LabResult` per method, all holding
 the same baseline run, so each method's speedup is against the same autoregressive timing.
 """
 
@@ -75,11 +77,14 @@ def compare_methods(
             if not stopped.is_set():
                 setup.run(name, min(warmup_tokens, max_new_tokens), hook("warmup"))
     best: dict = {}
+    rounds: dict = {}  # label -> every finished round's seconds: their spread is this run's own timing noise
     for r in range(max(repeats, 1)):
         for label, name, setup in runs[r % len(runs) :] + runs[: r % len(runs)]:
             if stopped.is_set():
                 break
             out = setup.run(name, max_new_tokens, hook(label))
+            if out.stop_reason != "stopped":
+                rounds.setdefault(label, []).append(out.seconds)
             if label not in best or (out.stop_reason != "stopped" and out.seconds < best[label].seconds):
                 best[label] = out
     base = best.get(baseline)
@@ -93,7 +98,8 @@ def compare_methods(
         labs.append(LabResult(spec=setup.parsed.label, method=setup.parsed.name, params=setup.params,
                               temperature=float(temperature), seed=seed, max_new_tokens=max_new_tokens,
                               result=result, baseline=base, baseline_method=baseline, prompt=setup.text,
-                              extra=dict(extra or {})))  # fmt: skip
+                              extra={**(extra or {}), "round_seconds": rounds.get(s, []),
+                                     "baseline_round_seconds": rounds.get(baseline, [])}))  # fmt: skip
     return labs
 
 

@@ -19,13 +19,14 @@ import datetime
 import math
 import os
 import random
+import types
 from collections.abc import Callable
 from pathlib import Path
 
 from ..viz.figures import TEMPLATE  # the one plotly template: the viz functions' and, by default, every cell's
 from ..viz.tables import register_styler_text
 
-__all__ = ["TEMPLATE", "ran_on", "runs_in", "start", "compare", "check", "ExerciseError", "is_stub"]
+__all__ = ["TEMPLATE", "ran_on", "runs_in", "start", "compare", "check", "watch", "Watch", "ExerciseError", "is_stub"]
 
 
 def ran_on(date: datetime.date | None = None) -> str:
@@ -121,13 +122,98 @@ def is_stub(answer) -> bool:
     return answer is Ellipsis or answer is None
 
 
-def check(what: str, answer, reference, *, close: Callable | float | None = None, hint: str = "") -> None:
+class _ModuleView(types.ModuleType):
+    """A notebook's name for a module, with some functions watched: every other attribute is the module's own.
+    The module itself is never touched (other cells and the library keep the original)."""
+
+    def __init__(self, module: types.ModuleType):
+        super().__init__(module.__name__, module.__doc__)
+        object.__setattr__(self, "_module", module)
+
+    def __getattr__(self, name: str):
+        return getattr(object.__getattribute__(self, "_module"), name)
+
+
+class Watch:
+    """The in-scope references an exercise must not call: the stub cell wraps each named function (a name in the
+    notebook's namespace, `obj.method` of an object there, or `module.function` of a module the notebook names:
+    that name then holds a view of the module) in a pass-through that records the call, and the
+    check refuses an answer computed by calling one. Why: the check compares with the library's function, so an
+    answer that calls that same function passes without doing the exercise (the course's rule: no exercise
+    passes with the reference copied from scope). Objects are wrapped on the instance, modules through a view
+    bound to the notebook's name, never the module's own attribute: the library stays untouched."""
+
+    def __init__(self, namespace: dict, names: tuple[str, ...]):
+        self.names = names
+        self.called: list[str] = []
+        self.originals: dict[str, Callable] = {}
+        for name in names:
+            owner, _, attr = name.rpartition(".")
+            if owner:
+                obj = namespace[owner]
+                original = getattr(obj, attr)
+                original = getattr(original, "__watched__", original)  # a stub cell run twice wraps once
+                if isinstance(obj, types.ModuleType):  # the notebook's name for the module gets a view of it
+                    view = obj if isinstance(obj, _ModuleView) else _ModuleView(obj)
+                    object.__setattr__(view, attr, self._wrap(name, original))
+                    namespace[owner] = view
+                else:
+                    setattr(obj, attr, self._wrap(name, original))
+                self.originals[name] = original
+            else:
+                original = namespace[name]
+                original = getattr(original, "__watched__", original)
+                namespace[name] = self._wrap(name, original)
+                self.originals[name] = original
+
+    def __getitem__(self, name: str) -> Callable:
+        """The unwatched reference, for the check cell itself: `check(..., _watch["f"](x), watch=_watch)`."""
+        return self.originals[name]
+
+    def _wrap(self, name: str, fn: Callable) -> Callable:
+        def watched(*args, **kwargs):
+            self.called.append(name)
+            return fn(*args, **kwargs)
+
+        watched.__watched__ = fn
+        watched.__doc__ = fn.__doc__
+        watched.__name__ = getattr(fn, "__name__", name)
+        return watched
+
+    def refuse(self, what: str) -> None:
+        """Raise ExerciseError if a watched reference was called since the stub (or the last check)."""
+        called, self.called = sorted(set(self.called)), []
+        if called:
+            names = ", ".join(f"`{n}`" for n in called)
+            raise ExerciseError(
+                f"{what}: the answer called {names}, the reference the check compares with — compute it yourself "
+                "from the definition (re-run the exercise's first cell, then your answer)"
+            )
+
+
+def watch(namespace: dict, *names: str) -> Watch:
+    """In an exercise's stub cell: `_watch = watch(globals(), "acceptance_rate")`; then `check(..., watch=_watch)`."""
+    return Watch(namespace, names)
+
+
+def check(
+    what: str,
+    answer,
+    reference,
+    *,
+    close: Callable | float | None = None,
+    hint: str = "",
+    watch: Watch | None = None,
+) -> None:
     """Compare an exercise's `answer` with the library's `reference`; print what was right, or raise
     `ExerciseError` saying what is wrong (and `hint`). `close`: None compares exactly (tensors with torch.equal,
     numbers with ==), a float is a relative tolerance, a callable close(answer, reference) -> bool decides.
+    `watch`: the stub's `Watch`; an answer that called a watched reference is refused whatever its value.
     Returns nothing, so a notebook cell ending in `check(...)` shows the printed line once."""
     if is_stub(answer):
         raise ExerciseError(f"{what}: no answer yet — replace the `...` in the cell above with your code. {hint}")
+    if watch is not None:
+        watch.refuse(what)
     ok, detail = _agrees(answer, reference, close)
     if not ok:
         raise ExerciseError(f"{what}: not yet — {detail}. {hint}".rstrip())

@@ -43,6 +43,8 @@ __all__ = [
     "instructive_step",
     "experiment_record",
     "fastest",
+    "slowest",
+    "round_spread",
     "provenance",
     "forward_sizes",
     "PROVENANCE",
@@ -390,3 +392,24 @@ def fastest(results: Sequence[LabResult], rel_tol: float = 0.0) -> list[LabResul
     top = max(r.speedup for r in timed)
     tied = [r for r in timed if math.isclose(r.speedup, top, rel_tol=rel_tol)]
     return sorted(tied, key=lambda r: -r.speedup)
+
+
+def slowest(results: Sequence[LabResult], rel_tol: float = 0.0) -> list[LabResult]:
+    """`fastest`'s mirror: the runs whose speed-up is the lowest, or within `rel_tol` of it by the same rule,
+    slowest first; several where the timings cannot tell the slowest apart."""
+    timed = [r for r in results if not math.isnan(r.speedup)]
+    if not timed:
+        return []
+    low = min(r.speedup for r in timed)
+    tied = [r for r in timed if math.isclose(r.speedup, low, rel_tol=rel_tol)]
+    return sorted(tied, key=lambda r: r.speedup)
+
+
+def round_spread(results: Sequence[LabResult]) -> float:
+    """The run's own timing noise: the largest relative gap between two rounds of one method (or of the shared
+    baseline), max/min − 1, over the rounds `lab.compare.compare_methods` kept in `extra`; NaN where no run
+    had two rounds."""
+    series = [r.extra.get("round_seconds") or [] for r in results]
+    series += [r.extra.get("baseline_round_seconds") or [] for r in results[:1]]
+    gaps = [max(x) / min(x) - 1 for x in series if len(x) >= 2 and min(x) > 0]
+    return max(gaps) if gaps else math.nan

@@ -29,8 +29,7 @@ from collections.abc import Sequence
 from ..io import Prompt
 from ..models.load import unwrap
 from ..proposers.registry import LOOP_PARAMS, METHODS, Param, method_parameters, parse_method_spec
-from ..viz.decoding import step_tree_figure
-from ..viz.lab_figures import accepted_figure, numbers_html, provenance_html
+from ..viz.lab_figures import accepted_figure, lab_step_tree_figure, numbers_html, provenance_html
 from .experiment import LabResult, instructive_step, run_experiment
 from .widgets import LIVE_ONLY, PLACEHOLDER, Snapshot, output_record, parse_ids, show_widget
 
@@ -295,7 +294,7 @@ class LabDashboard:
         items = [provenance_html(lab, self.tokenizer) + numbers_html(lab)]
         if lab.result.steps:
             step = instructive_step(lab.result.steps)
-            items += [accepted_figure(lab), step_tree_figure(lab.result, step, self.tokenizer)]
+            items += [accepted_figure(lab), lab_step_tree_figure(lab.result, step, self.tokenizer)]
         return Snapshot(*items, how="Press Run or move the step slider above to redraw it live.")
 
     def show(self, lab: LabResult) -> None:
@@ -316,7 +315,7 @@ class LabDashboard:
         if self.snapshot is not None:
             self.snapshot.retire()
         if self.last is not None and 0 <= step < len(self.last.result.steps):
-            self.tree.outputs = (output_record(step_tree_figure(self.last.result, step, self.tokenizer)),)
+            self.tree.outputs = (output_record(lab_step_tree_figure(self.last.result, step, self.tokenizer)),)
         else:
             self.tree.outputs = ()
 

@@ -1,5 +1,5 @@
-"""Stored notebooks without dead widget views: `python -m specdec_lab.lab.stored notebooks/*.ipynb`; with
-`--run-times notebooks/run_times.json` (`make store`), each notebook's "Runs in" line rendered from that file.
+"""Stored notebooks without dead widget views or object reprs: `python -m specdec_lab.lab.stored notebooks/*.ipynb`;
+with `--run-times notebooks/run_times.json` (`make store`), each notebook's "Runs in" line rendered from that file.
 
 A dashboard cell's output holds a widget view (`application/vnd.jupyter.widget-view+json`, a pointer to a
 widget model) beside its text/plain placeholder (`widgets.show_widget`). The model lives in the kernel and in
@@ -17,15 +17,20 @@ stored run.
 from __future__ import annotations
 
 import argparse
+import html
 import json
+import re
 from pathlib import Path
 
 from ..io import atomic_path
 
-__all__ = ["WIDGET_VIEW", "drop_widget_views", "render_runs_in", "runs_in_lines", "main"]
+__all__ = ["WIDGET_VIEW", "OBJECT_REPR", "drop_widget_views", "readable_text_plain", "render_runs_in", "runs_in_lines"]
+__all__ += ["main"]
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 RUNS_IN = "Runs in"  # how `course.runs_in` starts its line
+# a default repr where a reader expects text: `<IPython.core.display.Markdown object>`, `<… at 0x7f…>`
+OBJECT_REPR = re.compile(r"^<[\w.]+ (?:object|at 0x[0-9a-fA-F]+)>$")
 
 
 def drop_widget_views(nb: dict) -> int:
@@ -43,6 +48,42 @@ def drop_widget_views(nb: dict) -> int:
                 if not data:
                     data["text/plain"] = "[interactive widget: it appears when the notebook runs]"
     return removed
+
+
+def _html_text(markup: str) -> str:
+    """The text a reader sees in an HTML snippet: tags dropped, entities decoded, blank runs collapsed."""
+    markup = re.sub(r"(?is)<(style|script)\b.*?</\1>", "", markup)
+    markup = re.sub(r"(?i)<br\s*/?>|</(?:p|div|tr|li|h\d)>", "\n", markup)
+    text = html.unescape(re.sub(r"<[^>]+>", "", markup))
+    lines = [re.sub(r"[ \t]+", " ", line).strip() for line in text.splitlines()]
+    return "\n".join(line for line in lines if line)
+
+
+def readable_text_plain(nb: dict) -> int:
+    """Give every display output whose text/plain is a default object repr (`<IPython.core.display.Markdown
+    object>`, what `display(Markdown(...))` stores) the text it shows instead: the markdown source, or the HTML's
+    text. In place; return how many outputs changed. (text/plain is what a reader sees outside JupyterLab: a
+    diff, `nbval`, a terminal, a text-only viewer.)"""
+    changed = 0
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            data = out.get("data")
+            if not isinstance(data, dict) or "text/plain" not in data:
+                continue
+            plain = data["text/plain"]
+            if not OBJECT_REPR.match(("".join(plain) if isinstance(plain, list) else plain).strip()):
+                continue
+            text = None
+            if "text/markdown" in data:
+                md = data["text/markdown"]
+                text = "".join(md) if isinstance(md, list) else md
+            elif "text/html" in data:
+                markup = data["text/html"]
+                text = _html_text("".join(markup) if isinstance(markup, list) else markup)
+            if text and text.strip():
+                data["text/plain"] = text.splitlines(keepends=True)  # as nbformat stores it: a list of lines
+                changed += 1
+    return changed
 
 
 def runs_in_lines(nb: dict) -> list[tuple[int, str]]:
@@ -87,13 +128,16 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.notebooks:
         nb = json.loads(path.read_text(encoding="utf-8"))
         removed = drop_widget_views(nb)
+        readable = readable_text_plain(nb)
         rendered = render_runs_in(nb, path.stem, args.run_times) if args.run_times is not None else 0
-        if removed or rendered:
+        if removed or readable or rendered:
             with atomic_path(path) as tmp:
                 text = json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False) + "\n"  # as nbformat writes
                 Path(tmp).write_text(text, encoding="utf-8")
         if removed:
             print(f"{path}: {removed} widget view(s) dropped")
+        if readable:
+            print(f"{path}: {readable} object repr(s) given their text as text/plain")
         if rendered:
             print(f"{path}: 'Runs in' line rendered from {args.run_times}")
     return 0

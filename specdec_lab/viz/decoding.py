@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..text import PARTIAL, token_pieces
-from .figures import TEMPLATE
+from .figures import TEMPLATE, legend_below
 from .tokens import step_pieces
 from .trees import tree_figure
 
@@ -178,7 +178,7 @@ def budget_figure(choice, title: str | None = None) -> go.Figure:
         template=TEMPLATE,
         width=900,
         height=380,
-        legend={"orientation": "h", "y": -0.2},
+        legend=legend_below(),
     )
     return fig
 

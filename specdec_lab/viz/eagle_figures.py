@@ -22,7 +22,7 @@ __all__ = ["SOURCE_LABELS", "position_accuracy_figure", "vocab_tradeoff_figure",
 
 SOURCE_LABELS = {
     "draft": "2-layer token draft (true tokens)",
-    "medusa": "Medusa head k (one hidden state)",
+    "medusa": "Medusa head j (one hidden state)",
     "eagle": "EAGLE-3 drafter (its own features)",
 }
 COLORS = {"draft": "#1f77b4", "medusa": "#ff7f0e", "eagle": "#2ca02c"}
@@ -30,7 +30,7 @@ COLORS = {"draft": "#1f77b4", "medusa": "#ff7f0e", "eagle": "#2ca02c"}
 
 def position_accuracy_figure(record: Mapping, title: str | None = None) -> go.Figure:
     """One line per proposer: accuracy (top-1 = the target's greedy token, earlier drafts teacher-forced) against
-    draft position k, from an `lab.drafter_accuracy` record."""
+    draft position j, from an `lab.drafter_accuracy` record."""
     fig = go.Figure()
     k = record["positions"]
     for name, s in record["sources"].items():
@@ -42,7 +42,7 @@ def position_accuracy_figure(record: Mapping, title: str | None = None) -> go.Fi
     fig.update_layout(
         title=title or f"accuracy per draft position: {record['examples']} held-out examples, same tokens for all",
         template=TEMPLATE, width=760, height=460,
-        xaxis={"title": "draft position k", "dtick": 1},
+        xaxis={"title": "draft position j", "dtick": 1},
         yaxis={"title": "top-1 = the target's greedy token", "rangemode": "tozero"},
         legend={"orientation": "h", "y": -0.2},
     )  # fmt: skip
@@ -68,7 +68,7 @@ def vocab_tradeoff_figure(t: VocabTradeoff, m: int | None = None, shipped: int |
         template=TEMPLATE, width=820, height=470, margin={"t": 60},
         legend={"orientation": "h", "y": -0.25},
     )  # fmt: skip
-    fig.update_xaxes(type="log", title="drafting vocabulary size M (most frequent tokens first)")
+    fig.update_xaxes(type="log", dtick="D2", title="drafting vocabulary size M (most frequent tokens first)")
     fig.update_yaxes(title="c = draft step / target token (multiply-adds)", rangemode="tozero", secondary_y=False,
                      color="#d62728")  # fmt: skip
     fig.update_yaxes(title="coverage", range=[0, 1.02], dtick=0.2, tickformat=".0%", showgrid=False, secondary_y=True,
@@ -122,7 +122,7 @@ def training_figure(live: Sequence[Mapping], curve: Mapping, positions: Sequence
         fig.add_trace(go.Scatter(x=tokens, y=[p["accuracy"][i] for p in curve["points"]], mode="lines+markers",
                                  name=f"position {k}", line={"color": color}, marker={"color": color}),
                       row=1, col=2)  # fmt: skip
-    fig.update_xaxes(title="training tokens", type="log", row=1, col=1)
+    fig.update_xaxes(title="training tokens", type="log", dtick="D2", row=1, col=1)
     fig.update_xaxes(title="training tokens", row=1, col=2)
     fig.update_yaxes(title="loss", row=1, col=1)
     fig.update_yaxes(title="accuracy", rangemode="tozero", row=1, col=2)

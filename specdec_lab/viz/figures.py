@@ -14,9 +14,28 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["TEMPLATE", "save_figure", "SavedFigure"]
+__all__ = ["TEMPLATE", "legend_below", "save_figure", "SavedFigure"]
 
 TEMPLATE = "plotly_white"  # the one plotly template of every figure (the viz functions; notebooks set it as default)
+
+
+def _readable_log_ticks() -> None:
+    """Log axes of every figure label their minor ticks with the whole value ("200", "5k"), not plotly's bare
+    digits ("2", "5", which stand for 20 and 50 after "10"): set on the one template, so every figure has it."""
+    import plotly.io as pio
+
+    layout = pio.templates[TEMPLATE].layout
+    for axis in (layout.xaxis, layout.yaxis):
+        axis.minorloglabels = "complete"
+
+
+_readable_log_ticks()
+
+
+def legend_below(**extra) -> dict:
+    """A horizontal legend under the whole figure (measured from the figure's bottom edge, not the plot area's):
+    plotly makes room for it below the x-axis title, so no axis title runs through it, whatever the height."""
+    return {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0, "xanchor": "left", **extra}
 
 
 @dataclass

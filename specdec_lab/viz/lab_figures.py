@@ -3,10 +3,13 @@
     provenance_html(lab, tokenizer)      the emitted text, each token coloured by how it was produced
     accepted_figure(lab)                 tokens per step, split by provenance, with the candidates offered
     numbers_html(lab), numbers_frame(lab) tokens/s of both runs, speed-up, mean accepted, identical
+    lab_step_tree_figure(result, step)   one step's verified tree in the lab's colours, with its bonus token
     steps_slider_figure(lab, tokenizer)  every step's tree in one plotly figure with its own slider: works
                                          in a stored notebook with no kernel (lab/speedup.py's is ipywidgets)
 
-Colours: accepted draft = green, bonus = blue (as in viz/tokens.py), plain step = gray.
+Colours: accepted draft = green, bonus = blue (as in viz/tokens.py), plain step = gray; in the trees a rejected
+draft is red, never the bonus's blue, and the bonus (the target's own token after the last accepted node) is a
+node of its own, hung from that node by a dashed edge.
 """
 
 from __future__ import annotations
@@ -15,16 +18,19 @@ import html as _html
 
 import plotly.graph_objects as go
 
-from ..text import PARTIAL
+from ..text import PARTIAL, visible
 from .decoding import step_tree_figure
-from .figures import TEMPLATE
+from .figures import TEMPLATE, legend_below
 from .tokens import COLORS, step_pieces
 
-__all__ = ["PROVENANCE_COLORS", "provenance_html", "accepted_figure", "numbers_html", "numbers_frame",
-           "steps_slider_figure"]  # fmt: skip
+__all__ = ["PROVENANCE_COLORS", "TREE_COLORS", "provenance_html", "accepted_figure", "numbers_html", "numbers_frame",
+           "lab_step_tree_figure", "steps_slider_figure"]  # fmt: skip
 
 PROVENANCE_COLORS = {"accepted draft": COLORS["accepted"], "bonus": COLORS["target"], "plain step": "#e3e3e3"}
 _BAR_COLORS = {"accepted draft": "#2ca02c", "bonus": "#1f77b4", "plain step": "#aaaaaa"}
+# a step's tree: the bar colours of `accepted_figure`, plus the root and the drafts the target rejected
+TREE_COLORS = {**_BAR_COLORS, "root": "#555555", "rejected draft": "#f4a3a3"}
+TREE_LEGEND = ("accepted path", "rejected draft", "bonus", "plain step")  # the trace names a legend shows
 _TITLES = {
     "accepted draft": "accepted draft token: proposed by the method, confirmed by the target",
     "bonus": "bonus token: the target's own, after the accepted path",
@@ -91,7 +97,7 @@ def accepted_figure(lab, title: str | None = None) -> go.Figure:
         yaxis_title="tokens",
         width=760,
         height=340,
-        legend={"orientation": "h", "y": -0.25},
+        legend=legend_below(),
     )
     return fig
 
@@ -156,6 +162,67 @@ def _wrapped_title(text: str, limit: int = 72) -> str:
     return f"{head}<br>emitted {_html.escape(emitted, quote=False)}"
 
 
+def lab_step_tree_figure(result, step: int = 0, tokenizer=None) -> go.Figure:
+    """`step`'s verified tree (`viz.decoding.step_tree_figure`) in the lab's colours: the root (the last token
+    already emitted) dark gray, the accepted drafts green on the accepted path, the drafts the target rejected
+    red, non-candidate nodes (a lookahead window) hollow gray; and the token the target emitted itself after the
+    last accepted node — the bonus, blue; a plain step's only token, gray — drawn as a node of its own under
+    that node (a dashed edge, in a column right of the tree), so no rejected draft wears the bonus's colour. A
+    step cut short by an end-of-text token inside the accepted path emits no bonus and draws none."""
+    fig = step_tree_figure(result, step, tokenizer)
+    s = result.steps[step]
+    path = list(s.path)
+    candidate = s.tree_candidate or [True] * len(s.tree_tokens)
+    nodes = next(t for t in fig.data if t.name == "nodes")
+    colors = []
+    for n in range(len(s.tree_tokens)):
+        if n == 0:
+            colors.append(TREE_COLORS["root"])
+        elif n in path:
+            colors.append(TREE_COLORS["accepted draft"])
+        else:
+            colors.append(TREE_COLORS["rejected draft"] if candidate[n] else "#ffffff")
+    nodes.marker.color = colors
+    nodes.customdata = [
+        [*row[:2], row[2], "root" if n == 0 else "accepted" if n in path else "rejected" if candidate[n] else
+         "never a candidate"] for n, row in enumerate(nodes.customdata)
+    ]  # fmt: skip
+    nodes.hovertemplate = (
+        "node %{customdata[0]} (%{customdata[3]})<br>token id %{customdata[1]}<br>depth %{customdata[2]}<extra></extra>"
+    )
+    if any(candidate[n] and n not in path for n in range(1, len(s.tree_tokens))):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="rejected draft", hoverinfo="skip",
+                                 marker={"size": 12, "color": TREE_COLORS["rejected draft"],
+                                         "line": {"width": 1, "color": "#333"}}))  # fmt: skip
+    last = path[-1] if path else 0
+    bonus_at = len(path) - 1  # emitted = the accepted drafts (path[1:]) and then the bonus
+    if bonus_at < len(s.emitted):
+        kind = "plain step" if s.proposed == 0 else "bonus"
+        xs = [x for x in nodes.x if x is not None]
+        ys = dict(zip(range(len(nodes.x)), nodes.y, strict=True))
+        x0, y0, bx, by = nodes.x[last], ys[last], max(xs) + 1.0, ys[last] - 1.0
+        text = step_pieces(result, tokenizer)[step][bonus_at] or PARTIAL
+        edge = {"color": TREE_COLORS[kind], "width": 2, "dash": "dash"}
+        fig.add_trace(go.Scatter(x=[x0, bx], y=[y0, by], mode="lines", name="bonus edge", showlegend=False, line=edge,
+                                 hoverinfo="skip"))  # fmt: skip
+        fig.add_trace(go.Scatter(
+            x=[bx], y=[by], mode="markers+text", name=kind, text=[visible(text)], textposition="middle right",
+            marker={"size": 14, "color": TREE_COLORS[kind], "symbol": "diamond", "line": {"width": 1, "color": "#333"}},
+            hovertemplate=(f"{kind}: the target's own token after node {last}, id {s.emitted[bonus_at]}"
+                           "<extra></extra>"),
+        ))  # fmt: skip
+        depth = int(round(-by))
+        ticks = sorted({*fig.layout.yaxis.tickvals, -depth})
+        fig.update_layout(
+            template=TEMPLATE,
+            xaxis={"range": [fig.layout.xaxis.range[0], bx + 1.0]},
+            yaxis={"tickvals": ticks, "ticktext": [str(-t) for t in ticks]},
+            height=max(fig.layout.height, 90 * (depth + 2)),
+        )
+    fig.update_layout(template=TEMPLATE, showlegend=True)
+    return fig
+
+
 def steps_slider_figure(lab, tokenizer=None, step: int = 0, max_steps: int = 64) -> go.Figure:
     """Each step's tree (`step_tree_figure`) in one figure; a plotly slider shows one step at a time.
 
@@ -167,10 +234,10 @@ def steps_slider_figure(lab, tokenizer=None, step: int = 0, max_steps: int = 64)
     step = min(max(step, 0), len(steps) - 1)
     fig, owner, views = go.Figure(), [], []
     for s in range(len(steps)):
-        f = step_tree_figure(lab.result, s, tokenizer)
+        f = lab_step_tree_figure(lab.result, s, tokenizer)
         for trace in f.data:
             trace.visible = s == step
-            trace.showlegend = trace.name == "accepted path"
+            trace.showlegend = trace.name in TREE_LEGEND
             fig.add_trace(trace)
             owner.append(s)
         lay = f.layout
@@ -196,6 +263,7 @@ def steps_slider_figure(lab, tokenizer=None, step: int = 0, max_steps: int = 64)
         margin={"t": 110},
         sliders=[{"active": step, "steps": slider, "currentvalue": {"prefix": "step "}, "pad": {"t": 40}}],
         xaxis={"visible": False},
+        yaxis_title_text="depth (tokens after the root)",
         legend={"orientation": "h", "y": 1.0, "yanchor": "bottom"},
     )
     fig.update_layout(template=TEMPLATE, **{k.replace(".", "_"): v for k, v in views[step].items()})

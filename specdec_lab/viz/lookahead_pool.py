@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..proposers.lookahead import TEXT, WINDOW
-from .figures import TEMPLATE
+from .figures import TEMPLATE, legend_below
 from .lookahead import KIND_COLORS, _need_steps
 
 __all__ = ["pool_frame", "pool_figure"]
@@ -113,10 +113,10 @@ def pool_figure(frame, title: str | None = None) -> go.Figure:
         barmode="stack",
         width=900,
         height=700,
-        legend={"orientation": "h", "y": -0.08},
+        legend=legend_below(),
     )
     fig.update_yaxes(title_text="n-grams", row=1, col=1)
     fig.update_yaxes(title_text="tokens", row=2, col=1)
-    fig.update_yaxes(range=[0, 1.05], row=3, col=1)
+    fig.update_yaxes(title_text="hit rate", range=[0, 1.05], row=3, col=1)
     fig.update_xaxes(title_text="step", row=3, col=1)
     return fig

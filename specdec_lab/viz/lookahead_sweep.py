@@ -107,6 +107,8 @@ def sweep_figure(frame, title: str | None = None) -> go.Figure:
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray", row=1, col=1)
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray", row=1, col=2)
     fig.update_xaxes(title_text="window width W", type="category")
+    for c, unit in enumerate(("× autoregressive", "tokens per forward", "tokens per forward"), start=1):
+        fig.update_yaxes(title_text=unit, row=1, col=c)
     fig.update_layout(
         title=title or f"Lookahead decoding sweep{_no_window(frame)}",
         template=TEMPLATE,
@@ -131,9 +133,12 @@ def predicted_speedups(frame, curves: Mapping[str, CostCurve]):
     return out
 
 
-def cost_figure(frame, curves: Mapping[str, CostCurve], title: str | None = None) -> go.Figure:
+def cost_figure(
+    frame, curves: Mapping[str, CostCurve], title: str | None = None, measured: str = "measured"
+) -> go.Figure:
     """Left: t(n)/t(1) of each curve, the sweep's points at their tokens per forward. Right: per grid point
-    the measured speed-up and the predicted one on each curve (`predicted_speedups`)."""
+    the measured speed-up and the predicted one on each curve (`predicted_speedups`). `measured` names the
+    measured bars (the sweep file's machine, which need not be the one whose curve is drawn)."""
     pred = predicted_speedups(frame, curves)
     fig = make_subplots(  # two rows: the bar groups (one per grid point) get the whole width
         rows=2,
@@ -147,7 +152,7 @@ def cost_figure(frame, curves: Mapping[str, CostCurve], title: str | None = None
     ns = sorted({1, top, *(n for c in curves.values() for n in c.sizes)})
     labels = [f"W={w} N={n} G={g}" for w, n, g in frame.index]
     fig.add_trace(
-        go.Bar(x=labels, y=frame["speed-up vs autoregressive"], name="measured", marker_color="#7f7f7f"), row=2, col=1
+        go.Bar(x=labels, y=frame["speed-up vs autoregressive"], name=measured, marker_color="#7f7f7f"), row=2, col=1
     )
     for k, (name, curve) in enumerate(curves.items()):
         color = palette[k % len(palette)]
@@ -224,6 +229,8 @@ def paper_sizes_figure(results: dict, title: str | None = None) -> go.Figure:
             )  # fmt: skip
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray", row=1, col=2)
     fig.update_xaxes(tickangle=-35)
+    fig.update_yaxes(title_text="tokens per forward", row=1, col=1)
+    fig.update_yaxes(title_text="× autoregressive", row=1, col=2)
     where = (results.get("machine") or {}).get("cpu") or "a CPU"  # the bench's machine, not the one drawing it
     fig.update_layout(
         title=title or f"Lookahead on {where}: the paper's sizes beside the sizes it chooses",

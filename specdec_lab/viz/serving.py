@@ -28,12 +28,20 @@ def policy_figure(rows: list[dict], title: str = "The policy: predicted speedup 
     """One line per method: its best predicted speedup at each B (1.0 where no k pays: it drafts nothing there),
     labelled with the k it would serve."""
     fig = go.Figure()
-    for method in rows[0]["methods"]:
+    methods = list(rows[0]["methods"])
+    for method in methods:
         xs = [r["batch_size"] for r in rows]
         ys = [r["methods"][method]["speedup"] for r in rows]
         ks = [r["methods"][method]["k"] for r in rows]
+        # each label on its own side of the point: the highest method's above, the lowest's below, any other to the
+        # right (ties ordered by the legend), so labels of methods close at one B never sit on one another
+        sides = []
+        for r in rows:
+            order = sorted(methods, key=lambda m: (-r["methods"][m]["speedup"], methods.index(m)))
+            rank = order.index(method)
+            sides.append("top center" if rank == 0 else "bottom center" if rank == len(order) - 1 else "middle right")
         fig.add_scatter(x=xs, y=ys, mode="lines+markers+text", name=method, text=[f"k={k}" for k in ks],
-                        textposition="top center", line={"color": COLORS.get(method)},
+                        textposition=sides, cliponaxis=False, line={"color": COLORS.get(method)},
                         hovertemplate=f"{method}, B=%{{x}}: %{{y:.2f}}× (%{{text}})<extra></extra>")  # fmt: skip
     fig.add_hline(y=1.0, line={"dash": "dash", "color": "#888888"})
     fig.update_layout(template=TEMPLATE, title=title, width=WIDTH, height=420, legend=_legend_below(),

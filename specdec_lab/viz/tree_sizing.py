@@ -33,7 +33,9 @@ def accuracy_figure(acc, max_rank: int | None = None, title: str | None = None) 
     cond = getattr(acc, "conditional", None)
     panels = {"independent: P(rank i right)": torch.as_tensor(top, dtype=torch.float64)}
     if cond is not None:
-        panels["conditional: given heads 1..k right"] = torch.as_tensor(cond, dtype=torch.float64)
+        # head k's row is conditioned on the heads before it (heads 1..k−1), never on head k itself
+        cond = torch.as_tensor(cond, dtype=torch.float64)
+        panels[f"conditional: given heads 1..k−1 had it in their top-{cond.shape[-1]}"] = cond
     k, s = panels[next(iter(panels))].shape
     s = min(s, max_rank or s)
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), horizontal_spacing=0.1)
@@ -58,7 +60,8 @@ def accuracy_figure(acc, max_rank: int | None = None, title: str | None = None) 
             row=1,
             col=col,
         )
-        fig.update_yaxes(autorange="reversed", row=1, col=col)
+        fig.update_yaxes(autorange="reversed", title_text="head k" if col == 1 else None, row=1, col=col)
+        fig.update_xaxes(title_text="rank i of the head's candidates", row=1, col=col)
     fig.update_layout(
         title=title or "head accuracies a[k, i] from calibration",
         template=TEMPLATE,
@@ -90,13 +93,20 @@ def expected_length_figure(
             )
         )
     if points:
+        # a point at the same size as an earlier one takes its label on the other side (no label on another)
+        seen: dict = {}
+        sides = []
+        for n, _ in points.values():
+            sides.append(("bottom right", "top left", "top right", "bottom left")[seen.get(n, 0) % 4])
+            seen[n] = seen.get(n, 0) + 1
         fig.add_trace(
             go.Scatter(
                 x=[n for n, _ in points.values()],
                 y=[e for _, e in points.values()],
                 mode="markers+text",
                 text=list(points),
-                textposition="bottom right",
+                textposition=sides,
+                cliponaxis=False,  # a label near the plot's edge is drawn whole
                 textfont={"size": 10},
                 name="Cartesian trees",
                 marker={"size": 10, "symbol": "x", "color": "#d62728"},

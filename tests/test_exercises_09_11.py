@@ -1,0 +1,210 @@
+"""The exercises of notebooks 09-11, run from the stored notebooks' own cells (by tag) without the real model: each
+check fails on the stub and on a plausible wrong answer (ExerciseError: the copied reference call, a value copied
+from scope, an answer that ignores the exercise's point), and passes on the solution."""
+
+from __future__ import annotations
+
+import json
+
+from exercise_cells import NOTEBOOKS, exercise, fails, passes, run
+
+ROOT = NOTEBOOKS.parent
+
+
+def base() -> dict:
+    return run("import math, json\nimport torch\nfrom specdec_lab.lab.course import check")
+
+
+# ---- 09: a ratio of sums on prompts no table shows, its interval, a flat-curve replay ------------------------
+def ns09() -> dict:
+    ns = base()
+    run(
+        "from specdec_lab.bench.replay import curve_from_traces, replay_bench, traced_rows\n"
+        "from specdec_lab.bench.redecide import redecide_bench\n"
+        "from specdec_lab.bench.report import speedup_interval\n"
+        "from specdec_lab.cost import flat_curve\n"
+        "from specdec_lab.lab.course import watch",
+        namespace=ns,
+    )
+    ns["anchors"] = json.loads((ROOT / "data/bench/avx2-tuned.json").read_text())
+    ns["results"] = json.loads((ROOT / "data/bench/avx2-results-traces.json").read_text())
+    ns["own"] = ns["curve_from_traces"](ns["results"])
+    return ns
+
+
+def ns09_rows() -> dict:
+    """Exercise 2 reads exercise 1's `rows_pl` and `rows_ar` (all 56 prompts)."""
+    ns = ns09()
+    ns["rows_pl"] = [r for r in ns["anchors"]["rows"] if r["method"] == "prompt_lookup"]
+    ns["rows_ar"] = [r for r in ns["anchors"]["rows"] if r["method"] == "autoregressive"]
+    return ns
+
+
+def test_09_exercise_1_a_ratio_of_sums_over_two_categories_pooled():
+    ex = exercise("09_results", 1)
+    fails(ex, None, ns09)
+    # the reference called: refused whatever its value
+    fails(ex, "answer = summarize([r for r in rows_pl + rows_ar if r['category'] in pooled], "
+          "['autoregressive', 'prompt_lookup'])['prompt_lookup']['speedup']", ns09)  # fmt: skip
+    # the value in scope: the whole run's speedup, not the two categories'
+    fails(ex, "answer = anchors['summary']['prompt_lookup']['speedup']", ns09)
+    # the mean of the two categories' speedups, not one ratio of sums over their prompts
+    fails(ex, "answer = sum(anchors['summary']['prompt_lookup']['by_category'][c]['speedup'] for c in pooled) / 2",
+          ns09)  # fmt: skip
+    # the mean of per-prompt ratios
+    fails(ex, "ar = {r['question_id']: r['tokens_per_s'] for r in rows_ar}\n"
+          "mine = [r for r in rows_pl if r['category'] in pooled]\n"
+          "answer = sum(r['tokens_per_s'] / ar[r['question_id']] for r in mine) / len(mine)", ns09)  # fmt: skip
+    passes(ex, ns09)
+
+
+def test_09_exercise_2_the_interval_computed_not_called():
+    ex = exercise("09_results", 2)
+    fails(ex, None, ns09_rows)
+    fails(ex, "answer = speedup_interval(rows_pl, rows_ar)", ns09_rows)  # the reference called
+    boot = ("rate = lambda rs: sum(r['new_tokens'] for r in rs) / sum(r['seconds'] for r in rs)\n"
+            "by = {r['question_id']: r for r in rows_ar}\n"
+            "pairs = [(r, by[r['question_id']]) for r in rows_pl]\n"
+            "n, rng, ratios = len(pairs), random.Random(SEED), []\n"
+            "for _ in range(2000):\n"
+            "    DRAW\n"
+            "ratios.sort()\n"
+            "answer = (ratios[int(0.025 * 1999)], ratios[round(0.975 * 1999)])")  # fmt: skip
+    paired = ("s = [pairs[i] for i in rng.choices(range(n), k=n)]; "
+              "ratios.append(rate([m for m, _ in s]) / rate([b for _, b in s]))")  # fmt: skip
+    unpaired = ("ratios.append(rate([pairs[i][0] for i in rng.choices(range(n), k=n)]) / "
+                "rate([pairs[i][1] for i in rng.choices(range(n), k=n)]))")  # fmt: skip
+    # prompts resampled apart: the prompt-lookup and autoregressive rows drawn independently
+    fails(ex, boot.replace("SEED", "0").replace("DRAW", unpaired), ns09_rows)
+    # another random stream: near the reference, not on it
+    fails(ex, boot.replace("SEED", "1").replace("DRAW", paired), ns09_rows)
+    run(ex["exercise"], boot.replace("SEED", "0").replace("DRAW", paired), ex["check"], namespace=ns09_rows())
+    passes(ex, ns09_rows)
+
+
+def test_09_exercise_3_the_flat_replay_computed_not_called():
+    ex = exercise("09_results", 3)
+    fails(ex, None, ns09)
+    # the reference called, and the re-decided projection's re-priced column (the same number)
+    fails(ex, "answer = next(r['predicted_speedup'] for r in replay_bench(results, flat_curve(t1)) "
+          "if r['method'] == 'prompt_lookup')", ns09)  # fmt: skip
+    fails(ex, "answer = next(r['repriced_speedup'] for r in redecide_bench(results, flat_curve(t1), reference=own) "
+          "if r['method'] == 'prompt_lookup')", ns09)  # fmt: skip
+    # the measured speedup: nothing re-priced
+    fails(ex, "answer = results['summary']['prompt_lookup']['speedup']", ns09)
+    passes(ex, ns09)
+
+
+# ---- 10: what the accuracy per position buys, and the vocabulary trade-off ------------------------------------
+def ns10_accuracy() -> dict:
+    ns = base()
+    record = json.loads((ROOT / "data/eagle/position_accuracy.json").read_text())
+    ns.update(record=record, src=record["sources"])
+    run("from specdec_lab.viz.eagle_figures import SOURCE_LABELS", namespace=ns)
+    return ns
+
+
+def test_10_exercise_1_chain_tokens_per_step_from_position_accuracy():
+    ex = exercise("10_eagle", 1)
+    fails(ex, None, ns10_accuracy)
+    # every position counted on its own, not only once the earlier ones hit
+    fails(ex, "answer = {n: 1 + sum(s['accuracy'][:k_chain]) for n, s in src.items()}", ns10_accuracy)
+    # the products right, the bonus left out: not notebook 00's L
+    fails(ex, "import math\nanswer = {n: sum(math.prod(s['accuracy'][:j]) for j in range(1, k_chain + 1)) "
+          "for n, s in src.items()}", ns10_accuracy)  # fmt: skip
+    # the reference called on a chain: refused whatever its value
+    fails(ex, "answer = {n: expected_length([(0,) * d for d in range(1, k_chain + 1)], "
+          "[[a] for a in s['accuracy'][:k_chain]]) for n, s in src.items()}", ns10_accuracy)  # fmt: skip
+    passes(ex, ns10_accuracy)
+
+
+def ns10_vocab() -> dict:
+    from specdec_lab.eagle.vocab_cost import VocabTradeoff
+
+    ns = base()
+    tradeoff = VocabTradeoff(sizes=[1024, 4096, 8192, 49152], c=[0.06, 0.066, 0.073, 0.248],
+                             coverage=[0.82, 0.94, 0.973, 1.0], head_share=0.21, held_tokens=1000)  # fmt: skip
+    ns.update(tradeoff=tradeoff, alpha=0.6, shipped_m=8192)
+    return ns
+
+
+def test_10_exercise_2_the_vocabulary_that_buys_the_most():
+    ex = exercise("10_eagle", 2)
+    fails(ex, None, ns10_vocab)
+    # the coverage ignored: a drafter could name every token
+    fails(ex, "answer = {m: max([1.0] + [(1 - alpha ** (k + 1)) / (1 - alpha) / (k * c + 1) for k in range(1, 17)]) "
+          "for m, c in zip(tradeoff.sizes, tradeoff.c)}", ns10_vocab)  # fmt: skip
+    # the reference called: refused whatever its value
+    fails(ex, "answer = {m: chain_speedup(alpha * cov, c)[0] for m, c, cov in "
+          "zip(tradeoff.sizes, tradeoff.c, tradeoff.coverage)}", ns10_vocab)  # fmt: skip
+    passes(ex, ns10_vocab)
+
+
+# ---- 11: the chance each sibling is emitted, on a set where p(x) is not the answer ----------------------------
+def ns11() -> dict:
+    ns = base()
+    run(
+        "torch.set_num_threads(1)\n"
+        "from IPython.display import Markdown, display\n"
+        "from specdec_lab.accept.toy import residual_steps, toy_models\n"
+        "from specdec_lab.lab.course import compare\n"
+        "from specdec_lab.sampling import Sampling\n"
+        "vocab = 5\n"
+        "target, draft = toy_models(vocab, noise=1.0)\n"
+        "steps = residual_steps(target, draft, Sampling(temperature=1.0), 'deterministic', width=3)",
+        namespace=ns,
+    )
+    return ns
+
+
+def ns11_sampled() -> dict:
+    """Exercise 2 after exercise 1's stub: `sampled`, the residuals of three siblings drawn from q, in scope."""
+    ns = ns11()
+    run(exercise("11_sampling_on_trees", 1)["exercise"], namespace=ns)
+    return ns
+
+
+def test_11_exercise_1_checked_where_the_target_probability_is_not_the_answer():
+    ex = exercise("11_sampling_on_trees", 1)
+    fails(ex, None, ns11)
+    # p(x) handed back: right for the one-hot rule (its theorem), wrong for the sampled siblings given their draw
+    fails(ex, "answer = {name: [st['p'][x] for x in st['tokens']] for name, st in zip(chance_sets, (steps, sampled))}",
+          ns11)  # fmt: skip
+    fails(ex, "answer = {name: list(ch) for name, ch in chance_sets.items()}", ns11)  # the chances themselves
+    passes(ex, ns11)
+
+
+def test_11_exercise_2_not_the_residual_printed_above():
+    ex = exercise("11_sampling_on_trees", 2)
+    fails(ex, None, ns11_sampled)
+    # the residual after the first sampled sibling, in scope from exercise 1: the root's, at T = 1
+    fails(ex, "answer = torch.tensor(sampled['steps'][1]['residual'])", ns11_sampled)
+    fails(ex, "answer = residual(p_ctx, q_ctx, x)", ns11_sampled)  # the reference called
+    # the one-hot residual: x's mass removed, q ignored
+    fails(ex, "answer = p_ctx.clone(); answer[x] = 0; answer = answer / answer.sum()", ns11_sampled)
+    passes(ex, ns11_sampled)
+
+
+def test_11_exercise_3_a_rule_that_draws_from_p_is_refused():
+    ex = exercise("11_sampling_on_trees", 3)
+    fails(ex, None, ns11)
+    # right distribution (p itself), no sibling tried
+    fails(ex, "def one_hot_rule(p, siblings, coins):\n    return coins.sample(p)\n"
+          "answer = enumerate_outcomes(partial(one_hot_rule, p_root, steps['tokens']))", ns11)  # fmt: skip
+    # the siblings tried right, the bonus drawn from p instead of the residual (a rejected sibling can come back)
+    fails(ex, "def one_hot_rule(p, siblings, coins):\n"
+          "    r = p.clone()\n"
+          "    for x in siblings:\n"
+          "        if coins.accept(float(r[x] / r.sum()), 1.0):\n"
+          "            return x\n"
+          "        r[x] = 0.0\n"
+          "    return coins.sample(p)\n"
+          "answer = enumerate_outcomes(partial(one_hot_rule, p_root, steps['tokens']))", ns11)  # fmt: skip
+    # no renormalisation: each sibling tried with its p(x), the rejected mass kept in the bonus's draw
+    fails(ex, "def one_hot_rule(p, siblings, coins):\n"
+          "    for x in siblings:\n"
+          "        if coins.accept(float(p[x]), 1.0):\n"
+          "            return x\n"
+          "    return coins.sample(p)\n"
+          "answer = enumerate_outcomes(partial(one_hot_rule, p_root, steps['tokens']))", ns11)  # fmt: skip
+    passes(ex, ns11)

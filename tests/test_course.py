@@ -149,9 +149,14 @@ def test_a_watched_reference_called_by_the_answer_is_refused(capsys):
     ns = {"reference": lambda x: 2 * x, "coins": Coins()}
     w = watch(ns, "reference", "coins.sample")
     w2 = watch(ns, "reference", "coins.sample")  # a stub cell run twice wraps once
-    assert ns["reference"].__watched__ is w2["reference"] and w["reference"](3) == 6
+    assert ns["reference"].__watched__ is w2.originals["reference"] and w.originals["reference"](3) == 6
     # an answer from the definition passes; the check's own reference goes through the unwatched original
+    w2.begin_check()
     check("double", 2 * 3, w2["reference"](3), watch=w2)
+    # the unwatched original taken by the answer (before the check cell begins) counts as calling the reference
+    answer = w2["reference"](3)
+    with pytest.raises(ExerciseError, match="the answer called `reference`"):
+        check("double", answer, w2.begin_check()["reference"](3), watch=w2)
     # an answer that calls the reference (or the watched method) is refused whatever its value, and says which
     for copied in (lambda: ns["reference"](3), lambda: ns["coins"].sample([1, 6])):
         answer = copied()

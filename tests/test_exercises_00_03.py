@@ -37,6 +37,8 @@ def test_01_exercise_1_refuses_the_reference_and_a_tv_without_its_half():
     fails(ex, "import torch\nanswer = float(acceptance_rate(torch.tensor(p1), torch.tensor(q1)))", ns01)  # copied
     fails(ex, "import torch\nanswer = 1 - float(tv_distance(torch.tensor(p1), torch.tensor(q1)))", ns01)  # copied
     fails(ex, "answer = 1 - np.abs(p1 - q1).sum()", ns01)  # TV without its 1/2
+    fails(ex, "answer = 0.65", ns01)  # section 1's α (p, q), printed above the exercise
+    fails(ex, "answer = simulate_acceptance(p1, q1)['alpha']", ns01)  # section 1's simulator, watched
     passes(ex, ns01)
 
 
@@ -52,6 +54,7 @@ def test_01_exercise_2_refuses_the_reference_and_a_count_without_the_bonus():
         "answer = sum(j * pj for j, pj in enumerate(pmf))"
     )
     fails(ex, no_bonus, ns01)  # E[A], the bonus left out
+    fails(ex, "answer = expected_speedup(alpha2, k2, 0)", ns01)  # at c = 0 the speedup is E[L]: watched
     passes(ex, ns01)
 
 
@@ -61,6 +64,7 @@ def test_01_exercise_3_not_the_neighbouring_table_entry():
     fails(ex, "answer = optimal_k(alpha3, c3, k_max)", ns01)  # the reference, in scope
     fails(ex, "answer = optimal_k(0.8, 0.1, k_max)", ns01)  # the old exercise's answer, printed in section 3
     fails(ex, "answer = k_max", ns01)  # E[L] alone grows with k: the cost c ignored
+    fails(ex, "answer = speedup_explorer(alpha3, 4, c3, k_max)[1]['optimal k']", ns01)  # section 5's callback
     passes(ex, ns01)
 
 
@@ -237,16 +241,18 @@ def ns03() -> dict:
         namespace={"K": k, "ids": torch.arange(100, 117), "P": 10, "held_rows": held_rows, "shipped": shipped},
     )
     run(code_cell("03_medusa_heads", r"lr: float ="), namespace=ns)  # the parameters: `lr`
+    run("naive = medusa_labels(ids, P, K)", namespace=ns)  # section 2's table, in scope at the exercises
     return ns
 
 
 def test_03_exercise_1_needs_the_end_of_the_example():
     ex = exercise("03_medusa_heads", 1)
     fails(ex, None, ns03)
-    fails(ex, "answer = medusa_labels(ids, P, K)[t1].tolist()", ns03)  # the reference, in scope
+    fails(ex, "answer = medusa_labels(ids1, P, K)[t1].tolist()", ns03)  # the reference, in scope
+    fails(ex, "answer = naive[t1].tolist()", ns03)  # section 2's table: the whole example, not the cut one
     fails(ex, "answer = [int(x) for x in ids[t1 + 1 : t1 + K + 2]]", ns03)  # the end of the example ignored
     fails(
-        ex, "answer = [int(ids[t1 + k]) if t1 + k < len(ids) else IGNORE_INDEX for k in range(K + 1)]", ns03
+        ex, "answer = [int(ids1[t1 + k]) if t1 + k < len(ids1) else IGNORE_INDEX for k in range(K + 1)]", ns03
     )  # one early
     passes(ex, ns03)
 
@@ -277,6 +283,11 @@ def test_03_exercise_2_refuses_a_wrong_update_or_list(wrong):
 def test_03_exercise_2_stub_fails_and_solution_passes():
     ex = exercise("03_medusa_heads", 2)
     fails(ex, None, ns03)
+    copied = (  # torch.optim.Adam itself, the check's reference
+        "def adam_first_update(grad):\n    w = torch.zeros_like(grad, requires_grad=True)\n    w.grad = grad.clone()\n"
+        "    torch.optim.Adam([w], lr=lr).step()\n    return w.detach()\n" + SURVIVES
+    )
+    fails(ex, copied, ns03)
     fails(ex, "survives = [4, 5]", ns03)  # the list alone: the update function is still a stub
     passes(ex, ns03)
 
@@ -290,26 +301,29 @@ def test_03_exercise_3_short_prompt_gives_later_heads_fewer_targets():
     passes(ex, ns03)
 
 
-def test_03_exercise_4_weights_from_head_1():
+LOSS = "import torch.nn.functional as F\n\n\ndef my_medusa_loss(logits, labels):\n    K = logits.shape[1]\n{body}"
+
+
+def test_03_exercise_4_weights_from_head_1_and_means_over_labelled_rows():
     ex = exercise("03_medusa_heads", 4)
     fails(ex, None, ns03)
-    unweighted = (
-        "import torch.nn.functional as F\n"
-        "answer = float(sum(F.cross_entropy(logits[:, k], labels[:, k], ignore_index=IGNORE_INDEX) for k in range(K)))"
+    ce = (
+        "    ce = torch.stack([F.cross_entropy(logits[:, k], labels[:, k], ignore_index=IGNORE_INDEX) "
+        "for k in range(K)])\n"
     )
-    fails(ex, unweighted, ns03)
-    from_zero = (  # lambda_k = 0.8^(k-1): head 1 weighted 1
-        "import torch.nn.functional as F\n"
-        "ce = torch.stack([F.cross_entropy(logits[:, k], labels[:, k], ignore_index=IGNORE_INDEX) for k in range(K)])\n"
-        "answer = float((0.8 ** torch.arange(K) * ce).sum())"
+    fails(ex, LOSS.format(body=ce + "    return float(ce.sum())"), ns03)  # unweighted
+    fails(ex, LOSS.format(body=ce + "    return float((0.8 ** torch.arange(K) * ce).sum())"), ns03)  # 0.8^(k-1)
+    clamped = (  # the unlabelled rows counted as label 0
+        "    ce = torch.stack([F.cross_entropy(logits[:, k], labels[:, k].clamp(min=0)) for k in range(K)])\n"
+        "    return float((0.8 ** torch.arange(1, K + 1) * ce).sum())"
     )
-    fails(ex, from_zero, ns03)
-    ignored_counted = (  # the unlabelled rows counted as label 0
-        "import torch.nn.functional as F\n"
-        "ce = torch.stack([F.cross_entropy(logits[:, k], labels[:, k].clamp(min=0)) for k in range(K)])\n"
-        "answer = float((0.8 ** torch.arange(1, K + 1) * ce).sum())"
+    fails(ex, LOSS.format(body=clamped), ns03)
+    over_all_rows = (  # the unlabelled rows kept out of the sum but counted in the mean's denominator
+        "    ce = torch.stack([F.cross_entropy(logits[:, k], labels[:, k], ignore_index=IGNORE_INDEX, "
+        "reduction='none').mean() for k in range(K)])\n"
+        "    return float((0.8 ** torch.arange(1, K + 1) * ce).sum())"
     )
-    fails(ex, ignored_counted, ns03)
+    fails(ex, LOSS.format(body=over_all_rows), ns03)
     ns = ns03()
     run(ex["exercise"], ex["solution"], ex["check"], namespace=ns)
     assert "medusa_loss" not in ns  # the reference stays under a private module name
@@ -422,4 +436,10 @@ def test_00_exercise_3_refuses_the_library_mask():
         "    while j != -1:\n        answer[i, cached + j] = 0.0\n        j = parents3[j]"
     )
     fails(ex, no_cache, ns00)
+    section_5 = (  # section 5's tree (parents [-1, 0, 0, 1, 1, 2, 3]), its first 6 nodes: the mask in scope, sliced
+        "p5 = [-1, 0, 0, 1, 1, 2, 3]\nanswer = torch.full((6, 9), torch.finfo(torch.float32).min)\n"
+        "answer[:, :cached] = 0.0\nfor i in range(6):\n    j = i\n"
+        "    while j != -1:\n        answer[i, cached + j] = 0.0\n        j = p5[j]"
+    )
+    fails(ex, section_5, ns00)
     passes(ex, ns00)

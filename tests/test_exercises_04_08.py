@@ -74,6 +74,9 @@ def test_04_exercise_1_position_ids_from_parents():
         "    return tree.depths + cache.length",
         "the real tree's method, whatever the input": "def position_ids(parents, cache_length):\n"
         "    return tree.position_ids(cache_length)",
+        "the reference's class, built from the input": "def position_ids(parents, cache_length):\n"
+        "    t = Tree(torch.zeros(len(parents), dtype=torch.long), torch.tensor(parents))\n"
+        "    return t.position_ids(cache_length)",
     }
     for why, answer in wrong.items():
         with pytest.raises(ExerciseError):
@@ -95,6 +98,10 @@ def test_04_exercise_2_the_additive_mask_from_parents():
         "the reference in scope, called": "def tree_mask(parents, cache_length):\n"
         "    t = Tree(torch.zeros(len(parents), dtype=torch.long), torch.tensor(parents))\n"
         "    return tree_attention_mask(t, cache_length, torch.float32)",
+        "Tree.mask, built from the input": "def tree_mask(parents, cache_length):\n"
+        "    t = Tree(torch.zeros(len(parents), dtype=torch.long), torch.tensor(parents))\n"
+        "    a = torch.cat([torch.ones(len(parents), cache_length, dtype=torch.bool), t.mask], 1)\n"
+        "    return torch.zeros(a.shape).masked_fill(~a, torch.finfo(torch.float32).min)[None, None]",
         "the real tree's mask, whatever the input": "def tree_mask(parents, cache_length):\n"
         "    a = torch.cat([torch.ones(len(tree), cache.length, dtype=torch.bool), tree.mask], 1)\n"
         "    return torch.zeros(a.shape).masked_fill(~a, torch.finfo(torch.float32).min)[None, None]",
@@ -183,6 +190,7 @@ def _ns_05():
 
     acc = _acc_05()
     A = acc.conditional
+    steps = greedy_steps(A, 64)  # section 2's greedy additions, gains included
 
     def value(path):
         return math.prod(float(A[k, r]) for k, r in enumerate(path))
@@ -190,7 +198,7 @@ def _ns_05():
     return {"math": math, "pd": pd, "torch": torch, "acc": acc, "A": A, "K": 4, "S": 10, "value": value,
             "check": check, "watch": watch, "expected_length": expected_length, "greedy_tree": greedy_tree,
             "greedy_steps": greedy_steps, "optimal_tree": optimal_tree, "brute_force_tree": brute_force_tree,
-            "choose_budget": choose_budget, "cartesian_paths": cartesian_paths,
+            "choose_budget": choose_budget, "cartesian_paths": cartesian_paths, "steps": steps,
             "curve": CostCurve(sizes=[1, 4, 17, 65], seconds=[0.030, 0.036, 0.058, 0.170], tree=True),
             "head_seconds": {1: 0.0003, 2: 0.0005, 3: 0.0006, 4: 0.0008}}  # fmt: skip
 
@@ -209,6 +217,7 @@ def test_05_exercise_1_expected_length_by_hand():
     _fails(ex, _ns_05, {
         "the reference in scope": "answer = expected_length(small_tree, A)",
         "section 2's value helper": "answer = 1 + sum(value(p) for p in small_tree)",
+        "section 2's greedy gains": "answer = 1 + sum(s['gain'] for s in steps if tuple(s['path']) in small_tree)",
         "no bonus token": "answer = sum(math.prod(float(A[d, r]) for d, r in enumerate(p)) for p in small_tree)",
         "a sum, not a product, along the path": "answer = 1 + sum(sum(float(A[d, r]) for d, r in enumerate(p)) "
         "for p in small_tree)",
@@ -332,6 +341,7 @@ def test_06_exercise_2_greedy_acceptance_reaches_a_rejected_parent():
         "a child matching a rejected parent's argmax": wrong,
         "the reference in scope": "def greedy_accept(tokens, parents, logits):\n"
         "    r = accept_greedy(Tree(torch.tensor(tokens), torch.tensor(parents)), logits)\n    return r.path, r.bonus",
+        "the shown tree's answer typed in": "def greedy_accept(tokens, parents, logits):\n    return [0, 1, 4], 0",
     })  # fmt: skip
     run(ex, _ns_06(), ex["solution"])
 

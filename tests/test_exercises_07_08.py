@@ -135,7 +135,11 @@ def test_07_exercise_4_harvest_and_slide():
         "    cols = zip([root, *levels[0]], *levels[1:], pred)\n"
         "    return [(c[0], tuple(c[1:])) for c in cols], [levels[0], *levels[2:], list(pred)]"
     )
-    for wrong in (no_root, kept):
+    typed_in = head + (  # the shown window's answer, typed in: the check's second window refuses it
+        "    return [(10, (20, 30, 40)), (11, (21, 31, 41)), (12, (22, 32, 42)), (13, (23, 33, 43))], "
+        "[[21, 22, 23], [30, 31, 32, 33], [40, 41, 42, 43]]"
+    )
+    for wrong in (no_root, kept, typed_in):
         with pytest.raises(ExerciseError, match="not yet"):
             run(ex, ns(), wrong)
     run(ex, ns(), ex["solution"])
@@ -158,7 +162,12 @@ def test_08_exercise_3_the_tie_rule_meets_a_real_tie():
     )
     unsorted = ("def fastest_specs(speedups, rel_tol):\n    top = max(speedups.values(), default=0)\n"
                 "    return [s for s in speedups if top - speedups[s] <= rel_tol * top]")  # fmt: skip
-    for wrong in (argmax, absolute, unsorted):  # section 2's runs hold no tie: the argmax passes them alone
+    min_relative = (  # relative to the smaller of the two: one of the made-up ties falls out
+        "def fastest_specs(speedups, rel_tol):\n    top = max(speedups.values(), default=0)\n"
+        "    return sorted((s for s in speedups if top - speedups[s] <= rel_tol * speedups[s]),\n"
+        "                  key=lambda s: -speedups[s])"
+    )
+    for wrong in (argmax, absolute, unsorted, min_relative):  # section 2's runs hold no tie
         with pytest.raises(ExerciseError, match="made-up"):
             run(ex, ns(), wrong)
     run(ex, ns(), ex["solution"])
@@ -198,6 +207,12 @@ def test_08_exercise_1_read_a_run_from_its_fields():
             run(ex, ns(), wrong)
     with pytest.raises(AttributeError):  # the library's own properties are not on the runs it is handed
         run(ex, ns(), head + "(run.mean_accepted, run.tokens_per_s / base.tokens_per_s)")
+    after = ns()  # one failed check leaves no reference behind: an answer cannot borrow the check's helpers
+    with pytest.raises(ExerciseError):
+        run(ex, after, wrongs[1])
+    assert not {"as_lab", "LabResult", "made", "_check_exercise_1"} & set(after)
+    with pytest.raises(NameError):
+        run(ex, after, head + "(as_lab(run, base).mean_accepted, as_lab(run, base).speedup)")
     run(ex, ns(), ex["solution"])
 
 
@@ -221,6 +236,12 @@ def test_08_exercise_2_count_provenance_with_a_plain_step_and_a_cut_path():
     for wrong in (copied, no_cut, all_bonus):
         with pytest.raises(ExerciseError, match="made-up"):
             run(ex, ns(), wrong)
+    after = ns()  # one failed check leaves no reference behind: `provenance`, `PROVENANCE` are not in scope
+    with pytest.raises(ExerciseError):
+        run(ex, after, no_cut)
+    assert not {"provenance", "PROVENANCE", "made_up_counts", "_check_exercise_2"} & set(after)
+    with pytest.raises(NameError):
+        run(ex, after, "def count_provenance(steps):\n    return dict(Counter(provenance(steps)))")
     run(ex, ns(), ex["solution"])
 
 

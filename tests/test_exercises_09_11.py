@@ -23,7 +23,8 @@ def ns09() -> dict:
         "from specdec_lab.bench.redecide import redecide_bench\n"
         "from specdec_lab.bench.report import speedup_interval\n"
         "from specdec_lab.cost import flat_curve\n"
-        "from specdec_lab.lab.course import watch",
+        "from specdec_lab.lab.course import watch\n"
+        "from specdec_lab.viz.results import gap_interval",
         namespace=ns,
     )
     ns["anchors"] = json.loads((ROOT / "data/bench/avx2-tuned.json").read_text())
@@ -62,6 +63,8 @@ def test_09_exercise_2_the_interval_computed_not_called():
     ex = exercise("09_results", 2)
     fails(ex, None, ns09_rows)
     fails(ex, "answer = speedup_interval(rows_pl, rows_ar)", ns09_rows)  # the reference called
+    # section 3's gap interval, in scope, with a theory of zero: the same bootstrap, watched too
+    fails(ex, "answer = gap_interval(rows_pl, rows_ar, lambda rows: 0.0)", ns09_rows)
     boot = ("rate = lambda rs: sum(r['new_tokens'] for r in rs) / sum(r['seconds'] for r in rs)\n"
             "by = {r['question_id']: r for r in rows_ar}\n"
             "pairs = [(r, by[r['question_id']]) for r in rows_pl]\n"
@@ -149,8 +152,8 @@ def ns11() -> dict:
         "from specdec_lab.accept.toy import residual_steps, toy_models\n"
         "from specdec_lab.lab.course import compare\n"
         "from specdec_lab.sampling import Sampling\n"
-        "vocab = 5\n"
-        "target, draft = toy_models(vocab, noise=1.0)\n"
+        "vocab, draft_noise = 5, 1.0\n"
+        "target, draft = toy_models(vocab, noise=draft_noise)\n"
         "steps = residual_steps(target, draft, Sampling(temperature=1.0), 'deterministic', width=3)",
         namespace=ns,
     )
@@ -206,5 +209,12 @@ def test_11_exercise_3_a_rule_that_draws_from_p_is_refused():
           "        if coins.accept(float(p[x]), 1.0):\n"
           "            return x\n"
           "    return coins.sample(p)\n"
+          "answer = enumerate_outcomes(partial(one_hot_rule, p_root, steps['tokens']))", ns11)  # fmt: skip
+    # section 2's trace replayed: its chances and last residual, whatever p and siblings the rule is given
+    fails(ex, "def one_hot_rule(p, siblings, coins):\n"
+          "    for s in steps['steps'][:-1]:\n"
+          "        if coins.accept(s['accept'], 1.0):\n"
+          "            return s['token']\n"
+          "    return coins.sample(torch.tensor(steps['steps'][-1]['residual']))\n"
           "answer = enumerate_outcomes(partial(one_hot_rule, p_root, steps['tokens']))", ns11)  # fmt: skip
     passes(ex, ns11)

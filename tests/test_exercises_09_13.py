@@ -133,7 +133,14 @@ def ns13_batch() -> dict:
         [(3, 2), None, None],
         [(3, 1), None, None],
     ]  # row 1 finished after step 2 with nothing queued, row 2 after step 3
-    ns["batch"] = SimpleNamespace(grid=grid, active=[sum(c is not None for c in s) for s in grid], batch_size=3)
+    results = [SimpleNamespace(forwards=f) for f in (2, 2, 3, 3)]  # each prompt's own steps, counted by hand
+    ns["batch"] = SimpleNamespace(
+        grid=grid,
+        active=[sum(c is not None for c in s) for s in grid],
+        batch_size=3,
+        forwards=len(grid),
+        results=results,
+    )
     return ns
 
 
@@ -220,6 +227,8 @@ def test_14_exercise_1_expected_tokens_from_survival_shares():
     fails(ex, "expected_2 = lab.loc[method, 'E[L] at k']", ns14)  # the table's, at the lab's whole k
     fails(ex, "import math\nexpected_2 = 1 + sum(math.prod(lab.loc[method, 'survival'][:i]) for i in (1, 2))",
           ns14)  # survival read as per-position rates  # fmt: skip
+    fails(ex, "expected_2 = policy.predicted_speedup(policy.LabRun(**{**record['policy']['lab']['runs'][1], "
+          "'draft_cost': 0.0}), 2, lambda n: 1.0)", ns14)  # the reference, called  # fmt: skip
     passes(ex, ns14)
 
 
@@ -236,7 +245,13 @@ def test_14_exercise_2_a_schedule_of_its_own_rows():
         "r['methods']['eagle3']['k']] for i, (b, r) in enumerate(zip(s, my_rows))]",
         ns14_policy,
     )  # ends at 12
-    passes(ex, ns14_policy)
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        passes(ex, ns14_policy)
+    assert "agrees" in out.getvalue() and "1024" not in out.getvalue()  # the check does not print the answer
 
 
 def test_14_exercise_3_acceptance_from_two_scrapes():

@@ -307,3 +307,30 @@ def test_the_one_template_labels_log_ticks_with_their_value_and_legends_below_cl
     legend = go.Figure(layout={"legend": legend_below(traceorder="normal")}).layout.legend
     assert (legend.orientation, legend.yref, legend.y, legend.yanchor, legend.traceorder) == (
         "h", "container", 0, "bottom", "normal")  # fmt: skip
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_stream_outputs_are_stored_joined_as_jupyterlab_shows_them(path):
+    """Two stdout outputs in a row are one on screen: JupyterLab joins them on opening, which shifts every later
+    output of the cell and marks the notebook modified. `make store` joins them (lab.stored.merge_streams)."""
+    split = []
+    for i, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+        outs = cell.get("outputs", [])
+        for a, b in zip(outs, outs[1:], strict=False):
+            if a.get("output_type") == "stream" == b.get("output_type") and a.get("name") == b.get("name"):
+                split.append(i)
+    assert not split, f"{path.name}: consecutive stream outputs in cells {sorted(set(split))}"
+
+
+def test_merge_streams_joins_one_stream_and_keeps_the_others_apart():
+    from specdec_lab.lab.stored import merge_streams
+
+    def out(name, text):
+        return {"output_type": "stream", "name": name, "text": text}
+
+    nb = {
+        "cells": [{"outputs": [out("stdout", "a\n"), out("stdout", ["b\n"]), out("stderr", "c\n"), out("stdout", "d")]}]
+    }
+    assert merge_streams(nb) == 1
+    outs = nb["cells"][0]["outputs"]
+    assert [o["name"] for o in outs] == ["stdout", "stderr", "stdout"] and "".join(outs[0]["text"]) == "a\nb\n"

@@ -301,7 +301,8 @@ pd.DataFrame(
 from specdec_lab.cost.theory import expected_tokens_per_step
 
 mean_tokens = np.mean([s.accepted + 1 for s in steps]) if steps else float("nan")  # τ of these steps
-print(f"tokens per step: measured τ = {mean_tokens:.2f}, theory E[L] = (1 − α̂^(k+1))/(1 − α̂) = "
+print(f"tokens per step over the {len(steps)} full-length steps (k = {k_fixed} drafted; shorter ones at the end of an "
+      f"answer left out): measured τ = {mean_tokens:.2f}, theory E[L] = (1 − α̂^(k+1))/(1 − α̂) = "
       f"{expected_tokens_per_step(alpha_hat, k_fixed):.2f}")  # fmt: skip
 
 # %% [markdown]
@@ -320,33 +321,41 @@ def _rate(accepted: int, reached: int) -> tuple[float, float]:  # rate and its b
     return r, (r * (1 - r) / max(reached, 1)) ** 0.5
 
 
+def _tol(a: float, b: float, se: float) -> float:  # compare()'s rel_tol for "within two standard errors"
+    return 2 * se / max(abs(a), abs(b), 1e-12)
+
+
+n_steps = max(len(steps), 1)
 (first, se_first), (later, se_later) = _rate(stats["accepted"][0], stats["reached"][0]), _rate(
     stats["accepted"][1:].sum(), stats["reached"][1:].sum()
 )
-z_pos = (later - first) / max((se_first**2 + se_later**2) ** 0.5, 1e-12)
+se_pos = (se_first**2 + se_later**2) ** 0.5
 iid = accepted_length_pmf(alpha_hat, k_fixed)
+se_0, se_k = ((iid[j] * (1 - iid[j]) / n_steps) ** 0.5 for j in (0, -1))  # a share of n_steps under the i.i.d. law
+se_tau = float(np.std([s.accepted + 1 for s in steps], ddof=1) / n_steps**0.5) if len(steps) > 1 else float("inf")
+e_l = expected_tokens_per_step(alpha_hat, k_fixed)
 Markdown(
+    f"Each comparison below counts as a difference only beyond two standard errors of these {len(steps)} "
+    "full-length steps; inside that it is within noise.\n\n"
     f"* Position 1 accepted {first:.2f} of the drafts that reached it, positions 2–{k_fixed} together {later:.2f} "
-    f"({stats['reached'][1:].sum()} reached): "
+    f"({stats['reached'][1:].sum()} reached, standard error of the difference {se_pos:.2f}): "
     + compare(later, first, "later positions accepted **more** often than position 1 here",
               "later positions accepted **less** often than position 1 here",
-              within="later positions accepted **as** often as position 1 here")
-    + f", a difference of {abs(z_pos):.1f} standard errors "
-    f"({'beyond' if abs(z_pos) > 2 else 'within'} the noise of {len(steps)} steps).\n"
-    f"* Steps that accepted nothing: {observed[0]:.2f} measured against {iid[0]:.2f} under the i.i.d. law ("
-    + compare(observed[0], iid[0], "**more** mass at 0", "**less** mass at 0", within="the same mass at 0")
-    + f"); steps that accepted all {k_fixed}: {observed[-1]:.2f} against {iid[-1]:.2f} ("
-    + compare(observed[-1], iid[-1], "**more**", "**less**", within="the same")
-    + ").\n"
-    + compare(expected_tokens_per_step(alpha_hat, k_fixed), mean_tokens,
-              "* Tokens per step: τ = {b:.2f} measured, E[L] = {a:.2f} from the formula at α̂ — the formula runs "
-              "**above** the measurement on this run.\n\n",
-              "* Tokens per step: τ = {b:.2f} measured, E[L] = {a:.2f} from the formula at α̂ — the formula runs "
-              "**below** the measurement on this run.\n\n",
-              within="* Tokens per step: τ = {b:.2f} measured, E[L] = {a:.2f} from the formula at α̂ — the same to "
-              "two decimals on this run.\n\n", rel_tol=0.002)
-    + "With few steps the later positions rest on a handful of drafts (mind the error bars in the figure), and "
-    "the direction can change from run to run. Either way acceptance varies along the text, which is why "
+              within="**within noise**, no order between them on this run", rel_tol=_tol(later, first, se_pos))
+    + f".\n* Steps that accepted nothing: {observed[0]:.2f} measured against {iid[0]:.2f} under the i.i.d. law "
+    f"(± {se_0:.2f}): "
+    + compare(observed[0], iid[0], "**more** mass at 0", "**less** mass at 0", within="**within noise**",
+              rel_tol=_tol(observed[0], iid[0], se_0))
+    + f"; steps that accepted all {k_fixed}: {observed[-1]:.2f} against {iid[-1]:.2f} (± {se_k:.2f}): "
+    + compare(observed[-1], iid[-1], "**more**", "**less**", within="**within noise**",
+              rel_tol=_tol(observed[-1], iid[-1], se_k))
+    + f".\n* Tokens per step: τ = {mean_tokens:.2f} ± {se_tau:.2f} measured, E[L] = {e_l:.2f} from the formula at α̂: "
+    + compare(e_l, mean_tokens, "the formula runs **above** the measurement on this run",
+              "the formula runs **below** the measurement on this run",
+              within="**within noise** of each other on this run", rel_tol=_tol(e_l, mean_tokens, se_tau))
+    + ".\n\n"
+    "With few steps the later positions rest on a handful of drafts (mind the error bars in the figure), and "
+    "the direction can change from run to run. Acceptance can vary along the text, which is why "
     "the draft length is chosen per step from a running estimate (`DraftLength(\"cost\")`) rather than once."
 )  # fmt: skip
 
@@ -374,7 +383,7 @@ Markdown(
 #
 # **Predict, then run.** Before you run the next cells: as the sampling gets hotter (T from 0 towards 1), will
 # this draft be accepted more often or less often? Write down your guess and why; the sentence under the figure
-# says which way it went.
+# says which way it went, or that this measurement cannot tell.
 
 # %% tags=["nbval-check-output"]
 import json
@@ -406,19 +415,31 @@ print(f"saved {save_figure(fig, '02_alpha_temperature', FIGURES).html.name}")  #
 fig
 
 # %% tags=["prediction"]
-tv = alpha_table["alpha_tv"]
+tv, tv_se, run = alpha_table["alpha_tv"], alpha_table["alpha_tv_se"], alpha_table["alpha_run"]
+run_se = (run * (1 - run) / alpha_table["reached"].clip(lower=1)) ** 0.5  # binomial: every draft independent
 t_cold, t_hot = tv.index[0], tv.index[-1]
-steps_t = np.sign(np.diff(tv.to_numpy()))
-trend = (", at every step of the grid" if (steps_t == steps_t[0]).all() else ", between the ends though not at every step") if len(tv) > 2 else ""
-gap = (alpha_table["alpha_run"] - tv).abs().max()
+se_tv_ends = float(np.hypot(tv_se.iloc[0], tv_se.iloc[-1]))
+se_run_ends = float(np.hypot(run_se.iloc[0], run_se.iloc[-1]))
+gap = (run - tv).abs().max()
 worst_iid = (alpha_table["tokens_per_forward_iid"] - alpha_table["tokens_per_forward"]).abs().max()
 limit = (len(d.vocab) if d.vocab is not None else lm.model.config.vocab_size) / lm.model.config.vocab_size
 heldout = manifest.get("heldout", {}).get("alpha_greedy_draft_vocab") if manifest else None
 Markdown(
-    f"From T = {t_cold:g} to T = {t_hot:g}, α_TV goes from {tv.iloc[0]:.3f} to {tv.iloc[-1]:.3f}: on these prompts the "
-    f"draft is accepted **{'less' if tv.iloc[-1] < tv.iloc[0] else 'more'}** often the hotter the sampling{trend} "
-    f"(the T → ∞ limit, the drafting vocabulary's share of the target's, is about {limit:.2f}). "
-    f"The realised rate α_run differs from α_TV by at most {gap:.3f} at any temperature, and the i.i.d. formula at "
+    f"From T = {t_cold:g} to T = {t_hot:g}, α_TV goes from {tv.iloc[0]:.3f} ± {tv_se.iloc[0]:.3f} to "
+    f"{tv.iloc[-1]:.3f} ± {tv_se.iloc[-1]:.3f} (standard errors over the prompts): "
+    + compare(tv.iloc[-1], tv.iloc[0],
+              "by this measure the draft is accepted **more** often the hotter the sampling, beyond two standard errors",
+              "by this measure the draft is accepted **less** often the hotter the sampling, beyond two standard errors",
+              within="a difference **within noise** (under two standard errors), so α_TV alone does not say which "
+              "way it goes", rel_tol=2 * se_tv_ends / max(tv.iloc[0], tv.iloc[-1]))
+    + f". The realised rate α_run goes from {run.iloc[0]:.3f} ± {run_se.iloc[0]:.3f} to {run.iloc[-1]:.3f} ± "
+    f"{run_se.iloc[-1]:.3f} (binomial standard errors, which treat every draft as independent and so understate the "
+    "spread from prompt to prompt): "
+    + compare(run.iloc[-1], run.iloc[0], "**higher** when hotter, beyond two of those standard errors",
+              "**lower** when hotter, beyond two of those standard errors",
+              within="**within noise** as well", rel_tol=2 * se_run_ends / max(run.iloc[0], run.iloc[-1]))
+    + f". (The T → ∞ limit, the drafting vocabulary's share of the target's, is about {limit:.2f}.) "
+    f"α_run differs from α_TV by at most {gap:.3f} at any temperature, and the i.i.d. formula at "
     f"α_run gives tokens per forward within {worst_iid:.2f} of the measured ones. "
     + (f"At T = 0, α_TV is the quantity training reports as held-out greedy α ({heldout:.3f} in the record of "
        "section 1, measured on held-out training-style prompts rather than these). " if heldout and t_cold == 0 else "")
@@ -543,10 +564,14 @@ best = max(rows, key=lambda r: r["predicted speedup"])
 live = bench["summary"]["draft"]["speedup"]
 Markdown(
     f"The parts predict at most {best['predicted speedup']:.2f}× (at k = {best['k']}, with α̂ from section 3); the "
-    f"live benchmark above measured {live:.2f}× for `draft`, "
-    + compare(live, best["predicted speedup"], "**above** the prediction", "**below** the prediction",
-              within="**about** the prediction (within 3%)", rel_tol=0.03)
-    + ". The prediction assumes i.i.d. acceptance at one α̂ measured on other prompts and leaves out "
+    f"live benchmark above measured {live:.2f}× for `draft`. "
+    + (f"The timings were flagged as noisy above (spread {bench_noise.spread:.0%}), so **no comparison** between the "
+       "two can be drawn from this run."
+       if bench_noise.unreliable else
+       compare(live, best["predicted speedup"], "That is **above** the prediction", "That is **below** the prediction",
+               within="The two are **within noise** of each other (the timings' spread is {spread:.0%})",
+               rel_tol=bench_noise.spread, spread=bench_noise.spread) + ".")
+    + " Where the two differ, mind that the prediction assumes i.i.d. acceptance at one α̂ measured on other prompts and leaves out "
     "the loop's own overhead; the benchmark's draft also chooses k per step rather than using the best fixed one."
 )  # fmt: skip
 
@@ -634,7 +659,7 @@ Dashboard(
 #
 # Compute the residual norm(max(p0 − q0, 0)) as a float64 torch tensor of shape (V,). The reference is the one
 # the library's tree rules sample from, `specdec_lab.accept.tree_rules.residual(p, q, x)` (with q given, x is
-# not used); section 1 called it, and the check refuses an answer that calls it again: clip and normalise yourself.
+# not used); the picture section ("The rule in one picture") called it, and the check refuses an answer that calls it again: clip and normalise yourself.
 
 # %% tags=["exercise", "exercise-1"]
 from specdec_lab.lab.course import watch
@@ -648,6 +673,8 @@ answer = excess / excess.sum()
 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 from specdec_lab.lab.course import check
+
+_watch.begin_check()  # from here the references are the check's own
 
 _ = check("the residual", answer, _watch["residual"](torch.from_numpy(p0), torch.from_numpy(q0), 0), close=1e-9,
           watch=_watch,
@@ -689,6 +716,7 @@ def branches(p, q):  # noqa: F811 - replaces the stub above
 from specdec_lab.lab import chain_exercise as _chain  # the reference, under a name the answer does not reach for
 from specdec_lab.lab.course import is_stub
 
+_watch.begin_check()  # from here the check's own references: `_watch[name]`
 branch_pairs = [  # (p, q): the picture's position, then a small pair: a token only p has, one only q has, one neither
     (torch.from_numpy(p0), torch.from_numpy(q0)),
     (torch.tensor([0.45, 0.30, 0.25, 0.00, 0.00], dtype=torch.float64),

@@ -21,10 +21,10 @@
 # big (K = 4 heads × top-8: 4680 nodes), and most of its nodes are almost never accepted. Medusa's answer
 # ([Cai et al. 2024](https://arxiv.org/abs/2401.10774)) is a **sparse tree**: keep only the nodes whose
 # acceptance probability is high. Under greedy verification a node is accepted iff every token on its path is
-# the target's, so with $a_k^{(i)}$ = P(head $k$'s rank-$i$ candidate is right), a node with rank path
-# $(r_1, \dots, r_d)$ has value $\prod_{k=1}^{d} a_k^{(r_k)}$ (heads assumed independent), and
+# the target's, so with $a_h^{(i)}$ = P(head $h$'s rank-$i$ candidate is right), a node with rank path
+# $(r_1, \dots, r_d)$ has value $\prod_{h=1}^{d} a_h^{(r_h)}$ (heads assumed independent), and
 #
-# $$E[L] = 1 + \sum_{v \in \text{tree}} \prod_{k=1}^{d(v)} a_k^{(r_k(v))}$$
+# $$E[L] = 1 + \sum_{v \in \text{tree}} \prod_{h=1}^{d(v)} a_h^{(r_h(v))}$$
 #
 # tokens per step, the bonus token included (the 1). How many nodes to verify is then a question about the
 # machine, as in Sequoia ([Chen et al. 2024](https://arxiv.org/abs/2402.12374)): a bigger tree accepts more but
@@ -45,13 +45,14 @@
 #
 # Notebooks 03 (the heads and their accuracy) and 04 (verifying a tree in one forward), and notebook 00's cost
 # curve. Notation as in notebook 00's table: p = the target, q = the draft, E[L] = expected tokens emitted per
-# target forward and *mean accepted* (τ) = the measured value, bonus included in both; t(n) = seconds of one
-# verify forward of n tokens. Here K = the number of heads, S = candidates per head, and n = nodes below the root,
-# the budget (notebook 00's draft length k, for a tree).
+# target forward and *mean accepted* (τ) = the measured value, bonus included in both; t(m) = seconds of one
+# verify forward of m tokens (notebook 00's t(n); m here, because n is taken by the budget). Here K = the number of
+# heads, S = candidates per head, and n = nodes below the root, the budget (notebook 00's draft length k, for a
+# tree): a budget of n nodes verifies n + 1 tokens (the root too), at cost t(n + 1).
 #
 # ### Plan
 #
-# 1. the calibrated accuracies $a_k^{(i)}$ of the shipped heads, independent and conditional;
+# 1. the calibrated accuracies $a_h^{(i)}$ of the shipped heads, independent and conditional;
 # 2. the greedy construction, node by node;
 # 3. E[L] against the node budget: greedy, dynamic programming, Cartesian trees — and why greedy = DP here;
 # 4. the 64-node sparse tree;
@@ -73,7 +74,7 @@ dp_budget: int = 32  # budgets 1..dp_budget are also solved by dynamic programmi
 greedy_nodes: int = 16  # size of the fixed greedy tree decoded in section 6
 n_prompts: int = 6  # benchmark prompts decoded in section 6 (evenly spread over categories)
 max_new_tokens: int = 64  # tokens per prompt in section 6
-curve_repeats: int = 3  # timing repeats per size of the tree cost curve
+curve_repeats: int = 5  # timing repeats per size of the tree cost curve
 default_step: int = 8  # greedy step shown by the plain cell of section 2
 threads: int = 0  # torch CPU threads (0: the torch default)
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
@@ -93,9 +94,9 @@ FIGURES = start(figures_dir, threads, stem="05_optimized_trees")
 # answers (prompts the heads never trained on; never the benchmark prompts used in section 6), read the
 # heads at every position, and recorded the rank of the true token in each head's top-10. Two models:
 #
-# * **independent** (Medusa's): $a_k^{(i)}$ = P(head $k$'s rank $i$ is right), over all positions;
-# * **conditional**: the same, over the positions where heads $1..k-1$ all had the truth in their top-10
-#   (a tree node at depth $k$ is only reached when its ancestors were right).
+# * **independent** (Medusa's): $a_h^{(i)}$ = P(head $h$'s rank $i$ is right), over all positions;
+# * **conditional**: the same, over the positions where heads $1..h-1$ all had the truth in their top-10
+#   (a tree node at depth $h$ is only reached when its ancestors were right).
 #
 # The table gives each head's top-1 accuracy (rank 0 right) and top-10 accuracy (the truth among its 10
 # candidates) under both models.
@@ -137,7 +138,7 @@ Markdown(
     + (f"every later head ({', '.join(later)})" if len(higher) == K - 1
        else f"{len(higher)} of the {K - 1} later heads ({', '.join(f'head {k}' for k in higher) or 'none'})")
     + " the conditional top-1 accuracy is the higher one in the table above"
-    + (": positions where heads 1..k−1 were right are more predictable than the average position, and head k is "
+    + (": positions where heads 1..h−1 were right are more predictable than the average position, and head h is "
        "right more often there too. That suggests a **hypothesis**, which section 6 tests against real decodes: "
        "the independent model, which multiplies marginals, under-estimates deep paths, and the conditional model "
        "predicts them better." if higher else
@@ -259,7 +260,7 @@ if not quick:
 fig
 
 # %% [markdown]
-# **Why greedy equals DP here.** A child's value is its parent's times a factor $a_k^{(i)} \le 1$, so no
+# **Why greedy equals DP here.** A child's value is its parent's times a factor $a_h^{(i)} \le 1$, so no
 # node is worth more than its parent. Sort all candidate nodes by value (ties: shallower first): every
 # parent comes before its children, so the first $n$ nodes of that order are prefix-closed — a valid
 # tree — and, being the $n$ largest values, no other $n$-node set (tree or not) has a larger sum. Greedy
@@ -345,11 +346,16 @@ sizes = [1, 2, 4, 8, 12, 16, 24, 32, 48, max_budget + 1] if not quick else [1, 2
 curve, curve_noise = measure_cost_curve_with_noise(model, sizes=sorted(set(sizes)), repeats=curve_repeats, warmup=1,
                                                    tree=True)
 set_cost_curve(model, curve)  # tree="auto" decoding below sizes its tree on this very curve
-fig = cost_curve_figure(curve, title="verify cost of a branching tree of n tokens, this CPU")
+fig = cost_curve_figure(curve, title="t(m): verify cost of a branching tree of m tokens, this CPU")
 if not quick:
     print(f"saved {save_figure(fig, '05_tree_cost_curve', FIGURES)}")
-print("t(n) ms:", {n: round(s * 1e3, 1) for n, s in zip(curve.sizes, curve.seconds, strict=True)})
-print(curve_noise.message())
+print("t(m) ms, m = tokens:", {m: round(s * 1e3, 1) for m, s in zip(curve.sizes, curve.seconds, strict=True)})
+worst_m, worst_spread = curve_noise.worst
+# no verdict on the whole curve here: the budget decision below weighs its margin against the spread at the very
+# sizes it compares, which a median over all sizes can hide
+print(f"spread of the {curve_noise.repeats} repeats (IQR / median): median over the sizes {curve_noise.spread:.1%}, "
+      f"widest {worst_spread:.1%} at m = {worst_m}; per size:",
+      {m: f"{v:.0%}" for m, v in curve_noise.per_size.items()})
 fig
 
 # %% [markdown]
@@ -365,7 +371,7 @@ fig
 # where a forward of 65 tokens costs what one costs. Which curve will choose the bigger tree, and will this CPU's
 # choice be closer to 1 node or to 64? Write down your guess before running the next cell.
 #
-# (Notebook 06's `tree="auto"` decode applies the same rule with its own measurement of t(n), up to its own
+# (Notebook 06's `tree="auto"` decode applies the same rule with its own measurement of t(m), up to its own
 # `max_budget`, and then prices its trees again as it decodes, with the loop's own time per step and what was
 # accepted: its section 2 computes whether that moves its choice away from the measured curve's.)
 
@@ -381,14 +387,14 @@ generate(lm, prompts[0].text, proposer=proposer, max_new_tokens=2, chat=True)
 head_seconds = dict(proposer.drafter.head_seconds)
 cpu = choose_budget(A, curve, max_budget=max_budget, head_cost=lambda d: head_seconds.get(d, 0.0))
 assert cpu.budget == proposer.choice.budget and cpu.paths == proposer.choice.paths
-flat = CostCurve(sizes=[1, max_budget + 1], seconds=[curve(1)] * 2, tree=True)  # t(n) = t(1) for n <= 65
+flat = CostCurve(sizes=[1, max_budget + 1], seconds=[curve(1)] * 2, tree=True)  # t(m) = t(1) for m <= 65
 gpu = choose_budget(A, flat, max_budget=max_budget)  # heads ~free next to a GPU forward: no head cost
 print("heads' cost per depth (ms):", {d: round(s * 1e3, 2) for d, s in head_seconds.items()},
       f"(weights {proposer.drafter.head_weights}, blocks as {proposer.drafter.block_kernel}: the faster here)")
 pd.DataFrame(
     {name: {"chosen budget n": c.budget, "depth": c.depth, "E[L]": round(c.expected_length, 3),
             "predicted s / step": f"{c.seconds * 1e3:.1f} ms", "predicted speed-up": round(c.speedup, 2)}
-     for name, c in {"this CPU (measured curve)": cpu, "flat curve t(n) = t(1)": gpu}.items()}
+     for name, c in {"this CPU (measured curve)": cpu, "flat curve t(m) = t(1)": gpu}.items()}
 )
 
 # %% tags=["nbval-check-output"]
@@ -398,7 +404,7 @@ print(f"flat curve picks n = {gpu.budget} nodes (E[L] = {gpu.expected_length:.3f
 # %%
 from specdec_lab.viz.tree_sizing import budget_rate_figure
 
-fig = budget_rate_figure({"this CPU (measured t)": cpu, "flat t(n) = t(1) (GPU-like)": gpu})
+fig = budget_rate_figure({"this CPU (measured t)": cpu, "flat t(m) = t(1) (GPU-like)": gpu})
 if not quick:
     print(f"saved {save_figure(fig, '05_budget_rate', FIGURES)}")
 fig
@@ -410,6 +416,7 @@ cpu_rates = {row["budget"]: row["rate"] for row in cpu.table}  # predicted token
 runner_up = max((n for n in cpu_rates if n != cpu.budget), key=lambda n: cpu_rates[n])
 noise_tol = curve_noise.at(cpu.budget + 1) + curve_noise.at(runner_up + 1)  # each rate's t(n + 1): their spreads add
 shape = curve_shape(curve, rel_tol=max(0.02, curve_noise.spread))  # "at t(1)" within the repeats' spread
+shape = shape.replace("t(n)", "t(m)").replace("n = ", "m = ")  # its n counts tokens: m here, n is the budget
 Markdown(
     "On the flat curve every extra node is free, the predicted rate is E[L] itself, and "
     + (f"the whole {max_budget}-node budget is taken (E[L] still rises with n)" if gpu.budget == max_budget
@@ -426,11 +433,11 @@ Markdown(
              "margin by." if curve_noise.repeats < 2 else
              compare(cpu_rates[cpu.budget], cpu_rates[runner_up],
                     "It beats the runner-up, n = {r}, by {m:.1%} in predicted rate, more than the spread of the "
-                    "repeats of t(n) at the two sizes ({z:.1%} together, IQR / median): a second measurement "
+                    "repeats of t(n + 1) at the two sizes ({z:.1%} together, IQR / median): a second measurement "
                     "should pick it again.",
                     "It and the runner-up, n = {r}, predict the same rate.",
                     within="But it beats the runner-up, n = {r}, by only {m:.1%} in predicted rate, within the spread "
-                    "of the repeats of t(n) at the two sizes ({z:.1%} together, IQR / median): a second measurement "
+                    "of the repeats of t(n + 1) at the two sizes ({z:.1%} together, IQR / median): a second measurement "
                     "of this curve could pick n = {r}, and notebook 06, which measures its own, may.",
                     rel_tol=noise_tol, r=runner_up, m=cpu_rates[cpu.budget] / cpu_rates[runner_up] - 1, z=noise_tol))
     + "\n\n" + speedup_reason(cpu)
@@ -522,6 +529,8 @@ print(f"greedy Medusa output identical to autoregressive: {len(identical)} of {l
 # %%
 from specdec_lab.viz.tree_sizing import predicted_vs_measured_figure
 
+for row in rows:  # the measured bar's error bar: the prompts' 95% interval of the table (bootstrap)
+    row["interval"] = interval(boot[row["tree"]])
 fig = predicted_vs_measured_figure(rows)
 if not quick:
     print(f"saved {save_figure(fig, '05_predicted_vs_measured', FIGURES)}")
@@ -600,7 +609,7 @@ Markdown(
     "drafting vocabulary when decoding (the calibration ranked the full vocabulary), and the last step of each "
     "answer cut short by `max_new_tokens`.\n\n"
     + compare(gpu.budget, cpu.budget,
-              "On this CPU's curve the chosen tree has {b} node{s}, the flat curve's {a}: this CPU's t(n) "
+              "On this CPU's curve the chosen tree has {b} node{s}, the flat curve's {a}: this CPU's t(m) "
               "(section 5) prices the extra nodes out.",
               "On this CPU's curve the chosen tree has {b} node{s}, more than the flat curve's {a}.",
               within="Both curves choose {a} nodes.", s="" if cpu.budget == 1 else "s")
@@ -616,7 +625,7 @@ Markdown(
 # 1. Why is a node never worth more than its parent, and what does that buy the greedy construction?
 #
 #    <details><summary>Answer</summary>A node's value is its parent's value times one more accuracy factor
-#    $a_k^{(i)} \le 1$. So ordering all nodes by value puts every parent before its children: the $n$ most
+#    $a_h^{(i)} \le 1$. So ordering all nodes by value puts every parent before its children: the $n$ most
 #    valuable nodes always form a tree, and greedy — which takes the most valuable frontier node each time —
 #    picks exactly them. That is why greedy equals the dynamic program.</details>
 #
@@ -640,17 +649,18 @@ Markdown(
 # %% [markdown] tags=["exercise-1"]
 # ### Exercise 1 ★ — E[L] of a small tree by hand
 #
-# For the tree of rank paths `[(0,), (1,), (0, 0), (0, 0, 0)]`, compute E[L] = 1 + Σ over nodes of the product of
-# `A[d, r_d]` along the node's rank path (`A` is the (K, S) accuracy matrix of section 1; row d is head d + 1),
-# from that definition: the check refuses an answer that calls `expected_length` or section 2's `value`.
+# For the tree of rank paths `small_tree` below — low ranks that section 2's greedy tree mostly never picks, so
+# its `steps` do not list their gains — compute E[L] = 1 + Σ over nodes of the product of `A[d, r_d]` along the
+# node's rank path (`A` is the (K, S) accuracy matrix of section 1; row d is head d + 1), from that definition:
+# the check refuses an answer that calls `expected_length` or section 2's `value`.
 # Reference: `specdec_lab.trees.expected_length`.
 
 # %% tags=["exercise", "exercise-1"]
 from specdec_lab.lab.course import watch
 
-small_tree = [(0,), (1,), (0, 0), (0, 0, 0)]
+small_tree = [(1,), (8,), (1, 9), (8, 7), (1, 9, 6)]
 _watch = watch(globals(), "expected_length", "value")
-answer = ...  # a float: 1 + sum over the 4 nodes of prod_d A[d, r_d]
+answer = ...  # a float: 1 + sum over the 5 nodes of prod_d A[d, r_d]
 
 # %% tags=["solution", "exercise-1"]
 answer = 1 + sum(math.prod(float(A[d, r]) for d, r in enumerate(path)) for path in small_tree)
@@ -658,7 +668,8 @@ answer = 1 + sum(math.prod(float(A[d, r]) for d, r in enumerate(path)) for path 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 from specdec_lab.lab.course import check
 
-_ = check("E[L] of the 4-node tree", answer, _watch["expected_length"](small_tree, A), close=1e-9, watch=_watch,
+_watch.begin_check()
+_ = check("E[L] of the 5-node tree", answer, _watch["expected_length"](small_tree, A), close=1e-9, watch=_watch,
           hint="Each node contributes the product of one factor per depth; the 1 is the bonus token.")
 
 # %% [markdown] tags=["exercise-2"]
@@ -687,6 +698,7 @@ answer = by_value[:budget]
 assert all(len(path) == 1 or path[:-1] in answer for path in answer)  # prefix-closed: a tree
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
+_watch.begin_check()
 _ = check("the 20 most valuable nodes (independent model)", answer, _watch["greedy_tree"](acc.top, budget),
           close=lambda a, r: sorted(map(tuple, a)) == sorted(r), watch=_watch,
           hint="Value = the product of acc.top along the path (the independent model, not A); sort largest first and "
@@ -697,7 +709,7 @@ _ = check("the 20 most valuable nodes (independent model)", answer, _watch["gree
 #
 # Section 5 priced only greedy trees. Price notebook 06's demonstration tree, the Cartesian tree `3×2` (head 1's
 # top 3, each with head 2's top 2: `cartesian_paths([3, 2])`, 9 nodes, depth 2), on this CPU's curve: from the
-# cost curve `curve` (call it: `curve(n)` = t(n) in seconds), the heads' cost per depth `head_seconds` (a dict
+# cost curve `curve` (call it: `curve(m)` = t(m) in seconds, m tokens), the heads' cost per depth `head_seconds` (a dict
 # depth → seconds) and the tree's E[L] under `A`, compute the speed-up the cost model predicts over plain decoding,
 # E[L] · t(1) / (t(n + 1) + h(depth)), with n = the tree's nodes. Reference: `specdec_lab.trees.pick_budget` on
 # the plain option and this one.
@@ -718,6 +730,7 @@ answer = expected_length(demo_paths, A) * curve(1) / (curve(n_demo + 1) + head_s
 options = [TreeOption(budget=0, depth=0, expected_length=1.0, paths=()),  # plain decoding: the unit
            TreeOption(budget=len(demo_paths), depth=max(map(len, demo_paths)),
                       expected_length=expected_length(demo_paths, A), paths=tuple(demo_paths))]  # fmt: skip
+_watch.begin_check()
 priced = _watch["pick_budget"](options, curve, lambda d: head_seconds.get(d, 0.0))
 _ = check("the 3×2 tree's predicted speed-up", answer, priced.table[-1]["speedup"], close=1e-9, watch=_watch,
           hint="A step verifies the root plus n nodes: t(n + 1); the heads run to the tree's depth (2 here).")
@@ -730,7 +743,8 @@ _ = check("the 3×2 tree's predicted speed-up", answer, priced.table[-1]["speedu
 # `GenerationResult`s of each tree (one per prompt), each with its step traces `r.steps` (a `StepTrace` per target
 # forward; `step.path` is the accepted path's node indices, root first, so `len(step.path) - 1` drafts were
 # accepted). For the tree `deep_name` (below), pooled over all its decodes, return `{d: the fraction of steps that
-# accepted at least d drafts}` for d = 1 .. its depth. The check compares with the step traces' own counts. Then
+# accepted at least d drafts}` for d = 1 .. its depth. The check compares with the library's `survival`
+# (`specdec_lab.serve.policy`, notebook 14's share of steps accepted to each depth) on the same pooled steps. Then
 # set each beside its prediction, the sum of the values of the tree's depth-d nodes under either model: at which
 # depth does the model's error arise?
 
@@ -744,12 +758,10 @@ depth_deep = max(len(path) for path in trees[deep_name])
 answer = {d: sum(len(step.path) - 1 >= d for step in steps_deep) / len(steps_deep) for d in range(1, depth_deep + 1)}
 
 # %% tags=["check", "exercise-4", "nbval-check-output"]
-from collections import Counter
+from specdec_lab.serve.policy import survival
 
-reached = Counter(step.accepted for r in decodes[deep_name] for step in r.steps)  # accepted drafts -> steps
-total = sum(reached.values())
-reference = {d: sum(k for a, k in reached.items() if a >= d) / total
-             for d in range(1, max(len(path) for path in trees[deep_name]) + 1)}  # fmt: skip
+pooled_steps = [step for r in decodes[deep_name] for step in r.steps]  # every prompt's steps, one list
+reference = dict(enumerate(survival(pooled_steps, max(len(path) for path in trees[deep_name])), start=1))
 _ = check(f"P(at least d drafts accepted) on {deep_name}", answer, reference,
           close=lambda a, r: set(a) == set(r) and all(math.isclose(a[d], r[d], rel_tol=1e-9) for d in r),
           hint="Pool the steps of every prompt before dividing, and count a step at every depth up to the one it "

@@ -49,9 +49,10 @@
 # **Prerequisites.** 00 (the decoding loop and the cost curve) and 04 (tree attention); 06 helps (a token tree
 # verified in one forward).
 #
-# **Notation** (notebook 00's table): $k$ = tokens proposed, $E[L]$ = expected tokens per step, $t(n)$ = the cost
-# of a forward over $n$ tokens. "Mean accepted" = tokens emitted per target forward, **bonus included**
-# (autoregressive = 1).
+# **Notation** (notebook 00's table): $t(n)$ = the cost of a forward over $n$ tokens; "mean accepted" = tokens
+# emitted per target forward, **bonus included** (autoregressive = 1). Section 1 and Exercise 2 also use $n$ for
+# Jacobi's block length (the `n` of `method="jacobi"`, here `jacobi_n`): a Jacobi forward verifies those $n$
+# guesses. Lookahead's own sizes are $W$, $N$ and $G$ (section 2).
 #
 # Sections: (1) Jacobi on a real prompt, its trajectory, and why it stalls; (2) one lookahead step's tree
 # and attention mask, derived by hand and checked against the library; (3) the pool and its hits over a
@@ -158,7 +159,7 @@ counts = {
     "... left unchanged by the update": int(traj["unchanged"].sum()),
     "... wrong": int((traj["state"] == 0).sum()),
 }
-display(pd.Series(counts, name=f"Jacobi, n = {jacobi_n}").to_frame())
+display(pd.Series(counts, name=f"Jacobi, n = {jacobi_n}", dtype=object).to_frame())  # ints stay ints
 fig = jacobi_figure(jac, tok)
 print(f"saved {save_figure(fig, '07_jacobi_trajectory', FIGURES)}")
 fig
@@ -313,7 +314,9 @@ Explorer(
 # ## 3. The pool over a decode
 #
 # With `pool_W`, `pool_N`, `pool_G` (by default $W = 4$, $N = 4$, $G = 4$): the pool starts with the prompt's n-grams (`pool_from_prompt`, LADE's
-# default) and grows by the output's n-grams and by the $W$ n-grams the window harvests every step. A
+# default) and grows by the output's n-grams and by the $W$ n-grams the window harvests every step, keeping at
+# most $G$ continuations per first token: a full key drops its least recently added n-gram (`NgramPool.add`), so
+# the pool's total never falls but the text's or the window's part of it can. A
 # step verifies the root's n-grams (at most $G$, most recent first). Accepted tokens are **credited** to
 # the text when a text n-gram offered them (it would have been verified without any window), else to the
 # window. `RecordingLookahead` is the library's proposer with the pool's size added to its `info()`.
@@ -331,7 +334,7 @@ pool = pool_frame(la)
 print(
     f"greedy lookahead (W={pool_W}, N={pool_N}, G={pool_G}) == autoregressive: {la.tokens == ar.tokens[: len(la.tokens)]}"
 )
-print(f"the pool only grows: {bool(pool['pool n-grams'].is_monotonic_increasing)}; "
+print(f"the pool's total never falls: {bool(pool['pool n-grams'].is_monotonic_increasing)}; "
       f"credited tokens add up to the accepted ones: "
       f"{int(pool['accepted (text)'].sum() + pool['accepted (window)'].sum()) == int(pool['accepted'].sum())}")  # fmt: skip
 
@@ -367,21 +370,33 @@ later = pool.iloc[1:]  # the steps after the first: what each added to the pool
 win_added = int(pool["pool n-grams (window)"].iloc[-1] - pool["pool n-grams (window)"].iloc[0])
 text_added = int(text_grams.iloc[-1] - text_grams.iloc[0])
 steps_after, emitted_after = len(later), int(later["emitted"].sum())
+text_fell = int((text_grams.diff().iloc[1:] < 0).sum())  # steps at which the text's n-grams shrank
+win_fell = int((pool["pool n-grams (window)"].diff().iloc[1:] < 0).sum())
+
+
+def band(name, fell):
+    if not fell:
+        return f"the {name}'s n-grams never shrank"
+    return f"the {name}'s n-grams shrank at {fell} of the {steps_after} steps"
+
+
 Markdown(
     f"After the first step the pool held {int(pool['pool n-grams'].iloc[0])} n-grams, at the end "
     f"{int(pool['pool n-grams'].iloc[-1])}. Over the {steps_after} steps between, the window's n-grams "
     f"{'grew' if win_added >= 0 else 'shrank'} by {abs(win_added)} ({win_added / max(steps_after, 1):.1f} per step; it "
-    f"harvests at most $W$ = {pool_W} per step, and an n-gram already in the pool adds nothing) and the text's by "
-    f"{text_added} ({text_added / max(emitted_after, 1):.2f} per emitted token, of {emitted_after}; the most is one "
-    "n-gram per emitted token). "
-    + compare(win_added, text_added, "Most of the growth came from the window. ", "Most of the growth came from the text. ",
-              within="The two grew by as much. ")
+    f"harvests at most $W$ = {pool_W} per step, and an n-gram already in the pool adds nothing) and the text's "
+    f"{'grew' if text_added >= 0 else 'shrank'} by {abs(text_added)} ({text_added / max(emitted_after, 1):.2f} per "
+    f"emitted token, of {emitted_after}; the most is one n-gram per emitted token). The pool also evicts: it keeps "
+    f"at most $G$ = {pool_G} continuations per first token, dropping the least recently added, and a window n-gram "
+    f"the text then produces is counted as the text's — so {band('text', text_fell)} and {band('window', win_fell)}. "
+    + compare(win_added, text_added, "Most of the net growth came from the window. ",
+              "Most of the net growth came from the text. ", within="The two grew by as much. ")
     + (f"Of the accepted tokens, {by_text} are credited to the text and {by_window} to the window: "
        f"most hits come from **{source}**" if by_text + by_window else "No n-gram token was accepted")
     + (" — recurring identifiers and phrases of the prompt." if by_text > by_window else ".")
     + f" A window n-gram must be a *correct* {pool_N - 1}-token continuation of a token that then recurs as the "
-    "root, made from a context that was itself guessed. Per step the window costs its $(N-1) \\cdot W - 1$ cells "
-    f"besides the root ({(pool_N - 1) * pool_W - 1} here) in the forward, whether it hits or not. The emitted text, "
+    "root, made from a context that was itself guessed. Each step with a window pays its $(N-1) \\cdot W - 1$ "
+    f"cells besides the root ({(pool_N - 1) * pool_W - 1} here) in the forward, whether it hits or not. The emitted text, "
     "one colour per forward (bold = accepted from an n-gram):"
 )  # fmt: skip
 
@@ -452,7 +467,8 @@ print(f"saved {save_figure(fig, '07_sweep', FIGURES)}")
 fig
 
 # %% [markdown]
-# Every step pays for the $(N-1) \cdot W - 1$ window cells besides the root, plus the n-gram trie of up to
+# Every step with a window pays for the $(N-1) \cdot W - 1$ window cells besides the root (a step goes without
+# the window where it does not fit the tokens left to generate: section 6), plus the n-gram trie of up to
 # $G$ n-grams of $N-1$ tokens, whether anything is accepted or not; the window can only add hits through the
 # n-grams it harvests into the pool. Which of the two wins depends on what an extra token in the forward
 # costs. On the table above:
@@ -571,8 +587,8 @@ Markdown(
               "out the proposer's own time, which the measurement pays.",
               "The median predicted / measured is {a:.2f}: the prediction runs low, although leaving out the "
               "proposer's own time would, if anything, put it above.",
-              within="The median predicted / measured is {a:.2f}, within {tol:.0%} of 1: no bias to explain at "
-              "this noise (the proposer's own time, which the prediction leaves out, is too small to show).",
+              within="The median predicted / measured is {a:.2f}, within {tol:.0%} of 1: at this noise the "
+              "prediction shows no bias either way.",
               rel_tol=PREDICTION_NOISE, tol=PREDICTION_NOISE)
     + elsewhere + " "
     + "Best point predicted " + "; ".join(f"on {name}: {where(p)}" for name, p in best_on.items())
@@ -588,16 +604,20 @@ Markdown(
 # %% [markdown]
 # That is why `W="auto"` (`proposers/lookahead_budget.py`) sizes the window from the measured cost curve
 # and the hit rates seen so far, maximising $(1 + y_\text{text} + y_\text{win} \log_2(1+W)) / t(1 +
-# (N-1)W + \hat g)$ every few steps. With its priors (before any hit is observed), on the two curves: per
-# width $W$ the tokens it predicts per unit of time $t(1)$, and the width it opens with.
+# (N-1)W + \hat g)$ every few steps: $y_\text{text}$ is the accepted tokens per step credited to n-grams of the
+# text, $y_\text{win}$ those credited to window n-grams per $\log_2(1+W)$, and $\hat g$ the n-gram trie's nodes
+# verified per step. With its priors (before any hit is observed) and the default $N$ and $G$ of `lookahead`, on
+# the two curves: per width $W$ the tokens it predicts per unit of time $t(1)$, and the width it opens with.
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab.cost import StepCost
+from specdec_lab.proposers import LookaheadConfig
 from specdec_lab.proposers.lookahead_budget import LookaheadBudget
 
+defaults = LookaheadConfig()  # lookahead's default N, G and widest window
 choices = {}
 for name, c in curves.items():
-    budget = LookaheadBudget(StepCost.of(c), N=4, G=4, max_window=16)  # the one cost model, on this curve
+    budget = LookaheadBudget(StepCost.of(c), N=defaults.N, G=defaults.G, max_window=defaults.max_window)  # one cost model
     choices[name] = {f"W={width}": round(score * c(1), 3) for width, score in budget.scores().items()}
     choices[name]["chosen W"] = budget.width()
 pd.DataFrame.from_dict(choices, orient="index")  # predicted tokens per t(1), per width, and the width W="auto" starts with
@@ -612,7 +632,8 @@ def opening(w):
 
 Markdown(
     f"With its priors the sizer opens with {opening(opens['this CPU (measured)'])} on this CPU, and with "
-    f"{opening(opens['flat (GPU-like)'])} on the flat curve (the widest it considers is 16). From there it re-chooses "
+    f"{opening(opens['flat (GPU-like)'])} on the flat curve (the widest it considers is {defaults.max_window}). "
+    "From there it re-chooses "
     "every `adapt_every` steps from the hit rates it observes: on a CPU a window is widened only while window "
     "n-grams keep hitting."
 )  # fmt: skip
@@ -621,8 +642,13 @@ Markdown(
 # ## 6. The paper's sizes on a CPU
 #
 # The reference code runs Llama-2-7B-chat on MT-Bench with N = 5, W = 15, G = 15 (source: hao-ai-lab/LookaheadDecoding, `applications/run_mtbench.sh`: `LEVEL=5`, `WIN=15`, `GUESS=15`),
-# sized for a GPU where a forward of a hundred tokens costs about what one costs. Each step then verifies
-# the root, $(N-1) \cdot W - 1 = 59$ window cells and up to $G$ n-grams of $N - 1$ tokens. The same sizes
+# sized for a GPU where a forward of a hundred tokens costs about what one costs. Each step *with a window*
+# then verifies the root, $(N-1) \cdot W - 1 = 59$ window cells and up to $G$ n-grams of $N - 1$ tokens. Not every
+# step has one: `LookaheadProposer.propose` (`specdec_lab/proposers/lookahead.py`) leaves the window out where
+# its deepest cell, $(N-2) + (W-1)$ tokens past the root, does not fit the tokens still to generate — the last
+# $N + W - 3$ tokens of a decode, a large share of a 64-token one — and for its first $N - 2$ steps the window
+# is still filling, with fewer levels. So the table's share of steps with a window is below 1, and its tokens
+# verified per forward can fall below $1 + 59$ plus the n-grams. The same sizes
 # on a CPU, beside `lookahead` as it runs by default (`W="auto"`, $N = 4$, $G = 8$: the window sized by
 # the cost model, section 5), measured by the benchmark harness on one prompt per category:
 #
@@ -749,8 +775,7 @@ Markdown(
 # trie's `ngram_nodes` nodes; a step without a window (`levels = columns = 0`) still verifies the root. Write
 # `step_nodes(columns, levels, ngram_nodes)`. The check runs it on every step of the decodes of sections 2 and
 # 3 and of a short decode with no window at all (`W=0`: pool verification only) — their `info["columns"]`,
-# `info["levels"]` and `proposed` — against the size of the tree the library verified, `len(step.tree)`. With a full window of width $W$, $N - 1$ levels and $G$ n-grams that share no
-# token, what is the most a step can verify?
+# `info["levels"]` and `proposed` — against the size of the tree the library verified, `len(step.tree)`.
 
 # %% tags=["exercise", "exercise-1"]
 def step_nodes(columns, levels, ngram_nodes):
@@ -761,8 +786,6 @@ def step_nodes(columns, levels, ngram_nodes):
 def step_nodes(columns, levels, ngram_nodes):  # noqa: F811 - replaces the stub above
     return max(columns * levels, 1) + ngram_nodes  # window cells, the root among them (or the root alone)
 
-
-# at most (N − 1)·W window cells + G·(N − 1) n-gram tokens = (N − 1)(W + G): 120 at the paper's W = G = 15, N = 5
 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 from specdec_lab.lab.course import check
@@ -810,18 +833,20 @@ def jacobi_step(block):  # noqa: F811 - replaces the stub above
 
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
-reference = _watch["generate"]  # the library's decoding, unwatched
 hint = "The logits at position i predict token i + 1: the block's first guess comes from the prompt's last position."
 padding = [prompt_ids[-1]] * n  # Santilli et al. start from padding: copies of one token
+first_update = jacobi_step(list(padding))
+_watch.begin_check()  # from here the references are the check's own
+reference = _watch["generate"]  # the library's decoding, unwatched
 library_jacobi = reference(tiny, prompt_ids, method="jacobi", n=n, init="repeat", max_new_tokens=n + 1, trace=True)
-_ = check("one Jacobi update of the padding block", jacobi_step(list(padding)), library_jacobi.steps[0].info["after"],
+_ = check("one Jacobi update of the padding block", first_update, library_jacobi.steps[0].info["after"],
           close=lambda a, r: list(a) == r, hint=hint, watch=_watch)  # fmt: skip
 block, updates = padding, 0
 while (new := jacobi_step(block)) != block and updates <= n:  # each update fixes >= 1 more
     block, updates = new, updates + 1
 greedy = reference(tiny, prompt_ids, method="autoregressive", max_new_tokens=n).tokens
 assert library_jacobi.tokens[:n] == greedy  # the library's Jacobi decoding is greedy decoding too
-_ = check("the fixed point of Jacobi iteration", block, greedy, hint=hint, watch=_watch)
+_ = check("the fixed point of Jacobi iteration", block, greedy, close=lambda a, r: list(a) == r, hint=hint, watch=_watch)
 print(f"the block stopped changing after {updates} updates (at most n = {n}: each fixes one more token at least)")
 
 # %% [markdown] tags=["exercise-3"]
@@ -847,6 +872,7 @@ answer = [row["mean accepted"] / (bent(row["tokens verified / forward"]) / bent(
 # %% tags=["check", "exercise-3", "nbval-check-output"]
 import math
 
+_watch.begin_check()  # from here the references are the check's own
 reference = list(_watch["predicted_speedups"](sweep, {"bent": bent})["predicted (bent)"])
 _ = check("the predicted speed-ups of the sweep's points on the bent curve", answer, reference, watch=_watch,
           close=lambda a, r: len(a) == len(r) and all(math.isclose(x, y, rel_tol=1e-9) for x, y in zip(a, r, strict=True)),
@@ -881,11 +907,26 @@ def window_step(levels, root, pred):  # noqa: F811 - replaces the stub above
 # %% tags=["check", "exercise-4", "nbval-check-output"]
 from specdec_lab.proposers.lookahead import Window
 
-window = Window(4, 4, fresh=lambda: 0)
-window.levels = [list(level) for level in levels_given]  # the full window above
-harvested = window.step(root, pred)
-_ = check("the harvested n-grams and the slid window", window_step(levels_given, root, pred),
-          (harvested, window.levels), hint="Column 0 starts with the root; the new level 0 drops level 1's column 0.")
+
+def _library_step(levels, root, pred):  # the proposer's own Window.step on a full window of these levels
+    window = Window(4, 4, fresh=lambda: 0)
+    window.levels = [list(level) for level in levels]
+    harvested = window.step(root, pred)
+    return [(int(k), tuple(map(int, g))) for k, g in harvested], [list(map(int, lv)) for lv in window.levels]
+
+
+def _plain(result):  # (grams, levels) as lists and tuples, whatever sequences the answer used
+    grams, levels = result
+    return [(k, tuple(g)) for k, g in grams], [list(lv) for lv in levels]
+
+
+_second = ([[51, 52, 53], [60, 61, 62, 63], [70, 71, 72, 73]], 50, [80, 81, 82, 83])  # a window of the check's own
+_answers = [window_step(levels_given, root, pred), window_step(*_second)]
+_ = check("the harvested n-grams and the slid window, on the window above and on a second one of the check's own",
+          None if any(a is None for a in _answers) else _answers,
+          [_library_step(levels_given, root, pred), _library_step(*_second)],
+          close=lambda a, r: [_plain(x) for x in a] == r,
+          hint="Column 0 starts with the root; the new level 0 drops level 1's column 0.")  # fmt: skip
 
 # %% [markdown]
 # ## Takeaways

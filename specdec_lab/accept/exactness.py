@@ -137,8 +137,8 @@ def propose(
     """Fill the shape (parents in topological order, candidate flags) with draft tokens drawn as `draw` says.
 
     A node's q = warp(draft(prefix + its parent's path)). Deterministic: the r-th sibling is q's rank-r
-    token. Sampled: each sibling ~ q. Without replacement: ~ q without the earlier siblings; a sibling with
-    no mass left to draw from is left out, with its subtree.
+    token (ties broken by the raw draft logits). Sampled: each sibling ~ q. Without replacement: ~ q without
+    the earlier siblings; a sibling with no mass left to draw from is left out, with its subtree.
     """
     keep = {0: 0}  # shape node -> tree node
     tokens, tree_parents, cand, rows = [root], [-1], [True], [torch.zeros(draft.vocab)]
@@ -151,7 +151,10 @@ def propose(
         q = draft.probs(prefix + paths[up], sampling)  # (V,)
         before = earlier[up]
         if draw == "deterministic":
-            x = int(torch.sort(q, descending=True, stable=True).indices[len(before)])
+            # rank by q, ties (q's zeros under greedy or top-p) by the raw draft logits, as a real top-k does:
+            # otherwise a one-hot q at T = 0 makes every sibling after the first an arbitrary zero-q token
+            by_logit = torch.sort(draft(prefix + paths[up]).double(), descending=True, stable=True).indices
+            x = int(by_logit[torch.sort(q[by_logit], descending=True, stable=True).indices[len(before)]])
         elif draw == "sampled":
             x = coins.sample(q)
         else:

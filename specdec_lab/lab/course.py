@@ -166,8 +166,17 @@ class Watch:
                 namespace[name] = self._wrap(name, original)
                 self.originals[name] = original
 
+    def begin_check(self) -> Watch:
+        """The check cell's first line: from here to `check(...)` the unwatched references (`_watch["f"]`) are the
+        check's own. Taken before it (by an answer), `_watch["f"]` counts as calling `f`."""
+        self._checking = True
+        return self
+
     def __getitem__(self, name: str) -> Callable:
-        """The unwatched reference, for the check cell itself: `check(..., _watch["f"](x), watch=_watch)`."""
+        """The unwatched reference, for the check cell itself (after `_watch.begin_check()`):
+        `check(..., _watch["f"](x), watch=_watch)`. Taken by an answer, it is recorded as a call of `f`."""
+        if not getattr(self, "_checking", False):
+            self.called.append(name)
         return self.originals[name]
 
     def _wrap(self, name: str, fn: Callable) -> Callable:
@@ -182,7 +191,7 @@ class Watch:
 
     def refuse(self, what: str) -> None:
         """Raise ExerciseError if a watched reference was called since the stub (or the last check)."""
-        called, self.called = sorted(set(self.called)), []
+        called, self.called, self._checking = sorted(set(self.called)), [], False
         if called:
             names = ", ".join(f"`{n}`" for n in called)
             raise ExerciseError(

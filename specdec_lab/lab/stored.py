@@ -24,7 +24,15 @@ from pathlib import Path
 
 from ..io import atomic_path
 
-__all__ = ["WIDGET_VIEW", "OBJECT_REPR", "drop_widget_views", "readable_text_plain", "render_runs_in", "runs_in_lines"]
+__all__ = [
+    "WIDGET_VIEW",
+    "OBJECT_REPR",
+    "drop_widget_views",
+    "merge_streams",
+    "readable_text_plain",
+    "render_runs_in",
+    "runs_in_lines",
+]
 __all__ += ["main"]
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -57,6 +65,33 @@ def _html_text(markup: str) -> str:
     text = html.unescape(re.sub(r"<[^>]+>", "", markup))
     lines = [re.sub(r"[ \t]+", " ", line).strip() for line in text.splitlines()]
     return "\n".join(line for line in lines if line)
+
+
+def merge_streams(nb: dict) -> int:
+    """Join consecutive stream outputs of one cell to the same stream (stdout after stdout) into one, as
+    JupyterLab does when it opens a notebook: stored that way, the notebook on screen is the file, and opening
+    it changes nothing. Returns how many outputs were merged away."""
+    merged = 0
+    for cell in nb.get("cells", []):
+        outs = cell.get("outputs")
+        if not outs:
+            continue
+        kept: list[dict] = []
+        for o in outs:
+            prev = kept[-1] if kept else None
+            if (
+                prev
+                and o.get("output_type") == "stream" == prev.get("output_type")
+                and o.get("name") == prev.get("name")
+            ):
+                text = prev["text"] if isinstance(prev["text"], str) else "".join(prev["text"])
+                more = o["text"] if isinstance(o["text"], str) else "".join(o["text"])
+                prev["text"] = (text + more).splitlines(keepends=True)
+                merged += 1
+            else:
+                kept.append(o)
+        cell["outputs"] = kept
+    return merged
 
 
 def readable_text_plain(nb: dict) -> int:
@@ -128,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.notebooks:
         nb = json.loads(path.read_text(encoding="utf-8"))
         removed = drop_widget_views(nb)
-        readable = readable_text_plain(nb)
+        readable = readable_text_plain(nb) + merge_streams(nb)
         rendered = render_runs_in(nb, path.stem, args.run_times) if args.run_times is not None else 0
         if removed or readable or rendered:
             with atomic_path(path) as tmp:
@@ -137,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         if removed:
             print(f"{path}: {removed} widget view(s) dropped")
         if readable:
-            print(f"{path}: {readable} object repr(s) given their text as text/plain")
+            print(f"{path}: {readable} object repr(s) given their text as text/plain, or stream outputs joined")
         if rendered:
             print(f"{path}: 'Runs in' line rendered from {args.run_times}")
     return 0

@@ -104,9 +104,18 @@ def optimal_k_figure(k_max: int = 16, points: int = 40) -> go.Figure:
     alphas = np.linspace(0.0, 0.98, points)
     cs = np.linspace(0.0, 0.5, points)
     z = np.array([[optimal_k(a, c, k_max) for a in alphas] for c in cs])
-    fig = go.Figure(go.Heatmap(x=alphas, y=cs, z=z, colorscale="Blues", colorbar={"title": "k*"}))
+    ticks = sorted({0, k_max // 4, k_max // 2, 3 * k_max // 4, k_max})
+    colorbar = {  # the top value is the search's cap: there the optimum lies at k_max or beyond
+        "title": "k*",
+        "tickvals": ticks,
+        "ticktext": [f"≥ {t} (the search cap)" if t == k_max else str(t) for t in ticks],
+    }
+    fig = go.Figure(go.Heatmap(x=alphas, y=cs, z=z, colorscale="Blues", colorbar=colorbar))
     fig.update_layout(
-        title="Optimal draft length k*(α, c)", xaxis_title="α", yaxis_title="c = T_draft / T_target", template=TEMPLATE
+        title=f"Optimal draft length k*(α, c), searched up to k = {k_max}",
+        xaxis_title="α",
+        yaxis_title="c = T_draft / T_target",
+        template=TEMPLATE,
     )
     return fig
 
@@ -130,7 +139,7 @@ def monte_carlo_figure(ks: Sequence[int] = (1, 3, 5, 8), steps: int = 20_000, se
             )
         )  # fmt: skip
     fig.update_layout(template=TEMPLATE, title="Tokens per target forward: formula vs simulation", xaxis_title="α",
-                      yaxis_title="E[tokens per step]")  # fmt: skip
+                      yaxis_title="E[L] (tokens per target forward)")  # fmt: skip
     return fig
 
 

@@ -121,7 +121,7 @@ def rows_mask_figure(mask, lengths, title: str = "One forward over every row: wh
     from plotly.subplots import make_subplots
 
     b = mask.shape[0]
-    fig = make_subplots(rows=1, cols=b, subplot_titles=[f"row {r} (L = {lengths[r]})" for r in range(b)],
+    fig = make_subplots(rows=1, cols=b, subplot_titles=[f"row {r} (P_b = {lengths[r]})" for r in range(b)],
                         horizontal_spacing=0.04)  # fmt: skip
     for r in range(b):
         seen = (mask[r, 0] == 0).int().tolist()  # (N, S) 1 where the node attends

@@ -172,6 +172,8 @@ def budget_figure(choice, title: str | None = None) -> go.Figure:
         )
     fig.add_hline(y=1.0, line_dash="dot", line_color="#888", row=1, col=2)
     fig.update_xaxes(title_text="node budget n (below the root)")
+    fig.update_yaxes(title_text="E[L] (tokens per step)", row=1, col=1)
+    fig.update_yaxes(title_text="predicted speed-up (×)", row=1, col=2)
     fig.update_layout(
         title=title
         or f"tree='auto': n = {choice.budget} nodes, depth {choice.depth}, E[L] = {choice.expected_length:.2f}",
@@ -271,6 +273,8 @@ def drift_figure(frame, title: str | None = None) -> go.Figure:
     # Ticks at the measured ε only: plotly's default log ticks label the minor steps too ("0.01, 2, 5, 0.1, 2").
     eps = sorted(frame.index.get_level_values("epsilon").unique())
     fig.update_xaxes(title_text="ε (δ = √ε)", type="log", tickvals=eps, ticktext=[f"{e:g}" for e in eps])
+    fig.update_yaxes(title_text="TV (0: identical, 1: disjoint)", row=1, col=1)
+    fig.update_yaxes(title_text="KL (nats)", row=1, col=2)
     fig.update_layout(
         title=title or "typical acceptance is lossy: distance of its first tokens from exact sampling",
         template=TEMPLATE,

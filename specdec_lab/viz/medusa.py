@@ -230,6 +230,7 @@ def ablation_figure(results: Mapping[str, HeadAccuracy], title: str = "") -> go.
         template=TEMPLATE,
         title=title or "loss weights lambda_k: held-out top-1 per head",
         barmode="group",
+        xaxis={"title": "Medusa head k (drafts the token k + 1 places ahead)"},
         yaxis={"title": "top-1 accuracy", "range": [0, min(1.0, 1.3 * top + 0.05)]},  # room for the labels
         height=400,
         width=820,

@@ -223,7 +223,7 @@ def waterfall_frame(waterfalls: Sequence) -> pd.DataFrame:
     for w in waterfalls:
         f = w.factors
         rows[w.method] = {"τ (tokens/step)": w.tau, "nodes/forward": w.mean_nodes, "r = t(n)/t(1)": w.r,
-                          "c (proposer/t(1))": w.c, "o (loop/t(1))": w.o, "o_AR": w.o_baseline,
+                          "c_step (proposer/t(1))": w.c, "o (loop/t(1))": w.o, "o_AR": w.o_baseline,
                           "× verify": f["verify"], "× proposer": f["proposer"], "× loop": f["loop"],
                           "measured": w.measured}  # fmt: skip
     return pd.DataFrame(rows).T
@@ -240,9 +240,10 @@ def waterfall_figure(waterfalls: Sequence, title: str | None = None) -> go.Figur
             ("relative", lv["verify"] - lv["ideal"], f"×{f['verify']:.2f}",
              f"1/r: a forward of {w.mean_nodes:.1f} tokens costs r = {w.r:.2f} plain forwards"),
             ("relative", lv["proposer"] - lv["verify"], f"×{f['proposer']:.2f}",
-             f"r/(r + c): the proposer's own time c = {w.c:.3f}·t(1) per step"),
+             f"r/(r + c_step): the proposer's own time c_step = {w.c:.3f}·t(1) per step"),
             ("relative", lv["measured"] - lv["proposer"], f"×{f['loop']:.2f}",
-             f"(r + c)(1 + o_AR)/(r + c + o): the loop's own o = {w.o:.3f}·t(1), the baseline's {w.o_baseline:.3f}"),
+             "(r + c_step)(1 + o_AR)/(r + c_step + o): "
+             f"the loop's own o = {w.o:.3f}·t(1), the baseline's {w.o_baseline:.3f}"),
             ("total", 0.0, f"{lv['measured']:.2f}", "measured speedup"),
         )  # fmt: skip
         for label, (kind, value, label_text, note) in zip(STEP_LABELS, steps, strict=True):

@@ -48,7 +48,8 @@ def residual_figure(steps: dict, step: int = 0) -> go.Figure:
         title = (f"sibling {step + 1}: token {data['token']}, accepted with probability "
                  f"{data['accept']:.3f} (red: rejected before, green: tried now)")  # fmt: skip
     fig.update_layout(barmode="overlay", width=WIDTH, height=420, title=title, yaxis_title="probability",
-                      yaxis_range=[0, 1], legend=LEGEND_BELOW, template=TEMPLATE)  # fmt: skip
+                      xaxis_title="token id (the toy vocabulary)", yaxis_range=[0, 1], legend=LEGEND_BELOW,
+                      template=TEMPLATE)  # fmt: skip
     return fig
 
 
@@ -66,7 +67,8 @@ def joint_figure(rows: Sequence[dict], names: Sequence[str], top: int = 12, titl
     return fig
 
 
-def accepted_temperature_figure(rows: Sequence[dict], key: Sequence[str], value: str, title: str) -> go.Figure:
+def accepted_temperature_figure(rows: Sequence[dict], key: Sequence[str], value: str, title: str,
+                                y_title: str | None = None) -> go.Figure:  # fmt: skip
     """One line per distinct `key` tuple (e.g. rule and siblings) of `value` against temperature, each with its
     own colour, dash and marker (two rules can give the same values: neither line hides the other)."""
     series: dict[str, list[tuple[float, float]]] = {}
@@ -79,7 +81,7 @@ def accepted_temperature_figure(rows: Sequence[dict], key: Sequence[str], value:
                         line=dict(color=qualitative.Plotly[i % 10], dash=DASHES[i % len(DASHES)], width=2),
                         marker=dict(symbol=MARKERS[i % len(MARKERS)], size=9 + 2 * (i % 3)))  # fmt: skip
     fig.update_layout(width=WIDTH, height=460 + 18 * (len(series) // 3), title=title, xaxis_title="temperature T",
-                      yaxis_title=value, legend=LEGEND_BELOW, template=TEMPLATE)  # fmt: skip
+                      yaxis_title=y_title or value, legend=LEGEND_BELOW, template=TEMPLATE)  # fmt: skip
     return fig
 
 

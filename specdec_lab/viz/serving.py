@@ -104,8 +104,8 @@ def serving_speedup_figure(summary: list[dict], title: str = "Speedup over vLLM 
 
 def acceptance_figure(vllm: dict[str, list[float]], ours: dict[str, list[float]],
                       title: str = "Acceptance by draft position: vLLM and our loop") -> go.Figure:  # fmt: skip
-    """Bars per method and position i: the share of steps whose draft survived to position i, vLLM (solid) beside
-    our loop on the same prompts and k (hatched)."""
+    """Bars per method and position i: r_i, the share of drafts (steps that drafted) accepted up to position i,
+    vLLM (solid) beside our loop on the same prompts and k (hatched)."""
     fig = go.Figure()
     for method, rates in vllm.items():
         xs = [f"{method} · {i + 1}" for i in range(len(rates))]
@@ -117,5 +117,5 @@ def acceptance_figure(vllm: dict[str, list[float]], ours: dict[str, list[float]]
                         hovertemplate="%{x}: %{y:.3f}<extra>ours</extra>")  # fmt: skip
     fig.update_layout(template=TEMPLATE, title=title, width=WIDTH, height=420, barmode="group",
                       legend=_legend_below(), xaxis_title="method · draft position",
-                      yaxis={"title": "share of steps accepted to this position", "range": [0, 1]})  # fmt: skip
+                      yaxis={"title": "r_i: share of drafts accepted up to position i", "range": [0, 1]})  # fmt: skip
     return fig

@@ -52,6 +52,7 @@ def accuracy_figure(acc, max_rank: int | None = None, title: str | None = None) 
                 zmax=zmax,
                 colorscale="Blues",
                 showscale=col == len(panels),
+                colorbar={"title": {"text": "P(right)"}},
                 texttemplate="%{z:.2f}",
                 textfont={"size": 10},
                 name=name,
@@ -171,17 +172,24 @@ def budget_rate_figure(choices: Mapping[str, object], title: str | None = None) 
 
 def predicted_vs_measured_figure(rows: Sequence[Mapping], title: str | None = None) -> go.Figure:
     """Grouped bars per tree: rows of {"tree", "measured", "independent", "conditional"} (mean tokens per
-    forward, bonus included)."""
+    forward, bonus included); a row's optional "interval" (lo, hi) draws an error bar on its measured bar."""
     trees = [r["tree"] for r in rows]
     fig = go.Figure()
     for key, color in (("measured", "#333333"), ("independent", "#1f77b4"), ("conditional", "#ff7f0e")):
         if all(key in r for r in rows):
-            name = "measured (tokens / forwards)" if key == "measured" else f"E[L], {key} model"
-            fig.add_trace(go.Bar(x=trees, y=[r[key] for r in rows], name=name, marker_color=color))
+            name = "measured τ (tokens / forwards)" if key == "measured" else f"predicted E[L], {key} model"
+            error = None
+            if key == "measured" and all("interval" in r for r in rows):
+                name += ", 95% interval"
+                error = {"type": "data", "symmetric": False, "color": "#999999",
+                         "array": [r["interval"][1] - r["measured"] for r in rows],
+                         "arrayminus": [r["measured"] - r["interval"][0] for r in rows]}  # fmt: skip
+            fig.add_trace(go.Bar(x=trees, y=[r[key] for r in rows], name=name, marker_color=color, error_y=error))
     fig.update_layout(
-        title=title or "mean accepted per step: predicted vs. measured",
+        title=title or "tokens per target forward: predicted E[L] vs. measured τ",
         template=TEMPLATE,
         barmode="group",
+        xaxis_title="tree decoded (section 6)",
         yaxis_title="tokens per target forward",
         width=700,
         height=400,

@@ -309,7 +309,8 @@ display(real_table.round(2))
 if ("medusa", "traversal") in real_table.index and ("medusa", "exact") in real_table.index:
     gaps = {t: real_table.loc[("medusa", "traversal"), t] - real_table.loc[("medusa", "exact"), t]
             for t in real_table.columns if t > 0}  # fmt: skip
-    cfg_r = real["config"]
+    # the committed file records its config; a live run (rerun or quick) is the prompts and tokens asked for here
+    cfg_r = real.get("config") or {"prompts": rerun_limit, "max_new_tokens": rerun_tokens}
     display(Markdown(
         f"The file records {', '.join(sorted({m for m, _ in real_table.index}))}. "
         "On the real model, Medusa's deterministic trees: traversal's mean accepted minus the one-hot rule's "

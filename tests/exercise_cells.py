@@ -40,10 +40,16 @@ def run(*sources: str, namespace: dict | None = None) -> dict:
     return ns
 
 
+def attempt(ex: dict[str, str], namespace: dict, answer: str | None) -> dict:
+    """The stub, then `answer` (a wrong answer's code, the solution's, or None: the stub left as it is), then the
+    check, in `namespace`."""
+    return run(ex["exercise"], answer or "", ex["check"], namespace=namespace)
+
+
 def fails(ex: dict[str, str], wrong: str | None, namespace) -> None:
     """The check raises ExerciseError on the stub followed by `wrong` (None: the stub alone)."""
     with pytest.raises(ExerciseError):
-        run(ex["exercise"], wrong or "", ex["check"], namespace=namespace())
+        attempt(ex, namespace(), wrong)
 
 
 def passes(ex: dict[str, str], namespace) -> None:

@@ -13,16 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from exercise_cells import attempt as run  # stub, answer, check
 from exercise_cells import exercise as cells
 from exercise_cells import run as run_cells
 
 from specdec_lab.lab.course import ExerciseError
-
-
-def run(ex: dict[str, str], namespace: dict, answer: str | None) -> dict:
-    """The stub, then `answer` (a wrong answer's code, the solution's, or None: the stub left as it is), then the
-    check, in `namespace`."""
-    return run_cells(ex["exercise"], answer or "", ex["check"], namespace=namespace)
 
 
 # ---- 04 -------------------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ writes notebooks/run_times.json from `make reproduce`'s timings.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from .report import categories
 
@@ -215,18 +215,27 @@ def run_times_record(seconds: dict[str, float], sections: dict[str, dict[str, fl
     return record
 
 
-def section_seconds(notebook: dict) -> dict[str, float]:
-    """{`##` heading: seconds} of an executed notebook, from papermill's per-cell durations; cells before the
-    first `##` heading count as "Introduction"."""
-    out: dict[str, float] = {}
-    heading = "Introduction"
-    for cell in notebook.get("cells", []):
-        src = cell.get("source", "")
-        src = src if isinstance(src, str) else "".join(src)
+INTRODUCTION = "Introduction"  # the section of the cells before a notebook's first `##` heading
+
+
+def cells_by_section(cells) -> Iterator[tuple[str, dict]]:
+    """(the `##` heading in force, cell) for every cell: a markdown cell's own headings count from that cell on;
+    the cells before the first heading are in INTRODUCTION. One walk for the run-time record (`section_seconds`)
+    and the teacher's syllabus (`lab.teacher.sections`), so their section names agree."""
+    heading = INTRODUCTION
+    for cell in cells:
         if cell.get("cell_type") == "markdown":
-            for line in src.splitlines():
+            src = cell.get("source", "")
+            for line in (src if isinstance(src, str) else "".join(src)).splitlines():
                 if line.startswith("## "):
                     heading = line[3:].strip()
+        yield heading, cell
+
+
+def section_seconds(notebook: dict) -> dict[str, float]:
+    """{`##` heading: seconds} of an executed notebook, from papermill's per-cell durations (`cells_by_section`)."""
+    out: dict[str, float] = {}
+    for heading, cell in cells_by_section(notebook.get("cells", [])):
         duration = cell.get("metadata", {}).get("papermill", {}).get("duration")
         if cell.get("cell_type") == "code" and duration is not None:
             out[heading] = out.get(heading, 0.0) + float(duration)

@@ -147,6 +147,7 @@ class Watch:
         self.names = names
         self.called: list[str] = []
         self.originals: dict[str, Callable] = {}
+        self._checking = False  # True from `begin_check()` until the check: `_watch[name]` is the check's own
         for name in names:
             owner, _, attr = name.rpartition(".")
             if owner:
@@ -175,7 +176,7 @@ class Watch:
     def __getitem__(self, name: str) -> Callable:
         """The unwatched reference, for the check cell itself (after `_watch.begin_check()`):
         `check(..., _watch["f"](x), watch=_watch)`. Taken by an answer, it is recorded as a call of `f`."""
-        if not getattr(self, "_checking", False):
+        if not self._checking:
             self.called.append(name)
         return self.originals[name]
 

@@ -386,23 +386,22 @@ def fastest(results: Sequence[LabResult], rel_tol: float = 0.0) -> list[LabResul
     (|a − b| <= rel_tol · max(|a|, |b|)), fastest first (equal speed-ups in the order given): one run where the
     timings tell the fastest apart, several where they cannot. Runs without a speed-up (stopped before the
     baseline ran: NaN) are left out; none left: []."""
-    timed = [r for r in results if not math.isnan(r.speedup)]
-    if not timed:
-        return []
-    top = max(r.speedup for r in timed)
-    tied = [r for r in timed if math.isclose(r.speedup, top, rel_tol=rel_tol)]
-    return sorted(tied, key=lambda r: -r.speedup)
+    return _extreme(results, rel_tol, highest=True)
 
 
 def slowest(results: Sequence[LabResult], rel_tol: float = 0.0) -> list[LabResult]:
     """`fastest`'s mirror: the runs whose speed-up is the lowest, or within `rel_tol` of it by the same rule,
     slowest first; several where the timings cannot tell the slowest apart."""
+    return _extreme(results, rel_tol, highest=False)
+
+
+def _extreme(results: Sequence[LabResult], rel_tol: float, highest: bool) -> list[LabResult]:
     timed = [r for r in results if not math.isnan(r.speedup)]
     if not timed:
         return []
-    low = min(r.speedup for r in timed)
-    tied = [r for r in timed if math.isclose(r.speedup, low, rel_tol=rel_tol)]
-    return sorted(tied, key=lambda r: r.speedup)
+    end = (max if highest else min)(r.speedup for r in timed)
+    tied = [r for r in timed if math.isclose(r.speedup, end, rel_tol=rel_tol)]
+    return sorted(tied, key=lambda r: -r.speedup if highest else r.speedup)
 
 
 def round_spread(results: Sequence[LabResult]) -> float:

@@ -32,8 +32,8 @@ __all__ = [
     "readable_text_plain",
     "render_runs_in",
     "runs_in_lines",
+    "main",
 ]
-__all__ += ["main"]
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 RUNS_IN = "Runs in"  # how `course.runs_in` starts its line
@@ -56,6 +56,11 @@ def drop_widget_views(nb: dict) -> int:
                 if not data:
                     data["text/plain"] = "[interactive widget: it appears when the notebook runs]"
     return removed
+
+
+def _joined(value) -> str:
+    """A stored text field as one string: nbformat stores it as a string or as a list of lines."""
+    return "".join(value) if isinstance(value, list) else value
 
 
 def _html_text(markup: str) -> str:
@@ -84,9 +89,7 @@ def merge_streams(nb: dict) -> int:
                 and o.get("output_type") == "stream" == prev.get("output_type")
                 and o.get("name") == prev.get("name")
             ):
-                text = prev["text"] if isinstance(prev["text"], str) else "".join(prev["text"])
-                more = o["text"] if isinstance(o["text"], str) else "".join(o["text"])
-                prev["text"] = (text + more).splitlines(keepends=True)
+                prev["text"] = (_joined(prev["text"]) + _joined(o["text"])).splitlines(keepends=True)
                 merged += 1
             else:
                 kept.append(o)
@@ -105,16 +108,13 @@ def readable_text_plain(nb: dict) -> int:
             data = out.get("data")
             if not isinstance(data, dict) or "text/plain" not in data:
                 continue
-            plain = data["text/plain"]
-            if not OBJECT_REPR.match(("".join(plain) if isinstance(plain, list) else plain).strip()):
+            if not OBJECT_REPR.match(_joined(data["text/plain"]).strip()):
                 continue
             text = None
             if "text/markdown" in data:
-                md = data["text/markdown"]
-                text = "".join(md) if isinstance(md, list) else md
+                text = _joined(data["text/markdown"])
             elif "text/html" in data:
-                markup = data["text/html"]
-                text = _html_text("".join(markup) if isinstance(markup, list) else markup)
+                text = _html_text(_joined(data["text/html"]))
             if text and text.strip():
                 data["text/plain"] = text.splitlines(keepends=True)  # as nbformat stores it: a list of lines
                 changed += 1
@@ -127,8 +127,7 @@ def runs_in_lines(nb: dict) -> list[tuple[int, str]]:
     for i, cell in enumerate(nb.get("cells", [])):
         for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
             if out.get("output_type") == "stream":
-                text = out.get("text", "")
-                text = "".join(text) if isinstance(text, list) else text
+                text = _joined(out.get("text", ""))
                 found += [(i, line) for line in text.splitlines() if line.startswith(RUNS_IN)]
     return found
 
@@ -144,9 +143,7 @@ def render_runs_in(nb: dict, stem: str, record: str | Path) -> int:
         for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
             if out.get("output_type") != "stream":
                 continue
-            text = out.get("text", "")
-            text = "".join(text) if isinstance(text, list) else text
-            lines = text.split("\n")
+            lines = _joined(out.get("text", "")).split("\n")
             new = [line if old.startswith(RUNS_IN) else old for old in lines]
             if new != lines:
                 changed += sum(a != b for a, b in zip(new, lines, strict=True))

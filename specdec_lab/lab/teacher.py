@@ -29,6 +29,7 @@ import nbformat
 from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
 
+from ..bench.readme import cells_by_section
 from .teaching import PLOTLY_MIME
 
 PICTURES = (PLOTLY_MIME, "image/png", "image/svg+xml", "image/jpeg")
@@ -100,16 +101,15 @@ def _text(cell) -> str:
 
 
 def sections(nb: NotebookNode) -> tuple[str, list[Section]]:
-    """(title, the `##` sections in order); prose before the first `##` is the "Introduction"."""
-    title, out = "", [Section("Introduction")]
-    for cell in nb.cells:
+    """(title, the `##` sections in order, by `bench.readme.cells_by_section`: the names the run-time record
+    uses); prose before the first `##` is the "Introduction"."""
+    title, out = "", []
+    for heading, cell in cells_by_section(nb.cells):
+        if not out or out[-1].heading != heading:
+            out.append(Section(heading))
         text = _text(cell)
         if cell.cell_type == "markdown":
-            for line in text.splitlines():
-                if line.startswith("# ") and not title:
-                    title = line[2:].strip()
-                elif line.startswith("## "):
-                    out.append(Section(line[3:].strip()))
+            title = title or next((line[2:].strip() for line in text.splitlines() if line.startswith("# ")), "")
             out[-1].words += len(re.findall(r"\w+", text))
             out[-1].stars += [len(m.group(2)) for m in _STARS.finditer(text)]
         elif cell.cell_type == "code" and "solution" not in tags(cell):

@@ -93,28 +93,32 @@ def test_every_figure_function_uses_the_one_template():
     assert TEMPLATE == "plotly_white" and not missing, f"update_layout without template=TEMPLATE: {missing}"
 
 
-def test_a_styled_table_stores_its_cells_as_text(monkeypatch):
+def test_a_styled_table_markdown_and_html_store_their_text(monkeypatch):
     """`course.start` makes every pandas Styler's text/plain its formatted cells (`viz.tables.styler_text`), not
-    `<pandas.io.formats.style.Styler at 0x…>`."""
+    `<pandas.io.formats.style.Styler at 0x…>`, and a Markdown's or HTML's the text it shows: what the kernel emits
+    on a re-run (nbval) is then what `make store` keeps."""
     import types
 
     import IPython
     import pandas as pd
     from IPython.core.formatters import PlainTextFormatter
+    from IPython.display import HTML, Markdown
 
-    from specdec_lab.viz.tables import register_styler_text, styler_text
+    from specdec_lab.viz.tables import register_readable_text, styler_text
 
     styled = pd.DataFrame({"speed-up": [1.234, 0.9]}, index=["medusa", "draft"]).style.format("{:.2f}x")
     lines = styler_text(styled.set_caption("prompt 3")).splitlines()
     assert lines[0] == "prompt 3" and "1.23x" in lines[2] and "0.90x" in lines[3] and "Styler at" not in "".join(lines)
     assert len({len(line) for line in lines[1:]}) == 1  # aligned columns
     monkeypatch.setattr(IPython, "get_ipython", lambda: None)
-    assert not register_styler_text()  # no kernel: nothing to register
+    assert not register_readable_text()  # no kernel: nothing to register
     plain = PlainTextFormatter()
     shell = types.SimpleNamespace(display_formatter=types.SimpleNamespace(formatters={"text/plain": plain}))
     monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
-    assert register_styler_text()
+    assert register_readable_text()
     assert plain(styled) == styler_text(styled) and "Styler at 0x" not in plain(styled)
+    assert plain(Markdown("**α** = 0.6")) == "**α** = 0.6"
+    assert plain(HTML("<p>a &amp; b</p><p>c</p>")) == "a & b\nc"
 
 
 def test_a_file_from_another_machine_is_named_never_this_machine(tmp_path):

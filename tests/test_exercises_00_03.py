@@ -24,6 +24,7 @@ def ns01() -> dict:
         "import numpy as np, pandas as pd\n"
         "from specdec_lab.cost.theory import (\n"
         "    accepted_length_pmf, expected_speedup, expected_tokens_per_step, optimal_k,\n)\n"
+        "from specdec_lab.trees.build import expected_length\n"
         "from specdec_lab.lab.course import check, watch"
     )
     run(code_cell("01_acceptance_math", r"k_max: int ="), namespace=ns)  # the parameters
@@ -42,29 +43,34 @@ def test_01_exercise_1_refuses_the_reference_and_a_tv_without_its_half():
     passes(ex, ns01)
 
 
-def test_01_exercise_2_refuses_the_reference_and_a_count_without_the_bonus():
+def test_01_exercise_2_refuses_the_reference_the_iid_closed_form_and_a_count_without_the_bonus():
     ex = exercise("01_acceptance_math", 2)
     fails(ex, None, ns01)
-    fails(ex, "answer = expected_tokens_per_step(alpha2, k2)", ns01)  # the reference, in scope
-    fails(
-        ex, "answer = sum((j + 1) * pj for j, pj in enumerate(accepted_length_pmf(alpha2, k2)))", ns01
-    )  # section 2's pmf
+    fails(ex, "answer = expected_length([(0,) * d for d in range(1, k2 + 1)], [[a] for a in alphas2])", ns01)  # ref
+    fails(ex, "answer = expected_tokens_per_step(alphas2[0], k2)", ns01)  # the i.i.d. closed form, first α
+    fails(ex, "answer = expected_tokens_per_step(float(np.mean(alphas2)), k2)", ns01)  # ... with the mean α
+    fails(ex, "a = float(np.mean(alphas2))\nanswer = (1 - a ** (k2 + 1)) / (1 - a)", ns01)  # typed by hand
     no_bonus = (
-        "pmf = [alpha2**j * (1 - alpha2) for j in range(k2)] + [alpha2**k2]\n"
+        "reach = [float(np.prod(alphas2[:j])) for j in range(k2 + 1)]\n"
+        "pmf = [reach[j] * (1 - alphas2[j]) for j in range(k2)] + [reach[k2]]\n"
         "answer = sum(j * pj for j, pj in enumerate(pmf))"
     )
     fails(ex, no_bonus, ns01)  # E[A], the bonus left out
-    fails(ex, "answer = expected_speedup(alpha2, k2, 0)", ns01)  # at c = 0 the speedup is E[L]: watched
     passes(ex, ns01)
 
 
-def test_01_exercise_3_not_the_neighbouring_table_entry():
+def test_01_exercise_3_not_the_neighbouring_table_entry_and_the_tie_to_the_shorter_k():
     ex = exercise("01_acceptance_math", 3)
     fails(ex, None, ns01)
     fails(ex, "answer = optimal_k(alpha3, c3, k_max)", ns01)  # the reference, in scope
     fails(ex, "answer = optimal_k(0.8, 0.1, k_max)", ns01)  # the old exercise's answer, printed in section 3
     fails(ex, "answer = k_max", ns01)  # E[L] alone grows with k: the cost c ignored
     fails(ex, "answer = speedup_explorer(alpha3, 4, c3, k_max)[1]['optimal k']", ns01)  # section 5's callback
+    longer = (  # the tie rule ignored: the last of the tied maxima
+        "s = [(1 - alpha3 ** (k + 1)) / ((1 - alpha3) * (k * c3 + 1)) for k in range(k_max + 1)]\n"
+        "answer = max(k for k in range(k_max + 1) if s[k] == max(s))"
+    )
+    fails(ex, longer, ns01)
     passes(ex, ns01)
 
 
@@ -79,6 +85,11 @@ def test_01_exercise_4_needs_the_curve_and_the_cheaper_draft():
     )
     fails(ex, unit_cost, ns01)
     fails(ex, "answer = optimal_k(alpha4, t_draft, k_max, verify_cost=curve)", ns01)  # section 4's 5 ms draft
+    longer = (  # the tie rule ignored: the last of the tied maxima
+        "rates = [expected_tokens_per_step(alpha4, k) / (k * t_draft4 + curve(k + 1)) for k in range(k_max + 1)]\n"
+        "answer = max(k for k, r in enumerate(rates) if r >= max(rates) * (1 - 1e-9))"
+    )
+    fails(ex, longer, ns01)
     passes(ex, ns01)
 
 
@@ -101,7 +112,9 @@ def ns02_position() -> dict:
     p0, q0 = p0 / p0.sum(), q0 / q0.sum()
     return run(
         "import torch\nfrom specdec_lab.accept.tree_rules import residual\n"
-        "from specdec_lab.lab.course import check, is_stub",
+        "from specdec_lab.lab.course import check, is_stub\n"
+        "alpha0 = float(np.minimum(p0, q0).sum())  # the picture's cell: the emitted distribution, in scope\n"
+        "emitted0 = np.minimum(p0, q0) + (1 - alpha0) * residual(*map(torch.from_numpy, (p0, q0)), 0).numpy()",
         namespace={"p0": p0, "q0": q0, "np": np},
     )
 
@@ -109,9 +122,14 @@ def ns02_position() -> dict:
 def test_02_exercise_1_refuses_the_reference_and_an_unnormalised_residual():
     ex = exercise("02_speculative_sampling", 1)
     fails(ex, None, ns02_position)
-    fails(ex, "answer = residual(torch.from_numpy(p0), torch.from_numpy(q0), 0)", ns02_position)  # section 1's call
-    fails(ex, "answer = torch.from_numpy(np.clip(p0 - q0, 0.0, None))", ns02_position)  # max(p − q, 0), not normalised
-    fails(ex, "answer = torch.from_numpy(np.clip(q0 - p0, 0.0, None))\nanswer = answer / answer.sum()", ns02_position)
+    fails(ex, "def my_residual(p, q):\n    return residual(p, q, 0)", ns02_position)  # section 1's call
+    fails(ex, "def my_residual(p, q):\n    return (p - q).clamp(min=0)", ns02_position)  # max(p − q, 0), not normalised
+    fails(ex, "def my_residual(p, q):\n    e = (q - p).clamp(min=0)\n    return e / e.sum()", ns02_position)
+    copied = "torch.from_numpy((emitted0 - np.minimum(p0, q0)) / (1 - alpha0))"  # the picture's residual, from scope
+    fails(ex, f"def my_residual(p, q):\n    return {copied}", ns02_position)
+    fails(ex, f"answer = {copied}", ns02_position)  # the old value-answer: the stub function is still a stub
+    ns = ns02_position()  # the copied value is right at the picture's position: only the check's own pairs catch it
+    assert torch.allclose(eval(copied, ns), ns["residual"](torch.from_numpy(ns["p0"]), torch.from_numpy(ns["q0"]), 0))
     passes(ex, ns02_position)
 
 

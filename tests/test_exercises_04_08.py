@@ -148,9 +148,20 @@ def test_04_exercise_3_a_rejected_parent_rejects_its_matching_child():
     with pytest.raises(ExerciseError, match="called `accept_greedy`"):  # the reference in scope
         run(ex, _ns_04(logits), "def greedy_accept(tree, logits):\n"
             "    r = accept_greedy(tree, logits)\n    return r.path, r.bonus")  # fmt: skip
+    # the tie rule: an answer that keeps the last of equally deep accepted nodes agrees on the first two trees and
+    # fails on the tree with a tie
+    ignores_tie = ex["solution"].replace("if depth[i] > depth[best]", "if depth[i] >= depth[best]")
+    assert ignores_tie != ex["solution"]
+    with pytest.raises(ExerciseError, match="tie"):
+        run(ex, _ns_04(logits), ignores_tie)
     done = run(ex, _ns_04(logits), ex["solution"])
     small, ids_of = _small_04()
     assert done["greedy_accept"](done["small"], done["toy_logits"]) == ([0, 2], ids_of[" a"][0])
+    # the tie is real: two equally deep paths are accepted, and the lowest index wins
+    assert done["greedy_accept"](done["tie_tree"], done["tie_logits"]) == ([0, 1, 3], ids_of[" the"][0])
+    wrong_tie = {}
+    exec(ignores_tie, {"Tree": object, "torch": torch}, wrong_tie)  # noqa: S102
+    assert wrong_tie["greedy_accept"](done["tie_tree"], done["tie_logits"]) == ([0, 2, 4], ids_of[" a"][0])
     # the made-up logits reach the case the exercise is about: a child that matches a rejected parent's argmax
     pred = done["toy_logits"].argmax(-1).tolist()
     assert small.tokens[3] == pred[1] and small.tokens[1] != pred[0]
@@ -280,6 +291,10 @@ def test_05_exercise_4_acceptance_by_depth_pooled_and_at_least_d():
         "for r in decodes[deep_name]) / len(decodes[deep_name]) for d in (1, 2, 3)}",
         "the depths the model predicts": "answer = {d: sum(math.prod(float(A[k, r]) for k, r in enumerate(p)) "
         "for p in trees[deep_name] if len(p) == d) for d in (1, 2, 3)}",
+        "the reference in scope, called": "answer = dict(enumerate(survival([s for r in decodes[deep_name] for s in "
+        "r.steps], 3), start=1))",
+        "the reference, taken from the watch": "answer = dict(enumerate(_watch['survival']([s for r in "
+        "decodes[deep_name] for s in r.steps], 3), start=1))",
     })  # fmt: skip
     run(ex, ns(), ex["solution"])
 

@@ -146,7 +146,7 @@ def test_08_exercise_3_the_tie_rule_meets_a_real_tie():
 
     ex = cells("08_speedup_lab", 3)
     runs = [SimpleNamespace(spec="prompt_lookup", speedup=1.21), SimpleNamespace(spec="draft", speedup=0.97)]
-    ns = lambda: {"comparison": runs, "tie_tol": 0.05, "fastest": fastest, "check": check}  # noqa: E731
+    ns = lambda: {"comparison": runs, "tie_tol": 0.05, "tol": 0.05, "fastest": fastest, "check": check}  # noqa: E731
     with pytest.raises(ExerciseError, match="no answer yet"):
         run(ex, ns(), None)
     argmax = "def fastest_specs(speedups, rel_tol):\n    return [max(speedups, key=speedups.get)] if speedups else []"
@@ -239,13 +239,27 @@ def test_08_exercise_2_count_provenance_with_a_plain_step_and_a_cut_path():
     run(ex, ns(), ex["solution"])
 
 
+def test_08_exercise_3_uses_section_2s_tolerance_so_it_agrees_with_the_sentence():
+    from specdec_lab.lab.course import check
+    from specdec_lab.lab.experiment import fastest
+
+    ex = cells("08_speedup_lab", 3)
+    runs = [SimpleNamespace(spec="prompt_lookup", speedup=1.21), SimpleNamespace(spec="draft", speedup=1.0)]
+    ns = lambda: {"comparison": runs, "tie_tol": 0.05, "tol": 0.3, "fastest": fastest, "check": check}  # noqa: E731
+    fixed = ex["solution"].replace("<= rel_tol *", "<= 0.05 *")  # the set tolerance, not the one it is given
+    assert fixed != ex["solution"]
+    with pytest.raises(ExerciseError, match="section 2"):
+        run(ex, ns(), fixed)
+    run(ex, ns(), ex["solution"])
+
+
 def test_08_exercise_3_an_answer_that_calls_fastest_is_refused():
     from specdec_lab.lab.course import check
     from specdec_lab.lab.experiment import fastest
 
     ex = cells("08_speedup_lab", 3)
     runs = [SimpleNamespace(spec="prompt_lookup", speedup=1.21), SimpleNamespace(spec="draft", speedup=0.97)]
-    ns = lambda: {"comparison": runs, "tie_tol": 0.05, "fastest": fastest, "check": check}  # noqa: E731
+    ns = lambda: {"comparison": runs, "tie_tol": 0.05, "tol": 0.05, "fastest": fastest, "check": check}  # noqa: E731
     calls = (
         "def fastest_specs(speedups, rel_tol):\n    from types import SimpleNamespace as S\n"
         "    return [x.spec for x in fastest([S(spec=k, speedup=v) for k, v in speedups.items()], rel_tol)]"

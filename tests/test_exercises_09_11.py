@@ -218,3 +218,20 @@ def test_11_exercise_3_a_rule_that_draws_from_p_is_refused():
           "    return coins.sample(torch.tensor(steps['steps'][-1]['residual']))\n"
           "answer = enumerate_outcomes(partial(one_hot_rule, p_root, steps['tokens']))", ns11)  # fmt: skip
     passes(ex, ns11)
+
+
+def test_11_rule_gap_is_read_against_the_counts_spread_and_turns_with_the_numbers():
+    from specdec_lab.viz.sampling_trees import mean_accepted_se, rule_gap_text
+
+    rows = json.loads((ROOT / "data/bench/accepted_temperature.json").read_text())["rows"]
+    # the committed file: three short decodes per point, gaps of one sign but inside the counts' spread
+    assert "within noise" in rule_gap_text(rows, "medusa", "traversal", "exact")
+    # the same means over forty times the steps: the same-sign gaps now exceed the spread, an order either way
+    many = [dict(r, forwards=40 * r["forwards"]) for r in rows]
+    assert "traversal sits above exact" in rule_gap_text(many, "medusa", "traversal", "exact")
+    assert "exact sits below traversal" in rule_gap_text(many, "medusa", "exact", "traversal")
+    # no gap at all: within noise, with no order and no talk of a sign change
+    flat = [dict(r, mean_accepted=1.5, forwards=10_000) for r in rows]
+    text = rule_gap_text(flat, "medusa", "traversal", "exact")
+    assert "within noise" in text and "change sign" not in text
+    assert mean_accepted_se(1.0, 50) == 0.0 and mean_accepted_se(2.0, 2) == 1.0  # m(1 + m) / n: 2 / 2

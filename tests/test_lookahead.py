@@ -252,6 +252,32 @@ def test_budget_verifies_the_n_grams_that_pay_for_their_nodes():
     assert budget.gram_probes.interval == 32
 
 
+@pytest.mark.parametrize("W, N", [(1, 3), (2, 4), (4, 3), (3, 5)])
+def test_budget_prices_a_width_at_the_real_steps_input_length(W, N):
+    # the root is the window's first cell: a full window of W columns adds (N − 1)·W − 1 nodes after it
+    levels = [list(range(10, 10 + W - 1))] + [list(range(100 * lvl, 100 * lvl + W)) for lvl in range(1, N - 1)]
+    grams = [tuple(range(30, 30 + N - 1)), tuple(range(40, 40 + N - 1))]
+    tree = lookahead_tree(levels, grams=grams, N=N, G=2)
+    trie = len(tree) - (N - 1) * W
+    assert trie == 2 * (N - 1)  # both n-grams verified, no shared prefix
+    priced = []
+
+    class Recording(StepCost):
+        def step(self, n, tree=False, drafting=0.0):
+            priced.append(n)
+            return 1.0
+
+    budget = LookaheadBudget(Recording.of(curve(True), learn=False), N=N, G=2, max_window=W)
+    assert budget.nodes(W, trie) == len(tree)  # not len(tree) + 1: the root is counted once
+    no_window = LookaheadProposer(W=0, N=N, G=2, pool_from_prompt=False)
+    for gram in reversed(grams):
+        no_window.pool.add(7, gram, WINDOW)
+    assert budget.nodes(0, trie) == len(no_window.propose(state_for([1, 2, 7]))) == 1 + trie
+    budget.g_nodes.value = trie
+    budget.scores()
+    assert priced[budget.ladder.index(W)] == len(tree) and priced[0] == 1 + trie
+
+
 # ---- Jacobi's trajectory ----------------------------------------------------------------------------
 def test_jacobi_trajectory_is_the_fixed_point_iteration(model):
     ids = repetitive_prompt(4)

@@ -201,6 +201,26 @@ def test_tokens_html_decodes_and_escapes():
     assert "↵<br>" in html
 
 
+def test_show_tokens_text_plain_is_the_emitted_text_and_the_summary_only():
+    from IPython.core.formatters import PlainTextFormatter
+    from IPython.display import HTML
+
+    class Tok:
+        def decode(self, ids):
+            words = {21: "a", 22: "b", 30: "c", 31: "d", 32: "e", 23: "REJ", 40: "REJ", 41: "REJ"}
+            return "".join(words.get(i, "") for i in ids)
+
+    res = hand_made_result()
+    shown = show_tokens(res, Tok())
+    assert isinstance(shown, HTML) and shown.data == tokens_html(res, Tok())
+    fmt = PlainTextFormatter()
+    fmt.for_type(HTML, lambda obj, p, cycle: p.text("the HTML's visible text"))  # as course.start registers one
+    text = fmt(shown)
+    assert text.splitlines()[0] == "abcde"  # what was emitted, in order
+    assert "REJ" not in text  # rejected proposals are not spliced into the text
+    assert "2 accepted draft, 3 target, 3 rejected proposals" in text.splitlines()[1]
+
+
 def test_tokens_html_on_a_real_prompt_lookup_trace():
     model = tiny_model()
     res = generate(model, repetitive_ids(), method="prompt_lookup", max_new_tokens=24, draft_length=4)

@@ -506,47 +506,56 @@ _ = check("α = 1 − TV(p, q)", answer, float(_watch["acceptance_rate"](torch.t
           close=1e-9, watch=_watch, hint="TV(p, q) is half the sum of |p − q| over the tokens; α is one minus it.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-2"]
-# ### Exercise 2 ★★ — E[L] from the distribution of accepted drafts
+# ### Exercise 2 ★★ — E[L] from the distribution of accepted drafts, when α varies along the chain
 #
-# A chain of $k = 5$ drafts, each accepted with probability $\alpha = 0.7$ independently. Write the probability
-# P(A = j) that the step accepts exactly j drafts (j = 0..k; a draft is only checked when every earlier one was
-# accepted), then E[L] = Σ_j (j + 1)·P(A = j) — the bonus counted. The reference is
-# `specdec_lab.cost.theory.expected_tokens_per_step(0.7, 5)`; the check refuses an answer that calls it or
-# `accepted_length_pmf` (section 2's table of P(A = j)), `expected_speedup` (at c = 0 it is E[L]) or
-# `measured_speedup`.
+# A chain of $k = 5$ drafts whose acceptance falls along the chain, as a draft's does the further it guesses
+# ahead: draft $i$ (1-based) is accepted with probability `alphas2[i - 1]` given that every earlier one was
+# (a draft is only checked when every earlier one was accepted). With no single α the closed form
+# $(1 - α^{k+1}) / (1 - α)$ of section 2 does not apply — not with the first α, nor with their mean. Write the
+# probability P(A = j) that the step accepts exactly j drafts (j = 0..k), then E[L] = Σ_j (j + 1)·P(A = j) — the
+# bonus counted. The reference is `specdec_lab.trees.build.expected_length` on this chain (a tree of one path,
+# the acceptance of each depth as its one column: notebook 05 uses it on wider trees); the check refuses an
+# answer that calls it.
 
 # %% tags=["exercise", "exercise-2"]
-from specdec_lab.cost.theory import accepted_length_pmf, expected_speedup, expected_tokens_per_step, measured_speedup
+from specdec_lab.trees.build import expected_length  # noqa: F401 - in scope for the watch
 
-_watch = watch(
-    globals(), "expected_tokens_per_step", "accepted_length_pmf", "expected_speedup", "measured_speedup"
-)  # the references: not for the answer
-alpha2, k2 = 0.7, 5
+_watch = watch(globals(), "expected_length")  # the reference: not for the answer
+alphas2 = (0.9, 0.8, 0.7, 0.6, 0.5)  # P(draft i accepted | drafts 1..i-1 accepted), i = 1..5
+k2 = len(alphas2)
 answer = ...  # E[L] = Σ_j (j + 1)·P(A = j)
 
 # %% tags=["solution", "exercise-2"]
-pmf = [alpha2**j * (1 - alpha2) for j in range(k2)] + [alpha2**k2]  # j < k: accepted j, rejected the next
+reach = [1.0]  # reach[j]: P(the first j drafts all accepted)
+for a in alphas2:
+    reach.append(reach[-1] * a)
+pmf = [reach[j] * (1 - alphas2[j]) for j in range(k2)] + [reach[k2]]  # j < k: accepted j, rejected the next
 answer = sum((j + 1) * pj for j, pj in enumerate(pmf))
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
 _watch.begin_check()  # from here the references are the check's own
-_ = check("E[L] for α = 0.7, k = 5", answer, _watch["expected_tokens_per_step"](alpha2, k2), close=1e-9, watch=_watch,
-          hint="P(A = j) = α^j (1 − α) for j < k, and α^k for j = k; each step emits A + 1 tokens.")  # fmt: skip
+_ = check("E[L] for the chain of falling acceptances", answer,
+          _watch["expected_length"]([(0,) * d for d in range(1, k2 + 1)], [[a] for a in alphas2]), close=1e-9,
+          watch=_watch,
+          hint="P(A = j) = α_1···α_j (1 − α_{j+1}) for j < k, and α_1···α_k for j = k; each step emits A + 1 "
+               "tokens.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-3"]
 # ### Exercise 3 ★★ — the optimal draft length, by scanning
 #
-# For $\alpha = 0.75$ and $c = 0.08$ — a point between the rows and columns of section 3's table — find the k
-# in 0..`k_max` that maximizes the speedup (1 − α^{k+1}) / ((1 − α)(kc + 1)) of section 3 (ties: the shorter
-# k). Write the formula yourself. The reference is `specdec_lab.cost.theory.optimal_k(0.75, 0.08, k_max)`; the
-# check refuses an answer that calls it, `expected_speedup` or section 5's `speedup_explorer`.
+# For $\alpha = 0.75$ and $c = 81/457 \approx 0.18$ — a point between the rows and columns of section 3's table,
+# where two draft lengths give exactly the same speedup — find the k in 0..`k_max` that maximizes the speedup
+# (1 − α^{k+1}) / ((1 − α)(kc + 1)) of section 3; of two tied k, the rule takes the shorter (a longer draft costs
+# more drafting for nothing). Write the formula yourself. The reference is
+# `specdec_lab.cost.theory.optimal_k(alpha3, c3, k_max)`; the check refuses an answer that calls it,
+# `expected_speedup` or section 5's `speedup_explorer`.
 
 # %% tags=["exercise", "exercise-3"]
 from specdec_lab.cost.theory import expected_speedup, optimal_k
 from specdec_lab.viz.acceptance import speedup_explorer
 
 _watch = watch(globals(), "optimal_k", "expected_speedup", "speedup_explorer")  # the references: not for the answer
-alpha3, c3 = 0.75, 0.08
+alpha3, c3 = 0.75, 81 / 457  # c3: where two draft lengths tie
 answer = ...  # the best k in range(k_max + 1)
 
 # %% tags=["solution", "exercise-3"]
@@ -555,7 +564,7 @@ answer = speedups.index(max(speedups))  # the first maximum: the shorter k on a 
 
 # %% tags=["check", "exercise-3", "nbval-check-output"]
 _watch.begin_check()  # from here the references are the check's own
-_ = check("k* for α = 0.75, c = 0.08", answer, _watch["optimal_k"](alpha3, c3, k_max), watch=_watch,
+_ = check("k* for α = 0.75, c = 81/457", answer, _watch["optimal_k"](alpha3, c3, k_max), watch=_watch,
           close=lambda a, ref: a == ref,  # a yes or no: the printed line does not show the k
           hint="Compute the speedup for every k from 0 to k_max and keep the k of the largest.")  # fmt: skip
 
@@ -563,9 +572,11 @@ _ = check("k* for α = 0.75, c = 0.08", answer, _watch["optimal_k"](alpha3, c3, 
 # ### Exercise 4 ★★★ — the optimal draft length on a measured cost curve
 #
 # Section 4's example curve, with a cheaper draft than its table's: the verify forward over k + 1 tokens costs
-# `curve(k + 1)` seconds and a draft step `t_draft4` seconds (set in the cell below). At $\alpha = 0.75$, find
-# the k in 0..`k_max` that maximizes tokens per second, E[L] / (k·t_draft4 + t(k + 1)), with E[L] from section 2
-# (ties: the shorter k). The reference is `optimal_k(0.85, t_draft4, k_max, verify_cost=curve)`, the rule the
+# `curve(k + 1)` seconds and a draft step `t_draft4` seconds (set in the cell below: about half the table's,
+# chosen so that two draft lengths give the same rate). At α = `alpha4` (the cell below), find the k in
+# 0..`k_max` that maximizes tokens per second, E[L] / (k·t_draft4 + t(k + 1)), with E[L] from section 2 (ties:
+# the shorter k — count two rates within a relative 1e-9 as tied, as float rounding of measured costs can split
+# them). The reference is `optimal_k(alpha4, t_draft4, k_max, verify_cost=curve)`, the rule the
 # draft proposer runs every step; the check refuses an answer that calls it (E[L] from
 # `expected_tokens_per_step` is fine here). The curve is measured at n = 1, 2, 3, 4, 5, 8: `curve` interpolates
 # linearly between those sizes and extrapolates past n = 8 from the last two, so a k* above 7 would rest on
@@ -573,12 +584,14 @@ _ = check("k* for α = 0.75, c = 0.08", answer, _watch["optimal_k"](alpha3, c3, 
 
 # %% tags=["exercise", "exercise-4"]
 _watch = watch(globals(), "optimal_k")  # the reference: not for the answer
-alpha4, t_draft4 = 0.75, 0.002  # α, and a draft step of 2 ms (section 4's table: 5 ms)
+alpha4, t_draft4 = 0.75, 0.002757484847096912  # α, and a draft step of about 2.8 ms (section 4's table: 5 ms)
 answer = ...  # the best k in range(k_max + 1) on the example curve
 
 # %% tags=["solution", "exercise-4"]
+import math
+
 rates = [expected_tokens_per_step(alpha4, k) / (k * t_draft4 + curve(k + 1)) for k in range(k_max + 1)]
-answer = rates.index(max(rates))
+answer = min(k for k, r in enumerate(rates) if math.isclose(r, max(rates), rel_tol=1e-9))  # the shorter of ties
 
 # %% tags=["check", "exercise-4", "nbval-check-output"]
 _watch.begin_check()  # from here the references are the check's own

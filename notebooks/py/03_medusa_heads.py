@@ -153,6 +153,7 @@ pd.DataFrame(
 # %% tags=["nbval-check-output"]
 import torch
 
+torch.manual_seed(0)  # the same 8 states every run
 h = torch.randn(8, H)  # 8 hidden states
 with torch.no_grad():
     batched = shipped(h)  # (8, K, V)
@@ -352,28 +353,39 @@ import numpy as np
 
 seen = head_accuracy(shipped, train_rows, max_rows=2048, bf16=None)  # the shipped heads were trained on these
 by_category = {"training positions (seen)": seen.top1, "held-out, all": acc_shipped.top1}
-per_prompt = {}  # category -> head 1's top-1 on each of its prompts: the spread between prompts is the noise
+per_prompt = {}  # category -> (head 1's top-1, its labelled rows) on each of its prompts: the noise between prompts
+row_of = {}  # category -> its row of the table
 for category in sorted({e.category for e in held_ex}):
     q = [e.question_id for e in held_ex if e.category == category]
-    by_category[f"held-out: {category} ({len(q)} prompts)"] = head_accuracy(
-        shipped, build_rows(cache.subset(q), K), bf16=None
-    ).top1
-    prompt_rows = [build_rows(cache.subset([i]), K) for i in q]
-    per_prompt[category] = [float(head_accuracy(shipped, r, bf16=None).top1[0]) for r in prompt_rows if len(r)]
+    row_of[category] = f"held-out: {category} ({len(q)} prompts)"
+    by_category[row_of[category]] = head_accuracy(shipped, build_rows(cache.subset(q), K), bf16=None).top1
+    prompt_acc = [head_accuracy(shipped, build_rows(cache.subset([i]), K), bf16=None) for i in q]
+    per_prompt[category] = [(float(a.top1[0]), int(a.count[0])) for a in prompt_acc if a.count[0]]
 seen_vs_held = pd.DataFrame(by_category, index=[f"head {k}" for k in range(1, K + 1)]).T.round(3)
 display(seen_vs_held)
-cat_mean = {c: float(np.mean(v)) for c, v in per_prompt.items() if len(v) > 1}
-cat_se = {c: float(np.std(per_prompt[c], ddof=1) / len(per_prompt[c]) ** 0.5) for c in cat_mean}
+
+
+def pooled_se(pairs):  # the standard error between prompts of a pooled (row-weighted) accuracy, as the table pools
+    acc_i, w = np.array([a for a, _ in pairs]), np.array([c for _, c in pairs], dtype=float)
+    mean = (w * acc_i).sum() / w.sum()
+    return float(np.sqrt(len(w) / (len(w) - 1) * (w**2 * (acc_i - mean) ** 2).sum()) / w.sum())
+
+
+# the values the sentence quotes are the table's (head 1 column, every labelled row of the kind pooled)
+cat_mean = {c: float(seen_vs_held.loc[row_of[c], "head 1"]) for c, v in per_prompt.items() if len(v) > 1}
+cat_se = {c: pooled_se(per_prompt[c]) for c in cat_mean}
 ranked = sorted(cat_mean, key=cat_mean.get, reverse=True)
 best, worst = ranked[0], ranked[-1]
 se_ends = float(np.hypot(cat_se[best], cat_se[worst]))
+n_lo, n_hi = min(map(len, per_prompt.values())), max(map(len, per_prompt.values()))
+n_prompts_text = f"{n_lo}" if n_lo == n_hi else f"{n_lo}–{n_hi}"
 FORMULAIC = {"coding": "code syntax", "math": "math steps", "rag": "passages copied from the context in rag"}
 Markdown(
     f"Head 1 here: {seen.top1[0]:.2f} top-1 on training positions it was trained on, {acc_shipped.top1[0]:.2f} "
     f"on held-out ones ({seen.top1[0] / max(acc_shipped.top1[0], 1e-9):.1f}× as often right on text it has seen). "
-    f"By kind of text, averaged over its {min(map(len, per_prompt.values()))}–{max(map(len, per_prompt.values()))} "
-    f"prompts (± the standard error between prompts), head 1's top-1 runs from {cat_mean[worst]:.2f} ± "
-    f"{cat_se[worst]:.2f} ({worst}) to {cat_mean[best]:.2f} ± {cat_se[best]:.2f} ({best}): "
+    f"By kind of text (the table's held-out rows, each pooled over its {n_prompts_text} prompts; ± the standard error "
+    "between those prompts), head 1's top-1 runs "
+    f"from {cat_mean[worst]:.3f} ± {cat_se[worst]:.3f} ({worst}) to {cat_mean[best]:.3f} ± {cat_se[best]:.3f} ({best}): "
     + compare(cat_mean[best], cat_mean[worst], "a gap beyond two standard errors between these two",
               "a gap beyond two standard errors between these two",
               within="**within noise** of so few prompts, so no order between the kinds of text on this run",
@@ -491,19 +503,49 @@ display(pd.DataFrame(
      "shipped top-1": acc_shipped.top1, "shipped top-5": acc_shipped.top5},
     index=[f"head {k}" for k in range(1, K + 1)],
 ).round(3))
-tail = np.asarray(log.head_loss[-max(len(log.head_loss) // 5, 2):])  # the last fifth of the logged steps
+tail = np.asarray(log.head_loss[-max(len(log.head_loss) // 5, 2):])  # the last fifth of the logged steps: (steps, K)
 end_loss = tail.mean(0)  # per head, with its standard error (none from a single logged step)
 end_se = tail.std(0, ddof=1) / len(tail) ** 0.5 if len(tail) > 1 else np.full(len(end_loss), np.inf)
-ordered = all(b - a > 2 * math.hypot(sa, sb) for a, b, sa, sb in zip(end_loss, end_loss[1:], end_se, end_se[1:], strict=False))
-below = sum(a < b for a, b in zip(acc_live.top1, acc_shipped.top1, strict=True))
+# neighbouring heads compared step by step: at a logged step every head saw the same batch, so the pair's
+# difference at each step is what can be ordered; an order that holds at every step of the window is one
+step_up = np.diff(tail, axis=1)  # (steps, K - 1): head k+1's loss minus head k's, at each logged step
+up_se = step_up.std(0, ddof=1) / len(tail) ** 0.5 if len(tail) > 1 else np.full(K - 1, np.inf)
+
+
+def pair_order(d, se):  # "up" / "down" where every step or the mean beyond 2 standard errors says so, else None
+    if len(d) > 1 and (d > 0).all() or d.mean() > 2 * se:
+        return "up"
+    if len(d) > 1 and (d < 0).all() or d.mean() < -2 * se:
+        return "down"
+    return None
+
+
+orders = [pair_order(step_up[:, i], up_se[i]) for i in range(K - 1)]
+every_step = bool((step_up > 0).all()) and len(tail) > 1
+loose = [f"heads {i + 1} and {i + 2}" for i, o in enumerate(orders) if o is None]
+if all(o == "up" for o in orders):
+    verdict = (f": the later the head, the higher, at every one of these {len(tail)} logged steps." if every_step else
+               ": the later the head, the higher, each step up beyond two standard errors of the step-by-step "
+               "differences.")
+else:
+    parts = [f"head {i + 2} {'above' if o == 'up' else 'below'} head {i + 1}" for i, o in enumerate(orders) if o]
+    parts += [f"{', '.join(loose)} within noise of each other (no order)"] if loose else []
+    verdict = "; step by step, " + "; ".join(parts) + "."
+# live against shipped, head by head on the same held-out rows: a gap inside two binomial standard errors is no order
+versus_shipped = [
+    compare(a, b, "above", "below", within="within", rel_tol=2 * math.hypot(
+        (a * (1 - a) / max(n, 1)) ** 0.5, (b * (1 - b) / max(n, 1)) ** 0.5) / max(a, b, 1e-12))
+    for a, b, n in zip(acc_live.top1, acc_shipped.top1, acc_live.count, strict=True)
+]  # fmt: skip
+tally = [f"{'within noise of it' if w == 'within' else w} at {versus_shipped.count(w)} of {K} heads"
+         for w in ("below", "within", "above") if w in versus_shipped]
 Markdown(
     "Every head starts at a high loss: at initialisation it *is* the LM head, confidently predicting $x_{t+1}$ "
     f"where $x_{{t+k+1}}$ is asked. Averaged over the last {len(tail)} logged steps the heads' losses are "
     + ", ".join(f"{x:.2f} ± {e:.2f}" for x, e in zip(end_loss, end_se, strict=True)) + " nats"
-    + (": the later the head, the higher, each step up beyond two standard errors." if ordered else
-       ": not ordered by head beyond the noise of these steps (some neighbours lie within two standard errors).")
-    + f" With {len(train_ex)} examples and {train_steps} steps, the live run's held-out top-1 is below the shipped "
-    f"heads' at {below} of {K} heads."
+    + verdict
+    + f" With {len(train_ex)} examples and {train_steps} steps, the live run's held-out top-1 is, against the shipped "
+    "heads' on the same held-out rows (judged by two binomial standard errors), " + ", ".join(tally) + "."
 )  # fmt: skip
 
 # %% [markdown]
@@ -582,7 +624,7 @@ Markdown(compare(
 # original model. We compare it with plain cross-entropy on the (self-generated) tokens, on a tiny random
 # Llama and its own greedy text; drift = mean KL from the original per response position.
 
-# %%
+# %% tags=["nbval-ignore-output"]
 from specdec_lab import tiny_model
 from specdec_lab.train.distill import generate_distillation_data
 from specdec_lab.train.medusa2 import Medusa2Config, train_medusa2

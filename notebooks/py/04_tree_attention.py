@@ -38,8 +38,9 @@
 # Notebook 00 (the decoding loop, the KV cache, the cost curve) and notebook 03 (Medusa heads and their
 # ranked candidates). Notation as in notebook 00's table: p = the target, q = the draft, k = the draft length
 # (for a tree, its nodes besides the root), t(n) = the cost of one target forward over n tokens. Here K = the
-# number of heads (the deepest depth), a tree has N = k + 1 nodes, node 0 (the root) is the last accepted token —
-# every other node is a draft — and $P$ is the number of tokens already in the KV cache (the prefix).
+# number of heads (the deepest depth), and a tree has N = k + 1 nodes: k drafted nodes + the root (node 0, the
+# last accepted token). Throughout, "nodes" counts the root too and "drafted nodes" does not. $P$ is the number of
+# tokens already in the KV cache (the prefix).
 #
 # ### Plan
 #
@@ -57,13 +58,13 @@
 quick: bool = False  # CI: fewer timing repeats (same code paths)
 model_name: str = "smollm2-135m"  # target model: shipped name, HF directory or .gguf
 prompt_index: int = 0  # which benchmark prompt (data/prompts.jsonl) feeds the real-model tree
-tree_nodes: int = 16  # nodes below the root of the real Medusa tree (greedy, conditional model)
+tree_nodes: int = 16  # drafted nodes (the root not counted) of the real Medusa tree (greedy, conditional model)
 top: int = 10  # candidates per head (ranks available to the tree)
 repeats: int = 7  # timing rounds (median; each round times every way once, in rotated order)
 threads: int = 0  # torch CPU threads (0: the torch default)
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
 
-# %%
+# %% tags=["nbval-ignore-output"]
 from specdec_lab import load_model
 from specdec_lab.lab.course import start
 
@@ -77,9 +78,10 @@ lm = load_model(model_name)
 # ## 1. The Cartesian explosion
 #
 # The obvious tree takes head $h$'s top-$s$ at every depth and all their combinations: depth $d$ holds
-# $s^d$ nodes, so $K$ heads give $\sum_{d=1}^{K} s^d$ nodes and $s^K$ root-to-leaf paths. A verify
-# forward's cost grows with its tokens (notebook 00's cost curve; section 5 below), and the mask is $N \times N$.
-# Each cell of the table is *nodes / paths*:
+# $s^d$ drafted nodes, so $K$ heads give $\sum_{d=1}^{K} s^d$ drafted nodes + the root, and $s^K$ root-to-leaf
+# paths. A verify forward's cost grows with its tokens (notebook 00's cost curve; section 5 below), and the mask
+# is $N \times (P + N)$: each of the $N$ nodes against the $P$ cached tokens and the $N$ nodes. Each cell of the
+# table is *drafted nodes / paths*:
 
 # %% tags=["nbval-check-output"]
 import pandas as pd
@@ -95,9 +97,9 @@ for n_heads in range(1, 5):
 explosion = pd.DataFrame(rows).pivot(index="heads K", columns="top-s", values="cell")
 k4s8 = cartesian_size([8] * 4)
 assert k4s8 == {"nodes": 4680, "paths": 4096}
-print(f"K = 4 heads, top-8 each: {k4s8['nodes']} nodes, {k4s8['paths']} paths, "
-      f"a {k4s8['nodes'] + 1}² = {(k4s8['nodes'] + 1) ** 2 / 1e6:.1f} M-entry mask")
-explosion.rename_axis(columns="top-s  (cells: nodes / paths)")
+print(f"K = 4 heads, top-8 each: {k4s8['nodes']} drafted nodes + the root, {k4s8['paths']} paths; the mask's "
+      f"tree part alone (N × N, N = {k4s8['nodes'] + 1}) has {(k4s8['nodes'] + 1) ** 2 / 1e6:.1f} M entries")
+explosion.rename_axis(columns="top-s  (cells: drafted nodes / paths)")
 
 # %% [markdown]
 # Most of those paths are hopeless: a depth-4 node is accepted only if all four of its tokens are right, so its
@@ -174,7 +176,9 @@ for i in range(N):
         node = parents[node]
 naive = torch.tensor(naive)
 assert torch.equal(naive[:, P:], small.mask)  # the library's ancestor mask (Exercise 2 builds it in one pass)
-additive = tree_attention_mask(small, P, torch.float32)[0, 0]  # what verify_tree hands the model: 0 / -inf
+# what verify_tree hands the model: 0 where a key is seen, torch.finfo(dtype).min (not -inf: a row of -inf would
+# softmax to NaN) where it is masked
+additive = tree_attention_mask(small, P, torch.float32)[0, 0]
 assert torch.equal(naive, additive == 0)
 print(f"hand-made mask == Tree.mask == (tree_attention_mask == 0): {tuple(naive.shape)} (N × (P + N))")
 print("\n".join(f"{lab:>8} sees " + "".join("■" if v else "·" for v in row.tolist()) for lab, row in
@@ -220,7 +224,7 @@ node_explorer(small, tok, cache_length=P, node=selected)
 # ## 5. On the real model: one forward = every path decoded on its own
 #
 # Now a tree of **real** Medusa candidates: prefill a benchmark prompt, run the shipped heads on the last
-# hidden state, and place their top candidates on a tree of `tree_nodes` candidates (the greedy tree of notebook 05 under the
+# hidden state, and place their top candidates on a tree of `tree_nodes` drafted nodes + the root (the greedy tree of notebook 05 under the
 # conditional accuracy model). The root is the prompt's last token.
 
 # %%
@@ -245,7 +249,8 @@ with torch.inference_mode():
 paths = greedy_tree(acc.model("conditional"), tree_nodes)
 tree = Tree.from_rank_paths(ids[-1], paths, candidates)
 print(f"prompt {prompt.question_id} ({prompt.category}), {len(ids)} tokens; cache holds {cache.length}")
-print(f"tree: {len(tree)} nodes, depth {tree.max_depth}, {len(tree.paths())} root-to-leaf paths")
+print(f"tree: {len(tree)} nodes ({len(tree) - 1} drafted + the root), depth {tree.max_depth}, "
+      f"{len(tree.paths())} root-to-leaf paths")
 fig = tree_figure(tree, tok, title=f"{len(tree) - 1} Medusa candidates after prompt {prompt.question_id}")
 if not quick:
     print(f"saved {save_figure(fig, '04_medusa_candidates', FIGURES)}")
@@ -295,6 +300,12 @@ print(f"fp32: max |Δ logit| over all {len(tree)} nodes and {len(rows)} paths < 
 # four are timed in one loop after an untimed warm-up round, each round in a rotated order, so that a change in
 # the machine's load falls on all of them alike. The table gives each way's forwards, the tokens they score, the
 # median time, how far the rounds spread, and that time in single-token forwards.
+#
+# What exactly is timed, so that this ratio is not read as another notebook's $t(n)/t(1)$: one forward of this
+# tree's $N$ = `tree_nodes` + 1 tokens with its tree mask, after this prompt's cached tokens (the cache length
+# printed above), warm (after the untimed round), the median of `repeats` rounds, against the mean of a few
+# single-token forwards after the same prefix. Notebooks 05–07 time other inputs — chains or trees of other sizes,
+# a fixed context of 64 tokens, the minimum instead of the median — and get other ratios on the same machine.
 #
 # **Predict, then run:** the tree has `tree_nodes` + 1 tokens. Will one forward over all of them cost about one
 # single-token forward, about as many single-token forwards as it has nodes, or something in between? Write down
@@ -523,9 +534,11 @@ for what, ps, length in (("the real tree", tree.parents.tolist(), cache.length),
 # greedy verification node $i$ is accepted iff its parent is accepted and its token is the argmax of its
 # parent's logits. Return `(path, bonus)`: the node indices of the deepest accepted path, root first (among equally
 # deep ones the lowest index), and the bonus token, the argmax after the path's last node. The check runs it on the
-# real tree with `out.logits`, and on the small tree of section 2 with made-up target logits `toy_logits` (below):
+# real tree with `out.logits`; on the small tree of section 2 with made-up target logits `toy_logits` (below):
 # there the target's argmax after each node is the token of `toy_argmax`, and node 3 (" on") carries its parent's
-# argmax although that parent, " sat", is rejected. Reference: `specdec_lab.accept.accept_greedy`.
+# argmax although that parent, " sat", is rejected; and on `tie_tree`, a made-up tree whose root has two children
+# carrying the same token (a proposer that merges two drafts can repeat a sibling), so two paths of the same depth
+# are accepted and the tie rule decides. Reference: `specdec_lab.accept.accept_greedy`.
 
 # %% tags=["exercise", "exercise-3"]
 from specdec_lab.accept import accept_greedy  # noqa: F401 - watched below
@@ -535,6 +548,13 @@ toy_argmax = [" is", " on", " a", " the", " down", " sat", " cat"]  # the target
 toy_logits = torch.zeros(len(small), max(v[0] for v in ids_of.values()) + 1)
 for node, word in enumerate(toy_argmax):
     toy_logits[node, ids_of[word][0]] = 1.0
+# root " cat" with two children " sat" (nodes 1 and 2); " on" under node 1, " down" under node 2
+tie_words = [" cat", " sat", " sat", " on", " down"]
+tie_tree = Tree(torch.tensor([ids_of[w][0] for w in tie_words]), torch.tensor([-1, 0, 0, 1, 2]))
+tie_argmax = [" sat", " on", " down", " the", " a"]  # the target's argmax after node 0, 1, ..., 4
+tie_logits = torch.zeros(len(tie_tree), toy_logits.shape[1])
+for node, word in enumerate(tie_argmax):
+    tie_logits[node, ids_of[word][0]] = 1.0
 _watch = watch(globals(), "accept_greedy")
 
 
@@ -556,18 +576,20 @@ def greedy_accept(tree: Tree, logits: torch.Tensor) -> tuple[list[int], int]:  #
     return tree.path_to(best), pred[best]
 
 # %% tags=["check", "exercise-3", "nbval-check-output"]
-for name, t, logits in (("the real tree", tree, out.logits), ("the small tree, made-up logits", small, toy_logits)):
+for name, t, logits in (("the real tree", tree, out.logits), ("the small tree, made-up logits", small, toy_logits),
+                         ("the tree with a tie, made-up logits", tie_tree, tie_logits)):
     _watch.begin_check()
     reference = _watch["accept_greedy"](t, logits)
     _ = check(f"greedy acceptance on {name}", greedy_accept(t, logits), (reference.path, reference.bonus),
               close=lambda a, r: (list(a[0]), int(a[1])) == r, watch=_watch,
               hint="Walk the nodes in index order; a node can be accepted only if its parent was — a node whose "
-                   "token is its parent's argmax still fails when the parent was rejected.")
+                   "token is its parent's argmax still fails when the parent was rejected — and among equally deep "
+                   "accepted nodes keep the first (lowest index).")
 
 # %% [markdown]
 # ## Takeaways
 #
-# - A Cartesian tree of $K$ heads' top-$s$ has $\sum_d s^d$ nodes and $s^K$ paths: it explodes long before it
+# - A Cartesian tree of $K$ heads' top-$s$ has $\sum_d s^d$ drafted nodes (+ the root) and $s^K$ paths: it explodes long before it
 #   is useful, so trees are chosen node by node (notebook 05).
 # - A tree travels as two vectors, `tokens` and `parents`, in topological order; each node's position id is
 #   cache length + depth, shared by every node at that depth (siblings and cousins).

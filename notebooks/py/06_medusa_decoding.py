@@ -71,7 +71,7 @@ drift_vocab: int = 8  # vocabulary of the tiny model used for the drift
 seed: int = 0  # random seed
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
 
-# %%
+# %% tags=["nbval-ignore-output"]
 from specdec_lab import load_model
 from specdec_lab.lab.course import start
 
@@ -166,9 +166,10 @@ steps_table[["proposed", "accepted", "emitted", "text", "ms_propose", "ms_verify
 # $E[L](n) \,/\, (t(n+1) + \text{heads})$, where $E[L](n)$ is the expected tokens per step of the best
 # $n$-node tree under the heads' calibrated accuracies (`specdec_lab/trees/`) — at the start; as it decodes it
 # re-prices, and scales each depth's term of $E[L]$ by how much more or less this prompt accepted there than the
-# calibration predicted (a factor $\rho_d$ per depth). On a GPU, where $t$ is flat,
-# that is tens of nodes; on a CPU, where every extra token costs, few — possibly one, or none. We build the proposer ourselves
-# so we can read its choice afterwards.
+# calibration predicted (a factor $\rho_d$ per depth). On a GPU, where $t$ stays flat up to tens of
+# tokens, that is tens of nodes; on a CPU $t$ can stay flat for the first few tokens but rises once the input is
+# wide enough (section 2 measures where, here), and the budget is smaller — possibly one node, or none. We build
+# the proposer ourselves so we can read its choice afterwards.
 #
 # **Predict, then run:** section 1's demonstration tree has 9 nodes below the root. Will `tree="auto"` pick more
 # nodes than that on this machine, fewer, or none at all (plain decoding)? Write down your guess before running
@@ -263,6 +264,7 @@ pd.Series(dict(sorted(verified_sizes.items())), name="steps").rename_axis("nodes
 # gives every budget's predicted speed-up both ways: on the curve alone, and as the decode ended (the figure above).
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.cost.noise import measure_cost_curve_with_noise
 from specdec_lab.lab.course import compare
 from specdec_lab.trees import pick_budget
 
@@ -270,27 +272,57 @@ measured = proposer.cost.curve(tree=True)  # t(n) as measured before the decode;
 at_start = pick_budget(proposer.options, measured, lambda d: proposer.drafter.head_seconds.get(d, 0.0) if d else 0.0)
 start_up = {r["budget"]: r["speedup"] for r in at_start.table}  # predicted speed-up per budget n, the curve alone
 end_up = {r["budget"]: r["speedup"] for r in choice.table}  # the same as the decode ended: the figure above
-BUDGET_NOISE = 0.05  # speed-ups within 5%: a second measurement of t(n) can order them either way
+# How far a second measurement of t(n) moves it: the same tree forwards timed again, 5 repeats kept (as notebook 05),
+# their spread (IQR / median) per size. Two rates differ beyond noise only by more than the spreads of both t(n + 1)
+_, t_noise = measure_cost_curve_with_noise(lm.model, sizes=list(measured.sizes), context=measured.context or 64,
+                                           repeats=5, warmup=1, tree=True)  # fmt: skip
+
+
+def budget_noise(a, b):  # two budgets' rates: the spreads of their verify costs t(a + 1), t(b + 1) add
+    return t_noise.at(a + 1) + t_noise.at(b + 1)
 
 
 def margin(ups, pick, label):  # the pick against its runner-up, in predicted speed-up (= in rate)
     runner_up = max((n for n in ups if n != pick), key=lambda n: ups[n])
+    tol = budget_noise(pick, runner_up)
     return compare(ups[pick], ups[runner_up],
                    label + " the runner-up n = {r} predicts {m:.1%} less speed-up than n = {p} ({b:.3f}× against "
-                   "{a:.3f}×), more than the {t:.0%} a second measurement of t(n) should move it.",
+                   "{a:.3f}×), more than the {t:.1%} the repeats of t(n) spread (IQR / median at both sizes, added).",
                    label + " n = {p} and the runner-up n = {r} predict the same speed-up ({a:.3f}×).",
                    within=label + " the runner-up n = {r} predicts only {m:.1%} less speed-up than n = {p} "
-                   "({b:.3f}× against {a:.3f}×), within the {t:.0%} a second measurement of t(n) can move it: another "
-                   "run, or notebook 05 with its own curve, can pick either.",
-                   rel_tol=BUDGET_NOISE, p=pick, r=runner_up, t=BUDGET_NOISE,
+                   "({b:.3f}× against {a:.3f}×), within the {t:.1%} the repeats of t(n) spread (IQR / median at both "
+                   "sizes, added): another run, or notebook 05 with its own curve, can pick either.",
+                   rel_tol=tol, p=pick, r=runner_up, t=tol,
                    m=(ups[pick] - ups[runner_up]) / max(abs(ups[pick]), abs(ups[runner_up])))  # fmt: skip
+
+
+def shape_of_curve():  # which t(m) differ from t(1) beyond the two sizes' spreads (m = tokens verified, root included)
+    verdict = {m: compare(measured(m), measured(1), "above", "below", within="within",
+                          rel_tol=t_noise.at(1) + t_noise.at(m)) for m in measured.sizes if m > 1}  # fmt: skip
+    ties = [m for m, v in verdict.items() if v == "within"]
+    above = [m for m, v in verdict.items() if v == "above"]
+    below = [m for m, v in verdict.items() if v == "below"]
+    top = max(measured.sizes)
+    what = ("tree-masked inputs of m tokens" + (f" after {measured.context} cached tokens" if measured.context else "")
+            + ", warm; not notebook 04's single tree after a prompt nor 07's minimum over repeats")  # fmt: skip
+    return (f"The tree verify curve this decode started from ({what}; timed again here: the repeats' spread, "
+            f"IQR / median, is "
+            f"{t_noise.spread:.1%}, median over the sizes) — $t(m)$ within the spreads of $t(1)$ and $t(m)$, "
+            f"added, of $t(1)$: m = {ties or 'none'}; above: m = {above or 'none'}"
+            + (f"; below: m = {below}" if below else "")
+            + f"; $t({top})/t(1)$ = {measured(top) / measured(1):.2f}. "
+            + ("No size costs more than a single token beyond noise: on this curve the tree is not kept small by "
+               "the verify cost. " if not above else
+               "A tree verified in a size that ties $t(1)$ gets its nodes for free; one in a size above must earn its "
+               "share of the forward. "))
 
 
 display(pd.DataFrame({"predicted speed-up, curve alone (05's rule)": start_up,
                       "predicted speed-up, as the decode ended (figure above)": end_up})
         .rename_axis("node budget n").round(3).T)  # fmt: skip
 Markdown(
-    compare(choice.budget, at_start.budget,
+    shape_of_curve()
+    + compare(choice.budget, at_start.budget,
             "On the measured curve alone (notebook 05's rule) the pick is n = {b}; after the {s} steps of this decode "
             "the cost model also knew the loop's own time per step ({o:.1f} ms, paid whatever the tree) and how "
             "much more or less this prompt accepts per depth than the calibration said, and `tree=\"auto\"` ended "
@@ -372,15 +404,24 @@ def versus(label, name):
 
 
 auto_budgets = {}  # nodes verified -> steps, over the bench's `medusa` (tree="auto") runs on all its prompts
+auto_forwards = 0  # target forwards (prefill not counted): the table's mean accepted divides by them
 for row in bench["rows"]:
     if row["method"] == "medusa":
-        for n, k in ((row.get("proposer") or {}).get("budgets") or {}).items():
+        auto_forwards += int(row.get("forwards") or 0)
+        for n, k in ((row.get("proposer") or {}).get("budgets") or {}).items():  # only steps that verified a tree
             auto_budgets[int(n)] = auto_budgets.get(int(n), 0) + int(k)
+root_only = auto_forwards - sum(auto_budgets.values())  # the rest verified the root alone
+if root_only > 0:
+    auto_budgets[0] = root_only
 auto_steps = sum(auto_budgets.values())
 auto_ran = ("The bench's `medusa` row is `tree=\"auto\"` sized anew on each prompt and re-priced as it decoded"
-            + (": over its " + str(auto_steps) + " steps it verified " + ", ".join(
+            + (": over its " + str(auto_steps) + " target forwards (prefill not counted; the table's mean accepted is "
+               "its new tokens over these forwards) it verified " + ", ".join(
                 f"{n} node{'s' if n != 1 else ''} on {k / auto_steps:.0%}" for n, k in sorted(auto_budgets.items()))
-               + " of them. " if auto_steps else ". "))  # fmt: skip
+               + " of them" + (f" — the {root_only} forward{'s' if root_only != 1 else ''} with 0 nodes verified the "
+                               "root alone: a prompt's last token, where the loop cuts every tree to depth 0, or a "
+                               "step where nothing paid" if root_only > 0 else "")
+               + ". " if auto_steps else ". "))  # fmt: skip
 names = {f"medusa:tree={demo_tree}": f"The demonstration tree `{demo_tree}`", "medusa:tree=chain:1": "The one-node chain"}
 Markdown(
     "Mean accepted is what the heads buy per forward; the speed-up is that divided by what a bigger verify forward "
@@ -764,7 +805,9 @@ for what, cost in (("this machine's costs", price), ("the made-up flatter costs"
 # - Greedy Medusa emits exactly the autoregressive tokens, whatever tree the heads fill (checked above token for
 #   token, for the auto tree and the demonstration tree).
 # - The tree that pays is the machine's: `tree="auto"` weighs $E[L](n)$ against the measured cost of verifying
-#   $n + 1$ tokens, and a steep CPU cost curve keeps it small however much a larger tree would accept.
+#   $n + 1$ tokens: nodes are free only while $t(n + 1)$ stays within noise of $t(1)$, and each size past that
+#   must earn its share of the forward, however much a larger tree would accept (section 2 says which sizes
+#   tie $t(1)$ on this run's curve).
 # - When sampling, the one-hot rule keeps Medusa exact; typical acceptance is lossy — its drift from exact
 #   sampling stands above the noise floor of the exact rule in every cell of the grid.
 #

@@ -38,9 +38,11 @@
 #
 # Notebooks 00 (the loop, the cost curve), 01 (α, k, E[L]), 10 (the EAGLE-3 drafter) and 13 (speculation in a
 # batch, t(B, n)). Notation: notebook 00's table; S_i below is the share of *steps* whose draft was accepted up
-# to position i, so E[L] = 1 + Σ S_i (the bonus counted, as in 00), and r_i the share of *drafts* (steps that
-# drafted at all) accepted up to position i — what vLLM's counters give; S_i = r_i × the share of steps that
-# drafted. Serving needs vLLM in its own venv, once: `make serve-setup`.
+# to position i, so E[L] = 1 + Σ S_i (the bonus counted, as in 00), and D_i the share of *drafts* (steps that
+# drafted at all) accepted up to position i — what vLLM's counters give; S_i = D_i × the share of steps that
+# drafted. (D for "per draft"; not notebook 13's r(B), a drafted token's share of a decoded token's cost.)
+# vLLM's "mean acceptance length" is 1 + Σ D_i, tokens per *drafting* step: notebook 00's mean accepted (τ,
+# per target forward) only where every step drafts. Serving needs vLLM in its own venv, once: `make serve-setup`.
 #
 # 1. the policy: which drafter and how many tokens, by batch size;
 # 2. the export: folders vLLM loads;
@@ -151,13 +153,21 @@ if chosen == "none":
 else:
     ks = {r["batch_size"]: r["methods"][chosen]["k"] for r in rows}
     lo, hi = min(ks), max(ks)
-    display(Markdown(compare(
+    order = [ks[b] for b in sorted(ks)]
+    never_up = all(y <= x for x, y in zip(order[:-1], order[1:], strict=True))
+    never_down = all(y >= x for x, y in zip(order[:-1], order[1:], strict=True))
+    every_b = ", ".join(f"k = {ks[b]} at B = {b}" for b in sorted(ks))
+    display(Markdown(f"For {chosen} the policy drafts {every_b}: " + compare(
         ks[lo], ks[hi],
-        f"For {chosen} the policy drafts k = {{a}} at B = {lo} and k = {{b}} at B = {hi}: the wider the batch, the "
-        "dearer each drafted token, so it drafts fewer.",
-        f"For {chosen} the policy drafts k = {{a}} at B = {lo} and k = {{b}} at B = {hi}: in this run's prices the "
-        "batch did not make drafting dearer enough to draft fewer.",
-        within=f"For {chosen} the policy drafts k = {{a}} at both B = {lo} and B = {hi}.",
+        "fewer at the widest batch than at the narrowest, "
+        + ("and never more as B grows: the wider the batch, the dearer each drafted token."
+           if never_up else "but not step by step: it rises between some neighbouring B, so this run's prices do not "
+           "make k fall with every step up in B."),
+        "more at the widest batch than at the narrowest, "
+        + ("and never fewer as B grows: in this run's prices the batch did not make drafting dearer."
+           if never_down else "but not step by step: in this run's prices B alone does not order k."),
+        within="the same k at the widest batch as at the narrowest"
+        + ("." if never_up and never_down else ", though not at every B between."),
     )))  # fmt: skip
 
 # %% [markdown]
@@ -189,7 +199,7 @@ print(json.dumps(record["speculative_config"], indent=1).replace(str(Path(export
 # it, with every process it forked, when the block ends. The requests send token ids — the prompt already in the
 # chat template, exactly the ids our loop decodes — and ask for the new tokens' ids back, so the comparison with
 # our `generate` is token for token. vLLM's `/metrics` counts, for every draft position, how many drafts were
-# accepted up to there; the cell prints those rates r_i. Our loop's rates beside vLLM's, on the bench's prompts,
+# accepted up to there; the cell prints those rates D_i. Our loop's rates beside vLLM's, on the bench's prompts,
 # are in section 4.
 
 # %% tags=["nbval-ignore-output"]
@@ -218,7 +228,8 @@ else:
         spec = acceptance(before, scrape_metrics(server.url))
     same = sum(s.tokens == o for s, o in zip(served, ours, strict=True))
     print(f"vLLM {live_method} (k = 3): {same} of {len(ids)} answers equal our autoregressive decoding token for token")
-    print(f"vLLM's r_i by position (share of drafts): {spec['rate_per_position']} (mean accepted {spec['mean_accepted']})")
+    print(f"vLLM's D_i by position (share of drafts): {spec['rate_per_position']} "
+          f"(tokens per drafting step, bonus counted: {spec['mean_accepted']})")  # fmt: skip
     print(lm.tokenizer.decode(served[0].tokens, skip_special_tokens=True)[:300])
 
 # %% [markdown]
@@ -241,6 +252,18 @@ print(f"measured on: {machine_label(bench['machine'])} (this file's machine)\n"
       f"{len(cfg['prompts'])} prompts × {cfg['max_new_tokens']} new tokens, {cfg['repeats']} round(s) per "
       f"concurrency, the fastest kept\ncommand: {bench.get('command', '(not recorded)')}")  # fmt: skip
 print("the policy exported for that run (not this notebook's section 1):", json.dumps(bench["policy"]["choice"]))
+# a concurrency above the number of prompts never has more requests in flight than there are prompts
+in_flight = {r["concurrency"]: min(r["concurrency"], len(cfg["prompts"])) for r in summary}
+
+
+def load(c: int) -> str:
+    """A concurrency as reached: '16 (at most 14 in flight)' where the prompts ran out first."""
+    return str(c) if in_flight.get(c, c) == c else f"{c} (at most {in_flight[c]} in flight)"
+
+
+for c in sorted(c for c in in_flight if in_flight[c] < c):
+    print(f"concurrency {c}: only {len(cfg['prompts'])} prompts, so at most {in_flight[c]} requests were ever in flight "
+          "— its rows measure that load")  # fmt: skip
 
 # %%
 from specdec_lab.viz.serving import serving_figure, serving_speedup_figure
@@ -257,8 +280,9 @@ table.set_index(["concurrency", "config"])[["tokens_per_s", "speedup_vs_vllm_pla
 
 # %% [markdown]
 # Columns: `tokens_per_s` counts every request's new tokens over the wall time at that concurrency;
-# `speedup_vs_vllm_plain` divides it by plain decoding's in the same round, and `speedup_range` is the lowest and
-# highest ratio of single rounds. `ttft` is the time to a request's first token, `itl` the time between its tokens
+# `speedup_vs_vllm_plain` divides the config's fastest round by plain decoding's fastest round (the two may be
+# different rounds), and `speedup_range` is the lowest and highest ratio of single rounds, each round's config
+# against plain decoding in that same round. `ttft` is the time to a request's first token, `itl` the time between its tokens
 # (a chunk of several accepted tokens shares its gap among them); both in seconds, median and 90th percentile.
 # `identical` counts answers equal to our single-sequence autoregressive decoding.
 
@@ -287,11 +311,11 @@ moved = rounds_moved(by(best_static[first])[first], by(best_static[last])[last])
 display(Markdown(compare(
     a, b,
     f"With a fixed k = {cfg['k']} the best drafter gave {{a:.2f}}× at {first} request ({best_static[first]}) and "
-    f"{{b:.2f}}× at {last} ({best_static[last]}): the more requests share a forward, the less a draft saves.",
+    f"{{b:.2f}}× ({best_static[last]}) at concurrency {load(last)}: the more requests share a forward, the less a draft saves.",
     f"With a fixed k = {cfg['k']} the best drafter gave {{a:.2f}}× at {first} request ({best_static[first]}) and "
-    f"{{b:.2f}}× at {last} ({best_static[last]}): in this file's run concurrency did not wear the gain down.",
+    f"{{b:.2f}}× ({best_static[last]}) at concurrency {load(last)}: in this file's run concurrency did not wear the gain down.",
     f"With a fixed k = {cfg['k']} the best drafter gave {{a:.2f}}× at {first} request ({best_static[first]}) and "
-    f"{{b:.2f}}× at {last} ({best_static[last]}): within how far single rounds moved them ({{moved:.0%}}).",
+    f"{{b:.2f}}× ({best_static[last]}) at concurrency {load(last)}: within how far single rounds moved them ({{moved:.0%}}).",
     rel_tol=moved, moved=moved,
 )))  # fmt: skip
 
@@ -315,10 +339,15 @@ print("schedule, cost model alone ([first B, last B, k]):", bench["policy"]["sch
 print("schedule, engine-priced      ([first B, last B, k]):", repriced["policy"]["schedule"])
 priced = by("policy", rows=repriced["summary"])
 alone = by("policy")
-drafts_at = {c: next(k for lo, hi, k in repriced["policy"]["schedule"] if lo <= c <= hi) for c in sorted(priced)}
-alone_k = {c: next(k for lo, hi, k in bench["policy"]["schedule"] if lo <= c <= hi) for c in sorted(alone)}
+# vLLM sets k by the requests running, so each concurrency's k is the schedule's at the requests in flight
+reached = {c: min(c, len(cfg["prompts"]), len(repriced["config"]["prompts"])) for c in sorted(priced)}
+drafts_at = {
+    c: next(k for lo, hi, k in repriced["policy"]["schedule"] if lo <= reached[c] <= hi) for c in sorted(priced)
+}
+alone_k = {c: next(k for lo, hi, k in bench["policy"]["schedule"] if lo <= in_flight[c] <= hi) for c in sorted(alone)}
 for_load = {c: priced[c]["speedup_vs_vllm_plain"] if drafts_at[c] else 1.0 for c in sorted(priced)}
 pd.DataFrame({
+    "most requests in flight": reached,
     "k, cost model alone": alone_k,
     "cost model alone": {c: alone[c]["speedup_vs_vllm_plain"] for c in sorted(alone)},
     "engine-priced": {c: priced[c]["speedup_vs_vllm_plain"] for c in sorted(priced)},
@@ -330,9 +359,11 @@ pd.DataFrame({
 
 # %% [markdown]
 # `cost model alone` and `engine-priced` are each one server, EAGLE-3 with its file's schedule, at every
-# concurrency, each against plain decoding measured in its own file. `exported for this load` is what
-# `serve run --method auto --batch-size N` starts for N concurrent requests: that server where the schedule drafts
-# at N, plain decoding where it drafts nothing (k = 0) — plain decoding's own speed there, by construction.
+# concurrency, each against plain decoding measured in its own file. vLLM picks k by the requests running, so each
+# row's k is the schedule's at `most requests in flight` — the concurrency, or the number of prompts where that is
+# smaller. `exported for this load` is what `serve run --method auto --batch-size N` starts for N concurrent
+# requests, N the requests in flight: that server where the schedule drafts at N, plain decoding where it drafts
+# nothing (k = 0) — plain decoding's own speed there, by construction.
 
 # %%
 worst_c = min(priced, key=lambda c: priced[c]["speedup_vs_vllm_plain"])
@@ -344,11 +375,11 @@ reason = ("a speculative server pays for its drafter even when it drafts nothing
 display(Markdown(compare(
     worst["speedup_vs_vllm_plain"], 1.0,
     f"Priced by the engine, the one-server policy was faster than vLLM plain at every concurrency measured; its "
-    f"lowest ratio was {{a:.2f}}× (at {worst_c} requests).",
-    f"Priced by the engine, the one-server policy's lowest ratio to vLLM plain was {{a:.2f}}× at {worst_c} "
-    f"requests, where its schedule drafts k = {drafts_at[worst_c]}: {reason}.",
-    within=f"Priced by the engine, the one-server policy's lowest ratio to vLLM plain was {{a:.2f}}× at {worst_c} "
-    "requests: level with plain decoding, within how far single rounds moved it ({moved:.0%}).",
+    f"lowest ratio was {{a:.2f}}× (at concurrency {load(worst_c)}).",
+    f"Priced by the engine, the one-server policy's lowest ratio to vLLM plain was {{a:.2f}}× at concurrency "
+    f"{load(worst_c)}, where its schedule drafts k = {drafts_at[worst_c]}: {reason}.",
+    within=f"Priced by the engine, the one-server policy's lowest ratio to vLLM plain was {{a:.2f}}× at concurrency "
+    f"{load(worst_c)}: level with plain decoding, within how far single rounds moved it ({{moved:.0%}}).",
     rel_tol=rounds_moved(worst), moved=rounds_moved(worst),
 )))  # fmt: skip
 # exported for each load: plain decoding where the schedule drafts nothing (1.00× by construction, not measured
@@ -356,19 +387,19 @@ display(Markdown(compare(
 drafting = [c for c in for_load if drafts_at[c]]
 plain_loads = [c for c in for_load if not drafts_at[c]]
 by_construction = (
-    f" At {', '.join(map(str, plain_loads))} requests it serves plain decoding itself: 1.00× by construction."
+    f" At concurrency {', '.join(map(load, plain_loads))} it serves plain decoding itself: 1.00× by construction."
     if plain_loads else ""
 )
 if drafting:
     low_c = min(drafting, key=for_load.get)
     display(Markdown(compare(
         for_load[low_c], 1.0,
-        f"Exported for each load, the policy's lowest ratio where it drafts is {{a:.2f}}× (at {low_c} requests): "
-        "faster than plain decoding at every load where it drafts.",
-        f"Exported for each load, the policy's lowest ratio where it drafts is {{a:.2f}}× (at {low_c} requests): "
-        "below plain decoding by more than single rounds moved it ({moved:.0%}).",
-        within=f"Exported for each load, the policy's lowest ratio where it drafts is {{a:.2f}}× (at {low_c} "
-        "requests): level with plain decoding, within how far single rounds moved it ({moved:.0%}).",
+        f"Exported for each load, the policy's lowest ratio where it drafts is {{a:.2f}}× (at concurrency "
+        f"{load(low_c)}): faster than plain decoding at every load where it drafts.",
+        f"Exported for each load, the policy's lowest ratio where it drafts is {{a:.2f}}× (at concurrency "
+        f"{load(low_c)}): below plain decoding by more than single rounds moved it ({{moved:.0%}}).",
+        within=f"Exported for each load, the policy's lowest ratio where it drafts is {{a:.2f}}× (at concurrency "
+        f"{load(low_c)}): level with plain decoding, within how far single rounds moved it ({{moved:.0%}}).",
         rel_tol=rounds_moved(priced[low_c]), moved=rounds_moved(priced[low_c]),
     ) + by_construction))  # fmt: skip
 else:
@@ -385,13 +416,13 @@ alone_for_load = {c: alone[c]["speedup_vs_vllm_plain"] if alone_k[c] else 1.0 fo
 changed = [c for c in priced if c in alone and drafts_at[c] != alone_k[c]]
 verdicts = [compare(
     for_load[c], alone_for_load[c],
-    f"at concurrency {c} (k {alone_k[c]} → {drafts_at[c]}) {{a:.2f}}× against {{b:.2f}}×: engine pricing faster",
-    f"at concurrency {c} (k {alone_k[c]} → {drafts_at[c]}) {{a:.2f}}× against {{b:.2f}}×: engine pricing slower",
-    within=f"at concurrency {c} (k {alone_k[c]} → {drafts_at[c]}) {{a:.2f}}× against {{b:.2f}}×: within noise",
+    f"at concurrency {load(c)}, k {alone_k[c]} → {drafts_at[c]}: {{a:.2f}}× against {{b:.2f}}×, engine pricing faster",
+    f"at concurrency {load(c)}, k {alone_k[c]} → {drafts_at[c]}: {{a:.2f}}× against {{b:.2f}}×, engine pricing slower",
+    within=f"at concurrency {load(c)}, k {alone_k[c]} → {drafts_at[c]}: {{a:.2f}}× against {{b:.2f}}×, within noise",
     rel_tol=floor,
 ) for c in changed]  # fmt: skip
 gained = sum(v.endswith("faster") for v in verdicts)
-head = (f"Same server, same k, two files: the ratio moved by up to {floor:.0%} (at concurrency {floor_c}) — the noise "
+head = (f"Same server, same k, two files: the ratio moved by up to {floor:.0%} (at concurrency {load(floor_c)}) — the noise "
         "floor between the files. ")  # fmt: skip
 if not changed:
     display(Markdown(head + "The engine's prices changed k at no load measured: re-pricing changed nothing here."))
@@ -407,7 +438,7 @@ else:
 # %% [markdown]
 # ### Acceptance: the engine's counters against our loop
 #
-# Same prompts, same drafter, same k: vLLM's per-position counters beside our loop's traces, both as r_i, the
+# Same prompts, same drafter, same k: vLLM's per-position counters beside our loop's traces, both as D_i, the
 # share of drafts accepted up to position i (not S_i, which is per step: prompt lookup drafts at only some steps). The
 # second table repeats EAGLE-3's with the prompts sent as raw text, without the chat template — what a client
 # that posts `"prompt": "<text>"` to `/v1/completions` measures.
@@ -463,19 +494,23 @@ display(Markdown(compare(
 
 # %% [markdown]
 # Then how do the engine's EAGLE-3 counters compare with the drafter's training record? The record
-# (`data/eagle/smollm2-135m/manifest.json`) gives its held-out *accuracy* per position: position i's top-1 guess
-# right given the positions before it were right, teacher-forced on distilled answers to held-out training
-# prompts. The counters give r_i, the share of drafts accepted up to position i, on the bench's prompts. The
-# closest the counters come to the record's quantity is the ratio r_i / r_(i−1): position i accepted given the
-# positions before it were — still a different quantity (the engine's drafts run on the drafter's own earlier
-# guesses, the record's are teacher-forced) on different prompts:
+# (`data/eagle/smollm2-135m/manifest.json`) gives its held-out *accuracy* per position (notebook 10's a_i): the
+# share of scored tokens where position i's top-1 guess is the target's, teacher-forced — the true tokens before
+# it fed in, whether or not the drafter would have guessed them — on distilled answers to held-out training
+# prompts. The counters give D_i, the share of drafts accepted up to position i, on the bench's prompts. The
+# closest the counters come to the record's quantity is the ratio D_i / D_(i−1): position i accepted given the
+# positions before it were, so its inputs were the right tokens too — still a different quantity (the ratio counts
+# only drafts whose earlier guesses were all right, a selected set of contexts; the record counts every scored
+# token) on different prompts:
 
 # %%
 with open("../data/eagle/smollm2-135m/manifest.json") as f:
-    heldout = json.load(f)["heldout_accuracy_by_position"]
+    manifest = json.load(f)
+heldout = manifest["heldout_accuracy_by_position"]
+record_examples = manifest.get("config", {}).get("eval_examples")  # held-out examples scored, not positions
 survival = [1.0, *vllm_rates["eagle3"]]
 conditional = [round(survival[i + 1] / survival[i], 4) for i in range(len(survival) - 1)]
-pd.DataFrame({"vLLM r_i (per draft)": vllm_rates["eagle3"], "vLLM r_i / r_(i-1)": conditional,
+pd.DataFrame({"vLLM D_i (per draft)": vllm_rates["eagle3"], "vLLM D_i / D_(i-1)": conditional,
               "training record (held-out)": heldout[: len(conditional)]},
              index=pd.Index(range(1, len(conditional) + 1), name="position"))  # fmt: skip
 
@@ -495,8 +530,9 @@ display(Markdown(compare(
     "related quantities, not between engines.",
     f"Put as close to the record's quantity as the counters allow, the engine's rates sit {first_gap:.2f} below the "
     f"record at position 1 and within {later:.2f} of it after; position 1's gap is not larger than the later ones by "
-    f"more than twice the sampling error of the engine's share over its {chat_drafts} drafts (the record's sample size "
-    "is not in its manifest, so its own error is left out). Our loop on the same prompts agrees with the engine (the "
+    f"more than twice the sampling error of the engine's share over its {chat_drafts} drafts (the record scored "
+    + (f"{record_examples} held-out examples — its manifest's `eval_examples` — " if record_examples else "held-out examples ")
+    + "but does not record how many draft positions they held, so its own error is left out). Our loop on the same prompts agrees with the engine (the "
     "vLLM-against-ours table earlier in this section): the gaps are between two prompt sets and two closely related "
     "quantities, not between two engines.",
     rel_tol=2 * math.sqrt(conditional[0] * (1 - conditional[0]) / chat_drafts)
@@ -593,7 +629,9 @@ check("the k-by-requests schedule", plan, _watch.begin_check()["policy.schedule"
 # Two scrapes of vLLM's `/metrics`, before and after 10 requests, are below (the counters are cumulative: the
 # server had served other requests before). Compute the acceptance rate at each draft position — accepted at that
 # position over the drafts (steps that drafted), not over the draft tokens — as a list in position order, and the
-# mean accepted tokens per step (the bonus counted). The reference is `serve.client.acceptance`, watched here.
+# tokens a drafting step emits on average, the bonus counted — 1 + the accepted draft tokens per draft, vLLM's
+# "mean acceptance length" (per draft, not per target forward: notebook 00's mean accepted only where every step
+# drafts). The reference is `serve.client.acceptance`, watched here.
 
 # %% tags=["exercise", "exercise-3"]
 from specdec_lab.serve.client import acceptance  # noqa: F401 - in scope (section 3), watched
@@ -607,7 +645,7 @@ after = {"vllm:spec_decode_num_drafts_total": 140.0, "vllm:spec_decode_num_draft
          'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="2"}': 19.0,
          'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"}': 75.0,
          'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="1"}': 39.0}  # fmt: skip
-rates, mean_accepted = ..., ...  # a list of 3 floats, and a float
+rates, mean_accepted = ..., ...  # a list of 3 floats, and a float (tokens per drafting step)
 
 # %% tags=["solution", "exercise-3"]
 drafts = after["vllm:spec_decode_num_drafts_total"] - before["vllm:spec_decode_num_drafts_total"]
@@ -623,7 +661,8 @@ reference = _watch.begin_check()["acceptance"](before, after)
 check("rates per position", torch.tensor(rates, dtype=torch.float64) if isinstance(rates, list) else rates,
       torch.tensor(reference["rate_per_position"], dtype=torch.float64), close=1e-3, watch=_watch,
       hint="Subtract the scrape before; divide by the drafts; keep the positions in order.")  # fmt: skip
-check("mean accepted", mean_accepted, reference["mean_accepted"], close=1e-3, hint="The bonus token counts: 1 + ...")
+check("tokens per drafting step", mean_accepted, reference["mean_accepted"], close=1e-3,
+      hint="The bonus token counts: 1 + ...")  # fmt: skip
 
 # %% [markdown]
 # ## Takeaways
@@ -635,7 +674,7 @@ check("mean accepted", mean_accepted, reference["mean_accepted"], close=1e-3, hi
 #   not pay. Our loop's t(B, n) does not see vLLM's own per-step work; re-pricing the schedule with the engine's
 #   measured ratios accounts for it, and whether that paid is a measurement — the verdict under section 4's policy
 #   table, against the run-to-run spread between its two files.
-# - The engine's acceptance counters and our loop's traces measure the same per-draft rates r_i when both see the
+# - The engine's acceptance counters and our loop's traces measure the same per-draft rates D_i when both see the
 #   same token ids; a drafter's training record is a closely related but different quantity (accuracy given the
 #   positions before, teacher-forced) on other prompts, so it is no forecast of an engine's counters.
 # - Concurrency wears speculation down: the wider the batch, the less a draft saves, so a fixed k that pays for

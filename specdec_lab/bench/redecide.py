@@ -207,7 +207,9 @@ def _lookahead(row: dict, proposer, curve, ds: float, os_: float) -> Decision | 
         return None
     r = _Row(row, ds, os_)
     levels = cfg.N - 1
-    widths = [(s.nodes - 1 - s.candidates) / levels for s in r.steps]  # window cells / levels = W of the step
+    # A windowed step's input is (N − 1)·W window cells (the root is the window's first) + the trie's nodes; a
+    # step without a window is the root + the trie's nodes (`LookaheadBudget.nodes`).
+    widths = [(s.nodes - s.candidates) / levels if s.nodes - s.candidates > 1 else 0.0 for s in r.steps]
     counts = row.get("proposer") or {}
     steps = len(r.steps)
     y_text = counts.get("text", 0) / steps
@@ -226,7 +228,7 @@ def _lookahead(row: dict, proposer, curve, ds: float, os_: float) -> Decision | 
 
     tokens = sum(s.emitted for s in r.steps)
     rho = tokens / sum(expected(w) for w in widths)
-    nodes = max(int(round(1 + levels * width + g)), 1)
+    nodes = max(int(round(budget.nodes(width, g))), 1)
     price = _verify(curve, nodes, False) + own
     seconds = r.fixed() + tokens / (rho * expected(width)) * price
     return Decision("window", _mean(widths), float(width), seconds)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..viz.figures import TEMPLATE  # the one plotly template: the viz functions' and, by default, every cell's
-from ..viz.tables import register_styler_text
+from ..viz.tables import register_readable_text
 
 __all__ = ["TEMPLATE", "ran_on", "runs_in", "start", "compare", "check", "watch", "Watch", "ExerciseError", "is_stub"]
 
@@ -62,9 +62,9 @@ def runs_in(stem: str, record: str | os.PathLike | None = None) -> str:
 def start(figures_dir: str = "../figures", threads: int = 0, seed: int = 0, stem: str | None = None) -> Path:
     """A notebook's setup, in one call: print `ran_on()` (and, given the notebook's `stem`, `runs_in(stem)`),
     set torch's threads (0: its default) and every seed, hide transformers' progress bars (no stored "Loading
-    weights" widget), make `TEMPLATE` plotly's default, give every pandas Styler a readable text/plain (its
-    cells as text, `viz.tables.styler_text`, not `<…Styler at 0x…>`), and return the folder figures go to
-    (SPECDEC_LAB_FIGURES overrides it: CI keeps the committed figures)."""
+    weights" widget), make `TEMPLATE` plotly's default, give every pandas Styler, Markdown and HTML a readable
+    text/plain (`viz.tables.register_readable_text`: the text shown, not `<…Styler at 0x…>`), and return the
+    folder figures go to (SPECDEC_LAB_FIGURES overrides it: CI keeps the committed figures)."""
     import numpy as np
     import plotly.io as pio
     import torch
@@ -77,7 +77,7 @@ def start(figures_dir: str = "../figures", threads: int = 0, seed: int = 0, stem
     np.random.seed(seed)
     hf_logging.disable_progress_bar()
     pio.templates.default = TEMPLATE
-    register_styler_text()
+    register_readable_text()
     print(ran_on())
     if stem is not None:
         print(runs_in(stem))

@@ -17,12 +17,12 @@ stored run.
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import re
 from pathlib import Path
 
 from ..io import atomic_path
+from ..viz.tables import html_text
 
 __all__ = [
     "WIDGET_VIEW",
@@ -61,15 +61,6 @@ def drop_widget_views(nb: dict) -> int:
 def _joined(value) -> str:
     """A stored text field as one string: nbformat stores it as a string or as a list of lines."""
     return "".join(value) if isinstance(value, list) else value
-
-
-def _html_text(markup: str) -> str:
-    """The text a reader sees in an HTML snippet: tags dropped, entities decoded, blank runs collapsed."""
-    markup = re.sub(r"(?is)<(style|script)\b.*?</\1>", "", markup)
-    markup = re.sub(r"(?i)<br\s*/?>|</(?:p|div|tr|li|h\d)>", "\n", markup)
-    text = html.unescape(re.sub(r"<[^>]+>", "", markup))
-    lines = [re.sub(r"[ \t]+", " ", line).strip() for line in text.splitlines()]
-    return "\n".join(line for line in lines if line)
 
 
 def merge_streams(nb: dict) -> int:
@@ -114,7 +105,7 @@ def readable_text_plain(nb: dict) -> int:
             if "text/markdown" in data:
                 text = _joined(data["text/markdown"])
             elif "text/html" in data:
-                text = _html_text(_joined(data["text/html"]))
+                text = html_text(_joined(data["text/html"]))
             if text and text.strip():
                 data["text/plain"] = text.splitlines(keepends=True)  # as nbformat stores it: a list of lines
                 changed += 1

@@ -8,7 +8,9 @@ timings, plus the loop's own time):
 
 Per step, how many of the root's n-grams to verify (most recently added first, merged as a trie):
 
-    k* = argmax_{0 <= k <= offered}  (1 + h_0 + ... + h_{k-1}) / price(1 + window nodes + trie nodes of the first k)
+    k* = argmax_{0 <= k <= offered}  (1 + h_0 + ... + h_{k-1}) / price(1 + window cells + trie nodes of the first k)
+
+(window cells: those after the root, (N − 1)·W − 1 for a full window, the root being its first cell.)
 
 h_r the accepted tokens per step credited to the rank-r n-gram (the lowest-ranked one that offered the
 accepted tokens), measured in the steps that verified rank r. k = 0 with no window is plain decoding,
@@ -16,7 +18,10 @@ k >= 1 with no window prompt-lookup-like verification of the pool.
 
 Every `adapt_every` steps, the window width from {0, 1, 2, 4, ..., max_window}:
 
-    W* = argmax_W  (1 + y_text + y_win · log2(1 + W)) / price(1 + (N − 1)·W + ĝ)
+    W* = argmax_W  (1 + y_text + y_win · log2(1 + W)) / price(n_W + ĝ),   n_W = (N − 1)·W  (W >= 1),  1  (W = 0)
+
+n_W the root and the window: the root is the window's first cell (lookahead.py), so a window of W adds
+(N − 1)·W − 1 nodes after it, and the step's input is n_W + ĝ tokens (`LookaheadBudget.nodes`).
 
 y_text the accepted tokens per step credited to n-grams of the text (prompt and output: hits the window
 did not cause), y_win those credited to window n-grams per log2(1 + W) (the paper finds the step
@@ -89,12 +94,17 @@ class LookaheadBudget:
             self.gram_probes.drafting()
         return best
 
+    def nodes(self, width: int, trie_nodes: float) -> float:
+        """Tokens in one step's input: the root, a window of `width` columns (the root is its first cell, so it
+        adds (N − 1)·width − 1 cells after it), and `trie_nodes` verified n-gram nodes."""
+        return (self.levels * width if width > 0 else 1) + trie_nodes
+
     def scores(self) -> dict[int, float]:
         """{W: expected tokens per second} for each width of the ladder."""
         out = {}
         for w in self.ladder:
             tokens = 1 + self.y_text.value + self.y_win.value * math.log2(1 + w)
-            out[w] = tokens / self._price(1 + self.levels * w + self.g_nodes.value)
+            out[w] = tokens / self._price(self.nodes(w, self.g_nodes.value))
         return out
 
     def width(self) -> int:

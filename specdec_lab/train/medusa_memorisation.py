@@ -164,8 +164,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     examples = [e for folder in args.distill_dir.split(",") for e in load_distillation_data(folder.strip())]
     lm = load_model(args.model)
     record = {
-        "command": "python -m specdec_lab.train medusa-memorisation "
-        + shlex.join(argv if argv is not None else sys.argv[1:]),
+        # the command as typed: `python -m specdec_lab.train medusa-memorisation` runs main(argv) with the
+        # arguments after the subcommand
+        "command": shlex.join(
+            ["python", "-m", "specdec_lab.train", "medusa-memorisation", *(argv if argv is not None else sys.argv[1:])]
+        ),
         "model": model_record(lm),
         "distill_dir": args.distill_dir,
         **memorisation_run(lm, examples, cfg, cache_path=args.cache, progress=not args.quiet),

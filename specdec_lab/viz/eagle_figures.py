@@ -168,11 +168,23 @@ def speed_rows(results: Mapping, methods: Sequence[str] | None = None) -> list[d
 
 # ---- the hybrid's sources in the text -----------------------------------------------------------------------
 SOURCE_COLORS = {"prompt_lookup": "#aec7e8", "medusa": "#ffbb78", "eagle": "#98df8a"}
-MIXED_COLOR = "#d4b9da"  # a token two or more sources proposed (the trie merged them)
+# a token two or more sources proposed (the trie merged them): each combination its own colour, so the legend
+# tells them apart; a combination not listed here gets MIXED_COLOR
+COMBINED_COLORS = {
+    frozenset({"eagle", "medusa"}): "#dbdb8d",
+    frozenset({"eagle", "prompt_lookup"}): "#7fd4c1",
+    frozenset({"medusa", "prompt_lookup"}): "#c5b0d5",
+    frozenset({"eagle", "medusa", "prompt_lookup"}): "#f7b6d2",
+}
+MIXED_COLOR = "#d9d9d9"
 
 
 def _source_color(label: str) -> str:
-    return SOURCE_COLORS.get(label, MIXED_COLOR if "+" in label else "#eeeeee")
+    if label in SOURCE_COLORS:
+        return SOURCE_COLORS[label]
+    if "+" in label:
+        return COMBINED_COLORS.get(frozenset(label.split("+")), MIXED_COLOR)
+    return "#eeeeee"
 
 
 def source_html(result, tokenizer=None, legend: bool = True) -> str:
@@ -195,7 +207,8 @@ def source_html(result, tokenizer=None, legend: bool = True) -> str:
             text = html.escape(pieces[i]).replace("\n", "↵<br>")
             if j < min(s.accepted, len(labels)):
                 label = labels[j]
-                seen[label] = seen.get(label, 0) + 1
+                key = "+".join(sorted(label.split("+")))  # one legend entry per combination, however spelled
+                seen[key] = seen.get(key, 0) + 1
                 spans.append(f'<span style="background:{_source_color(label)}" title="step {n}: {label}">{text}</span>')
             else:
                 spans.append(f'<span title="step {n}: the target\'s token">{text}</span>')

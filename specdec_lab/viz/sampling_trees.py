@@ -9,6 +9,7 @@ a line; lines that can coincide (two exact rules at T = 0) differ by dash and ma
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import pandas as pd
@@ -18,7 +19,7 @@ from plotly.colors import qualitative
 from .figures import TEMPLATE
 
 __all__ = ["residual_figure", "joint_figure", "accepted_temperature_figure", "typical_tradeoff_figure", "sweep_rate",
-           "sampled_frame", "short_label"]  # fmt: skip
+           "sampled_frame", "short_label", "mean_accepted_se", "rule_gap_text"]  # fmt: skip
 
 WIDTH = 900
 LEGEND_BELOW = dict(orientation="h", x=0, xanchor="left", y=-0.2, yanchor="top")  # outside the plot area
@@ -159,3 +160,63 @@ def sampled_frame(records: Sequence[dict], decode: bool = False) -> pd.DataFrame
             row["mean accepted (greedy)"] = _ratio(sampled) + ("" if greedy is None else f" ({greedy:.2f})")
         rows[short_label(r["method"])] = row
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("method")
+
+
+def mean_accepted_se(mean_accepted: float, forwards: int) -> float:
+    """The standard error of a mean accepted (tokens per target forward) from the counts behind it: each step's
+    accepted drafts taken as a geometric count with the measured mean m = mean − 1 (the chain's model, every
+    next depth accepted with the same chance; variance m(1 + m), at least that of the count truncated at the
+    tree's depth), the `forwards` steps as independent."""
+    m = max(mean_accepted - 1.0, 0.0)
+    return math.sqrt(m * (1.0 + m) / max(forwards, 1))
+
+
+def rule_gap_text(
+    rows: Sequence[dict], method: str, rule: str, base: str, *, z: float = 2.0, labels: dict[str, str] | None = None
+) -> str:
+    """The sentence on `rule`'s mean accepted minus `base`'s for `method` at each T > 0 (`accepted_temperature`'s
+    rows: mean_accepted and forwards per method, rule and temperature), read against the spread of the counts
+    (`mean_accepted_se`, the two rules' standard errors combined): a gap counts only beyond z standard errors,
+    at one T or summed over every T (where each T's gap has the same sign); otherwise it is within noise.
+    labels: how the sentence names a rule (default: its name)."""
+    name = {rule: rule, base: base} | (labels or {})
+    at = {(r["method"], r["rule"], r["temperature"]): r for r in rows}
+    temps = sorted(t for m, r, t in at if m == method and r == rule and t > 0 and (method, base, t) in at)
+    if not temps:
+        return ""
+    gaps, ses = {}, {}
+    for t in temps:
+        a, b = at[method, rule, t], at[method, base, t]
+        gaps[t] = a["mean_accepted"] - b["mean_accepted"]
+        ses[t] = math.hypot(mean_accepted_se(a["mean_accepted"], a["forwards"]),
+                            mean_accepted_se(b["mean_accepted"], b["forwards"]))  # fmt: skip
+    total, total_se = sum(gaps.values()), math.sqrt(sum(s * s for s in ses.values()))
+    beyond = [t for t in temps if abs(gaps[t]) > z * ses[t]]
+    same_sign = all(g > 0 for g in gaps.values()) or all(g < 0 for g in gaps.values())
+    mixed = any(g > 0 for g in gaps.values()) and any(g < 0 for g in gaps.values())
+    text = (
+        f"The mean accepted of {name[rule]} minus that of {name[base]} is "
+        + ", ".join(f"{gaps[t]:+.2f} ± {z * ses[t]:.2f} at T = {t:g}" for t in temps)
+        + f" tokens per forward (± {z:g} standard errors from the counts: each step's accepted drafts taken as a "
+        "geometric count with the measured mean, the steps as independent)."
+    )
+    if same_sign and abs(total) > z * total_se:
+        side = "above" if total > 0 else "below"
+        return text + (
+            f" The gaps have the same sign at every T and their sum, {total:+.2f}, is beyond {z:g} standard errors "
+            f"({z * total_se:.2f}): in this file {name[rule]} sits {side} {name[base]}"
+            + (f", beyond the spread at T = {', '.join(f'{t:g}' for t in beyond)} alone too." if beyond else ".")
+        )
+    if beyond:
+        return text + (
+            f" Beyond the spread at T = {', '.join(f'{t:g}' for t in beyond)}"
+            + (", within it elsewhere" if len(beyond) < len(temps) else "")
+            + (", and the gaps change sign" if mixed else "")
+            + f": no order over the temperatures (summed, {total:+.2f} against {z * total_se:.2f})."
+        )
+    return text + (
+        " Every gap is within its spread"
+        + (f", and so is their sum ({total:+.2f} against {z * total_se:.2f}) although they share a sign"
+           if same_sign else ", and the gaps change sign" if mixed else "")
+        + f": within noise, no order between {name[rule]} and {name[base]} in this file."
+    )  # fmt: skip

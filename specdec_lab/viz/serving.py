@@ -104,7 +104,7 @@ def serving_speedup_figure(summary: list[dict], title: str = "Speedup over vLLM 
 
 def acceptance_figure(vllm: dict[str, list[float]], ours: dict[str, list[float]],
                       title: str = "Acceptance by draft position: vLLM and our loop") -> go.Figure:  # fmt: skip
-    """Bars per method and position i: r_i, the share of drafts (steps that drafted) accepted up to position i,
+    """Bars per method and position i: D_i, the share of drafts (steps that drafted) accepted up to position i,
     vLLM (solid) beside our loop on the same prompts and k (hatched)."""
     fig = go.Figure()
     for method, rates in vllm.items():
@@ -117,5 +117,5 @@ def acceptance_figure(vllm: dict[str, list[float]], ours: dict[str, list[float]]
                         hovertemplate="%{x}: %{y:.3f}<extra>ours</extra>")  # fmt: skip
     fig.update_layout(template=TEMPLATE, title=title, width=WIDTH, height=420, barmode="group",
                       legend=_legend_below(), xaxis_title="method · draft position",
-                      yaxis={"title": "r_i: share of drafts accepted up to position i", "range": [0, 1]})  # fmt: skip
+                      yaxis={"title": "D_i: share of drafts accepted up to position i", "range": [0, 1]})  # fmt: skip
     return fig

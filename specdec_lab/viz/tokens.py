@@ -19,7 +19,16 @@ import html as _html
 
 from ..text import PARTIAL, path_pieces, token_pieces
 
-__all__ = ["tokens_html", "show_tokens", "trace_table", "token_text", "token_roles", "step_pieces", "node_pieces"]
+__all__ = [
+    "tokens_html",
+    "show_tokens",
+    "tokens_summary",
+    "trace_table",
+    "token_text",
+    "token_roles",
+    "step_pieces",
+    "node_pieces",
+]
 
 COLORS = {
     "accepted": "#c7ecc5",  # accepted draft token
@@ -150,11 +159,32 @@ def tokens_html(
     return f"<div>{head_html}{body}{foot}</div>"
 
 
+def tokens_summary(result, show_rejected: bool = True) -> str:
+    """The summary line of `tokens_html` as plain text: tokens, forwards, counts by role, mean accepted."""
+    counts = {"accepted": 0, "target": 0, "rejected": 0}
+    for roles in token_roles(result):
+        for role, _ in roles:
+            counts[role] += 1
+    return (
+        f"{len(result.tokens)} tokens in {result.forwards} target forwards ({result.method}): "
+        f"{counts['accepted']} accepted draft, {counts['target']} target, {counts['rejected']} rejected proposals; "
+        f"mean accepted {result.mean_accepted:.2f} tokens/forward"
+    )
+
+
 def show_tokens(result, tokenizer=None, **kwargs):
-    """`tokens_html` as an `IPython.display.HTML` object (renders in notebooks)."""
+    """`tokens_html` as an `IPython.display.HTML` object (renders in notebooks). Its text/plain (a plain-text
+    front end, a stored notebook read as text) is the emitted text alone, then the summary line: rejected
+    proposals are counted there, never spliced into the text."""
     from IPython.display import HTML
 
-    return HTML(tokens_html(result, tokenizer, **kwargs))
+    class TokensHTML(HTML):
+        def _repr_pretty_(self, p, cycle):  # IPython finds this before any printer registered for HTML
+            p.text(emitted_text + "\n" + summary)
+
+    emitted_text = "".join("".join(pieces) for pieces in step_pieces(result, tokenizer))
+    summary = tokens_summary(result)
+    return TokensHTML(tokens_html(result, tokenizer, **kwargs))
 
 
 def trace_table(result, tokenizer=None):

@@ -1,7 +1,8 @@
 """Figures of what a Medusa tree's size buys (notebook 05): the heads' accuracies, the expected accepted length
 against the node budget, the predicted speed-up per cost curve, and the prediction against a measurement.
 
-    accuracy_figure(acc)            a[k, i] heatmaps: independent and conditional
+    accuracy_figure(acc)            a[h, i] heatmaps: independent and conditional
+    tree_cost_curve_figure(curve)   viz.cost's t(n) figure with its token count named m (n is the tree's budget)
     expected_length_figure(...)     E[L] against the node budget: lines (greedy, DP) and points (Cartesian)
     budget_rate_figure(choices)     predicted speed-up against the budget per cost curve, the pick starred
     predicted_vs_measured_figure    measured mean accepted next to E[L] under each accuracy model
@@ -21,11 +22,17 @@ from plotly.subplots import make_subplots
 from .figures import TEMPLATE
 from .trees import MAX_WIDTH
 
-__all__ = ["accuracy_figure", "expected_length_figure", "budget_rate_figure", "predicted_vs_measured_figure"]
+__all__ = [
+    "accuracy_figure",
+    "tree_cost_curve_figure",
+    "expected_length_figure",
+    "budget_rate_figure",
+    "predicted_vs_measured_figure",
+]
 
 
 def accuracy_figure(acc, max_rank: int | None = None, title: str | None = None) -> go.Figure:
-    """Heatmaps of a[k, i] (head k+1, rank i): the independent (marginal) model, and the conditional one
+    """Heatmaps of a[h, i] (head h, rank i): the independent (marginal) model, and the conditional one
     when `acc` has it. `acc`: a HeadAccuracies (attributes top, conditional) or a (K, S) matrix."""
     import torch
 
@@ -33,9 +40,9 @@ def accuracy_figure(acc, max_rank: int | None = None, title: str | None = None) 
     cond = getattr(acc, "conditional", None)
     panels = {"independent: P(rank i right)": torch.as_tensor(top, dtype=torch.float64)}
     if cond is not None:
-        # head k's row is conditioned on the heads before it (heads 1..k−1), never on head k itself
+        # head h's row is conditioned on the heads before it (heads 1..h−1), never on head h itself
         cond = torch.as_tensor(cond, dtype=torch.float64)
-        panels[f"conditional: given heads 1..k−1 had it in their top-{cond.shape[-1]}"] = cond
+        panels[f"conditional: given heads 1..h−1 had it in their top-{cond.shape[-1]}"] = cond
     k, s = panels[next(iter(panels))].shape
     s = min(s, max_rank or s)
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), horizontal_spacing=0.1)
@@ -61,14 +68,32 @@ def accuracy_figure(acc, max_rank: int | None = None, title: str | None = None) 
             row=1,
             col=col,
         )
-        fig.update_yaxes(autorange="reversed", title_text="head k" if col == 1 else None, row=1, col=col)
+        fig.update_yaxes(autorange="reversed", title_text="head h" if col == 1 else None, row=1, col=col)
         fig.update_xaxes(title_text="rank i of the head's candidates", row=1, col=col)
     fig.update_layout(
-        title=title or "head accuracies a[k, i] from calibration",
+        title=title or "head accuracies a[h, i] from calibration",
         template=TEMPLATE,
         width=min(MAX_WIDTH - 10, 430 * len(panels) + 80),
         height=330,
     )
+    return fig
+
+
+def tree_cost_curve_figure(curve, title: str | None = None) -> go.Figure:
+    """`viz.cost.cost_curve_figure` of a tree cost curve, its token count named m instead of n: in notebook 05 n is
+    the tree's node budget, and a budget of n nodes verifies m = n + 1 tokens."""
+    import re
+
+    from .cost import cost_curve_figure
+
+    fig = cost_curve_figure(curve, title=title)
+    rename = lambda text: text if text is None else re.sub(r"\bn\b", "m", text)  # noqa: E731 - the word n only
+    for trace in fig.data:
+        trace.update(name=rename(trace.name), hovertemplate=rename(trace.hovertemplate))
+    for note in fig.layout.annotations:  # the subplot titles
+        note.text = rename(note.text)
+    fig.for_each_xaxis(lambda ax: ax.update(title_text=rename(ax.title.text)))
+    fig.for_each_yaxis(lambda ax: ax.update(title_text=rename(ax.title.text)))
     return fig
 
 

@@ -20,8 +20,21 @@ def test_parse_build_and_label():
     assert parse_build("fp32") == Build("fp32", False)
     assert split_label("hybrid:max_nodes=8@int8") == ("hybrid:max_nodes=8", Build("int8", False))
     assert split_label("prompt_lookup") == ("prompt_lookup", None)
-    for bad in ("int3", "int4+fast", "int4+compile+compile", ""):
-        with pytest.raises(BenchInputError, match="weights\\[\\+compile\\]"):
+    assert parse_build("int4+head=fp32+compile") == Build("int4", True, "fp32")
+    assert parse_build("int4+head=fp32+compile").name == "int4+head=fp32+compile"
+    assert parse_build("int4+head=fp32").model_key == "int4+head=fp32" and Build("int4", True).model_key == "int4"
+    assert parse_build("int4+compile+unfused") == Build("int4", True, None, False)
+    for bad in (
+        "int3",
+        "int4+fast",
+        "int4+compile+compile",
+        "",
+        "int4+head=int4",
+        "fp32+head=q8_0",
+        "int4+head=fp32+head=int8",
+        "int4+unfused",
+    ):
+        with pytest.raises(BenchInputError, match="weights\\[\\+head=H\\]\\[\\+compile\\[\\+unfused\\]\\]"):
             parse_build(bad)
 
 
@@ -65,13 +78,29 @@ def test_builds_run_in_one_run_and_compare_with_their_own_autoregressive(models)
             assert r["tokens"] == S.generate(int8, ids, method="autoregressive", max_new_tokens=12).tokens
 
 
+def test_a_named_head_is_its_own_model_and_reference(models):
+    """`@int8+head=q8_0` runs on the model given under that key and is compared with its own autoregressive."""
+    fp32, int8 = models
+    q8 = quantize_model(copy.deepcopy(fp32), "int8", head="q8_0", compute="float32")
+    labels = "autoregressive,autoregressive@int8,autoregressive@int8+head=q8_0,prompt_lookup@int8+head=q8_0"
+    res = run_benchmark(fp32, [[5, 6, 7, 8, 5, 6, 7, 8]], labels, max_new_tokens=10,
+                        models={"int8": int8, "int8+head=q8_0": q8}, progress=False)  # fmt: skip
+    rows = {r["method"]: r for r in res["rows"]}
+    assert rows["prompt_lookup@int8+head=q8_0"]["reference"] == "autoregressive@int8+head=q8_0"
+    assert rows["prompt_lookup@int8+head=q8_0"]["identical"]
+    assert res["config"]["builds"]["int8+head=q8_0"]["head"] == "q8_0"
+
+
 def test_a_build_without_its_model_or_autoregressive(models):
     fp32, int8 = models
     with pytest.raises(BenchInputError, match="needs a model with int8 weights"):
         run_benchmark(fp32, [[1, 2, 3]], "autoregressive,prompt_lookup@int8", max_new_tokens=2, progress=False)
-    with pytest.raises(BenchInputError, match="holds fp32 weights"):
+    with pytest.raises(BenchInputError, match="holds fp32 weights with a fp32 head"):
         run_benchmark(fp32, [[1, 2, 3]], "prompt_lookup@int8", max_new_tokens=2, models={"int8": fp32},
                       progress=False)  # fmt: skip
+    with pytest.raises(BenchInputError, match="holds int8 weights with a fp32 head"):
+        run_benchmark(fp32, [[1, 2, 3]], "prompt_lookup@int8+head=q8_0", max_new_tokens=2,
+                      models={"int8+head=q8_0": int8}, progress=False)  # fmt: skip
     # no autoregressive@int8: the int8 rows are compared with the base autoregressive (the build's drift)
     b = BuildSet(["autoregressive", "prompt_lookup@int8"], fp32, False, {"int8": int8})
     assert b.reference("prompt_lookup@int8") == "autoregressive"

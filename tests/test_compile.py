@@ -231,6 +231,39 @@ def test_quantized_compiled_equals_quantized_eager(weights):
         assert S.generate(model, PROMPT, method, max_new_tokens=24, compile=step).tokens == eager.tokens, method
 
 
+def test_fused_int4_products_are_the_separate_layers_bit_for_bit():
+    """The compiled step stacks int4 q/k/v (and gate/up) into one product (compact_body's `fuse`): the packed
+    rows stack, so every output equals its own layer's, bit for bit — the stacked and separate steps agree on
+    every node's logits, in bf16 too, and on the greedy decode."""
+    import torch
+
+    from specdec_lab.kv_cache import KVCache
+    from specdec_lab.models.compact_body import CompactBody
+    from specdec_lab.models.quant import quantize_model
+
+    # N a whole number of the packing's 64-row blocks (q, k, v: 128, 64, 64; gate, up: 256), as SmolLM2's
+    tiny = S.tiny_model(num_layers=2, hidden_size=128, num_heads=4, num_kv_heads=2, eos_token_id=None)
+    model = quantize_model(tiny, "int4", head="q8_0", compute="bfloat16")
+    fused, separate = CompactBody(model, fuse=True), CompactBody(model, fuse=False)
+    assert all(f is not None for pair in fused.fused for f in pair) and fused.layer_args(0, 3)[5][1:3] == (
+        "fused", "fused")  # fmt: skip
+    odd = quantize_model(S.tiny_model(num_layers=1, hidden_size=64), "int4", compute="bfloat16")  # k, v: 32 rows
+    assert CompactBody(odd, fuse=True).fused[0][0] is None  # a layout that does not stack stays separate
+    h = torch.randn(3, 128, generator=torch.Generator().manual_seed(0))
+    for i in range(2):
+        a, b = fused.layer_args(i, 3), separate.layer_args(i, 3)
+        from specdec_lab.models.compact_body import _linear
+
+        qkv = _linear(h, a[0][0], None, a[2][0], a[5][0])
+        sep = torch.cat([_linear(h, b[0][j], None, b[2][j], b[5][j]) for j in range(3)], dim=-1)
+        assert torch.equal(qkv, sep)
+    eager = S.generate(model, PROMPT, max_new_tokens=24)
+    for fuse in (True, False):
+        step = compiled_step(model, fuse=fuse)
+        assert S.generate(model, PROMPT, "prompt_lookup", max_new_tokens=24, compile=step).tokens == eager.tokens
+    assert KVCache is not None
+
+
 def test_compile_levers_time_every_option_in_one_loop(target):
     from specdec_lab.bench.compile_levers import measure_levers
     from specdec_lab.cost import CostCurve

@@ -71,6 +71,12 @@ def test_01_exercise_3_not_the_neighbouring_table_entry_and_the_tie_to_the_short
         "answer = max(k for k in range(k_max + 1) if s[k] == max(s))"
     )
     fails(ex, longer, ns01)
+    plain_max = "answer = max(ks3, key=lambda k: (1 - alpha3 ** (k + 1)) / ((1 - alpha3) * (k * c3 + 1)))"
+    fails(ex, plain_max, ns01)  # the first maximum in the given order (longest first): the longer of the tie
+    argmax = (
+        "s = [(1 - alpha3 ** (k + 1)) / ((1 - alpha3) * (k * c3 + 1)) for k in ks3]\nanswer = ks3[int(np.argmax(s))]"
+    )
+    fails(ex, argmax, ns01)  # numpy's argmax: the first maximum too
     passes(ex, ns01)
 
 
@@ -90,6 +96,10 @@ def test_01_exercise_4_needs_the_curve_and_the_cheaper_draft():
         "answer = max(k for k, r in enumerate(rates) if r >= max(rates) * (1 - 1e-9))"
     )
     fails(ex, longer, ns01)
+    plain_max = (  # the first maximum in the given order (longest first): the longer of the tie
+        "answer = max(ks4, key=lambda k: expected_tokens_per_step(alpha4, k) / (k * t_draft4 + curve(k + 1)))"
+    )
+    fails(ex, plain_max, ns01)
     passes(ex, ns01)
 
 
@@ -201,6 +211,14 @@ def test_02_exercise_3_stub_fails_and_solution_passes():
     ns = ns02_chain()
     run(ex["exercise"], ex["solution"], ex["check"], namespace=ns)
     assert "accept_multi_draft" not in ns  # the library's exact rule is not left in scope for a rerun
+
+
+@pytest.mark.parametrize("rule", ["accept_multi_draft", "accept_exact", "accept_speculative"])
+def test_02_exercise_3_refuses_the_library_rule(rule):
+    """The library's rules the exercise models are watched: an answer that hands the step to one is refused."""
+    ex = exercise("02_speculative_sampling", 3)
+    fails(ex, f"def my_accept(tree, logits, sampling, coins, **kw):\n    return accept.{rule}(tree, logits, sampling, "
+          "coins=coins)\n", ns02_chain)  # fmt: skip
 
 
 def test_02_exercise_3_refuses_a_rule_that_never_accepts():
@@ -342,9 +360,9 @@ def test_03_exercise_4_weights_from_head_1_and_means_over_labelled_rows():
         "    return float((0.8 ** torch.arange(1, K + 1) * ce).sum())"
     )
     fails(ex, LOSS.format(body=over_all_rows), ns03)
-    ns = ns03()
-    run(ex["exercise"], ex["solution"], ex["check"], namespace=ns)
-    assert "medusa_loss" not in ns  # the reference stays under a private module name
+    # the reference, in scope (watched): the copied call is refused, however right its value
+    fails(ex, LOSS.format(body="    return float(medusa_loss(logits, labels, loss_weights(K))[0])"), ns03)
+    passes(ex, ns03)
 
 
 # ---- 00: the picture's window around a partially accepted step -----------------------------------------------

@@ -371,5 +371,7 @@ def test_06_exercise_3_the_budget_auto_picks_on_costs_printed_nowhere():
         "the reference in scope": sig + "    return pick_budget(options, price, heads).budget",
         "this machine's pick, whatever the costs": sig + "    return pick_budget(options, proposer.cost.step, heads)"
         ".budget",
+        "the pick printed above (one node), whatever the costs": sig + "    return 1",
+        "the largest budget, whatever the costs": sig + "    return max(o.budget for o in options)",
     })  # fmt: skip
     run(ex, _ns_06(), ex["solution"])

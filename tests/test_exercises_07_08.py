@@ -43,7 +43,9 @@ def test_07_exercise_1_the_root_counts_once_with_or_without_a_window():
         run(ex, ns(), None)
     head = "def step_nodes(columns, levels, ngram_nodes):\n    return "
     for wrong in (head + "columns * levels + ngram_nodes",  # a step without a window: the root forgotten
-                  head + "columns * levels + ngram_nodes + 1"):  # the root counted twice  # fmt: skip
+                  head + "columns * levels + ngram_nodes + 1",  # the root counted twice
+                  head + "1 + levels * columns - 1 + ngram_nodes",  # a full window's count, copied: no root alone
+                  head + "12"):  # a printed step's total, whatever the step  # fmt: skip
         with pytest.raises(ExerciseError, match="not yet"):
             run(ex, ns(), wrong)
     run(ex, ns(), ex["solution"])

@@ -30,6 +30,12 @@ def ns09() -> dict:
     ns["anchors"] = json.loads((ROOT / "data/bench/avx2-tuned.json").read_text())
     ns["results"] = json.loads((ROOT / "data/bench/avx2-results-traces.json").read_text())
     ns["own"] = ns["curve_from_traces"](ns["results"])
+    # section 2's paired_ratio_interval, from the notebook's own source, over the anchors file
+    src = (ROOT / "notebooks/py/09_results.py").read_text(encoding="utf-8")
+    start = src.index("def paired_ratio_interval(")
+    end = src.index("\n\n\n", start)
+    ns["FILE_OF"] = {m: ns["anchors"] for m in ("autoregressive", "prompt_lookup", "hf_generate", "hf_prompt_lookup")}
+    run(src[start:end], namespace=ns)
     return ns
 
 
@@ -65,6 +71,8 @@ def test_09_exercise_2_the_interval_computed_not_called():
     fails(ex, "answer = speedup_interval(rows_pl, rows_ar)", ns09_rows)  # the reference called
     # section 3's gap interval, in scope, with a theory of zero: the same bootstrap, watched too
     fails(ex, "answer = gap_interval(rows_pl, rows_ar, lambda rows: 0.0)", ns09_rows)
+    # section 2's two-file bootstrap, pointed at one file: the same draws, watched too
+    fails(ex, "answer = paired_ratio_interval('prompt_lookup', 'autoregressive')", ns09_rows)
     boot = ("rate = lambda rs: sum(r['new_tokens'] for r in rs) / sum(r['seconds'] for r in rs)\n"
             "by = {r['question_id']: r for r in rows_ar}\n"
             "pairs = [(r, by[r['question_id']]) for r in rows_pl]\n"
@@ -170,10 +178,23 @@ def ns11_sampled() -> dict:
 def test_11_exercise_1_checked_where_the_target_probability_is_not_the_answer():
     ex = exercise("11_sampling_on_trees", 1)
     fails(ex, None, ns11)
+    right = ("def emitted(ch):\n    out, rest = [], 1.0\n    for a in ch:\n        out.append(rest * a)\n"
+             "        rest *= 1 - a\n    return out\n")  # fmt: skip
     # p(x) handed back: right for the one-hot rule (its theorem), wrong for the sampled siblings given their draw
-    fails(ex, "answer = {name: [st['p'][x] for x in st['tokens']] for name, st in zip(chance_sets, (steps, sampled))}",
-          ns11)  # fmt: skip
-    fails(ex, "answer = {name: list(ch) for name, ch in chance_sets.items()}", ns11)  # the chances themselves
+    fails(ex, right + "answer = {name: [st['p'][x] for x in st['tokens']] for name, st in zip(chance_sets, "
+          "(steps, sampled))}", ns11)  # fmt: skip
+    # the deterministic half copied from p (right values), emitted left as the stub
+    fails(ex, "answer = {name: [st['p'][x] for x in st['tokens']] for name, st in zip(chance_sets, (steps, sampled))}"
+          "\nanswer['sampled, multi-draft rule'] = [0.0] * 3", ns11)  # fmt: skip
+    fails(ex, "def emitted(ch):\n    return list(ch)\nanswer = {n: emitted(c) for n, c in chance_sets.items()}",
+          ns11)  # the chances themselves  # fmt: skip
+    # only the sibling just before rejected, not every earlier one
+    fails(ex, "def emitted(ch):\n    return [a * (1 - ch[j - 1]) if j else a for j, a in enumerate(ch)]\n"
+          "answer = {n: emitted(c) for n, c in chance_sets.items()}", ns11)  # fmt: skip
+    # the reference, called
+    fails(ex, "def emitted(ch):\n    first = enumerate_outcomes(lambda coins: next((j for j, a in enumerate(ch) "
+          "if coins.accept(a, 1.0)), None))\n    return [first.get(j, 0.0) for j in range(len(ch))]\n"
+          "answer = {n: emitted(c) for n, c in chance_sets.items()}", ns11)  # fmt: skip
     passes(ex, ns11)
 
 

@@ -70,12 +70,14 @@ def ns12_variants() -> dict:
 def test_12_exercise_3_a_chain_priced_on_each_build():
     ex = exercise("12_appendix_kernels", 3)
     fails(ex, None, ns12_variants)
-    fails(ex, "answer = {n: measured_speedup(alpha, k, c(1), draft_share * c(1), c) for n, c in variants.items()}",
+    fails(ex, "answer = {n: measured_speedup(alpha, k, t(1), c * t(1), t) for n, t in variants.items()}",
           ns12_variants)  # the reference, called  # fmt: skip
-    fails(ex, "answer = {n: (1 - alpha ** (k + 1)) / (1 - alpha) * c(1) / (k * draft_share * c(1) + c(k)) "
-          "for n, c in variants.items()}", ns12_variants)  # t(k), not t(k + 1)  # fmt: skip
-    fails(ex, "answer = {n: (alpha - alpha ** (k + 1)) / (1 - alpha) * c(1) / (k * draft_share * c(1) + c(k + 1)) "
-          "for n, c in variants.items()}", ns12_variants)  # no bonus  # fmt: skip
+    fails(ex, "answer = {n: (1 - alpha ** (k + 1)) / (1 - alpha) * t(1) / (k * c * t(1) + t(k)) "
+          "for n, t in variants.items()}", ns12_variants)  # t(k), not t(k + 1)  # fmt: skip
+    fails(ex, "answer = {n: (alpha - alpha ** (k + 1)) / (1 - alpha) * t(1) / (k * c * t(1) + t(k + 1)) "
+          "for n, t in variants.items()}", ns12_variants)  # no bonus  # fmt: skip
+    fails(ex, "answer = {n: (1 - alpha ** (k + 1)) / (1 - alpha) * t(1) / (k * 0.1 * t(1) + t(k + 1) + t(1)) "
+          "for n, t in variants.items()}", ns12_variants)  # one forward too many  # fmt: skip
     passes(ex, ns12_variants)
 
 

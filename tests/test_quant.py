@@ -11,13 +11,14 @@ from torch import nn
 import specdec_lab as S
 from specdec_lab.medusa import MedusaHeads
 from specdec_lab.models.draft_model import DraftSpec, build_draft, layer_skip_draft
-from specdec_lab.models.gguf import Q4_1Blocks, unpack_q4_1
+from specdec_lab.models.gguf import Q4_1Blocks, Q8_0Blocks, unpack_q4_1, unpack_q8_0
 from specdec_lab.models.quant import (
     QuantLinear,
     check_weights,
     float_state_dict,
     quantize_model,
     quantize_q4_1,
+    quantize_q8_0,
     weights_kind,
     weights_record,
 )
@@ -97,6 +98,45 @@ def test_unpack_q4_1_reads_ggml_block_layout():
     assert b.dequantize().tolist() == [(0.5 * q - 1.0).tolist()]
 
 
+def test_q8_0_blocks_load_exactly_as_two_int4_planes():
+    """A Q8_0 code q = 16·hi + lo runs as two int4 planes (quant's module doc): in fp32 the layer is the blocks'
+    weight bit for bit, -128 included; in bf16 it is the codes times bf16-rounded scales, also exactly."""
+    g = torch.Generator().manual_seed(4)
+    codes = torch.randint(-128, 128, (48, 96), generator=g, dtype=torch.int8)
+    codes[0, :4] = torch.tensor([-128, 127, 0, -1], dtype=torch.int8)
+    d = (torch.rand(48, 3, generator=g) * 0.01 + 1e-4).half()
+    blocks = Q8_0Blocks(codes=codes, d=d)
+    assert torch.equal(QuantLinear.from_q8_0(blocks, compute="float32").dequantize(), blocks.dequantize())
+    rounded = Q8_0Blocks(codes=codes, d=d.float().to(torch.bfloat16).float())
+    assert torch.equal(QuantLinear.from_q8_0(blocks, compute="bfloat16").dequantize(), rounded.dequantize())
+    x = torch.randn(5, 96, generator=g)
+    with torch.no_grad():
+        y = QuantLinear.from_q8_0(blocks, compute="float32")(x)
+    assert torch.allclose(y, x @ blocks.dequantize().T, atol=1e-5)
+
+
+def test_unpack_q8_0_reads_ggml_block_layout():
+    """A hand-built block_q8_0: fp16 d, then 32 int8 codes."""
+    q = np.arange(-16, 16, dtype=np.int8)
+    raw = np.zeros((1, 34), dtype=np.uint8)
+    raw[0, 0:2] = np.frombuffer(np.float16(0.25).tobytes(), np.uint8)
+    raw[0, 2:] = q.view(np.uint8)
+    b = unpack_q8_0(raw, 1, 32)
+    assert b.codes.tolist() == [q.tolist()] and b.dequantize().tolist() == [(0.25 * q).tolist()]
+
+
+def test_q8_0_follows_its_rule_and_rounds_one_row_like_many():
+    w = _linear(n=192, k=576, bias=False).weight.detach()
+    b = quantize_q8_0(w)
+    assert int(b.codes.abs().max()) <= 127 and b.d.dtype == torch.float16
+    assert ((b.dequantize() - w).abs() <= b.d.float().repeat_interleave(32, 1) / 2 + 1e-6).all()
+    q = QuantLinear.from_q8_0(b, compute="bfloat16")
+    x = torch.randn(64, 576, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        full = q(x)
+        assert torch.equal(torch.cat([q(x[i : i + 1]) for i in range(64)]), full)
+
+
 def test_requantised_int4_follows_q4_1s_rule():
     w = _linear(n=8, k=64, bias=False).weight.detach()
     b = quantize_q4_1(w)
@@ -116,6 +156,10 @@ def test_bad_input_is_explained():
         quantize_model(S.tiny_model(hidden_size=48, num_heads=4, num_kv_heads=2), "int4", compute="bfloat16")
     with pytest.raises(ValueError, match="device='cpu'"):
         S.load_model("smollm2-135m", weights="int8", device="meta")
+    with pytest.raises(ValueError, match="head_weights must be 'auto' or one of fp32, int8, q8_0"):
+        S.load_model("smollm2-135m", weights="int4", head_weights="int4")
+    with pytest.raises(ValueError, match="head must be one of fp32, int8, q8_0"):
+        quantize_model(S.tiny_model(num_layers=1), "int4", head="q4", compute="bfloat16")
 
 
 @pytest.fixture(scope="module", params=["int8", "int4"])
@@ -133,6 +177,21 @@ def test_quantized_model_records_its_format(qtarget):
     head8 = quantize_model(S.tiny_model(num_layers=1), fmt, head="int8", compute="bfloat16")
     assert weights_record(head8)["head"] == "int8"
     assert head8.lm_head.weight is head8.model.embed_tokens.weight  # still tied, for drafters that read it
+    head_q8 = quantize_model(S.tiny_model(num_layers=1), fmt, head="q8_0", compute="bfloat16")
+    assert weights_record(head_q8)["head"] == "q8_0" and head_q8.lm_head.source == "requantised"  # Q8_0's rule
+    assert head_q8.lm_head.weight is head_q8.model.embed_tokens.weight
+
+
+def test_a_q8_0_head_keeps_every_method_exact():
+    """The Q8_0 head is row-invariant like every QuantLinear: speculative output = the build's autoregressive."""
+    model = quantize_model(S.tiny_model(num_layers=4, eos_token_id=None), "int4", head="q8_0", compute="bfloat16")
+    ar = S.generate(model, PROMPT, max_new_tokens=40)
+    assert S.generate(model, PROMPT, method="prompt_lookup", max_new_tokens=40, draft_length=4).tokens == ar.tokens
+    heads = MedusaHeads.for_model(model, num_heads=3)
+    with torch.no_grad():
+        heads.w1.copy_(torch.randn(heads.w1.shape, generator=torch.Generator().manual_seed(0)) * 0.05)
+    md = S.generate(model, PROMPT, method="medusa", max_new_tokens=40, heads=heads, tree="cartesian:3,2")
+    assert md.tokens == ar.tokens
 
 
 def test_quantized_speculative_equals_quantized_autoregressive(qtarget):
@@ -181,6 +240,23 @@ def test_real_int4_holds_the_files_q4_1_blocks(real_model):
             assert torch.equal(m.dequantize(), fp[name].weight), name
 
 
+@pytest.mark.real
+def test_real_q8_0_head_holds_the_files_blocks(real_model):
+    """The GGUF's tied head (`token_embd.weight`, Q8_0) read as stored: its de-quantized values are the fp32
+    model's embedding bit for bit, and a q8_0 head in fp32 compute multiplies by exactly them."""
+    from specdec_lab.models import find_model_file
+    from specdec_lab.models.gguf import read_q8_0_head
+
+    blocks = read_q8_0_head(find_model_file("smollm2-135m"))
+    emb = real_model.model.get_input_embeddings().weight.detach()
+    assert blocks is not None and blocks.shape == tuple(emb.shape)
+    assert torch.equal(blocks.dequantize(), emb)
+    head = QuantLinear.from_q8_0(blocks, compute="float32")
+    x = torch.randn(2, emb.shape[1], generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        assert torch.allclose(head(x), x @ emb.T, rtol=1e-5, atol=1e-4)
+
+
 NEAR_TIE = 0.5  # logits: what bf16 rounding of the linear layers' inputs moves (module doc of quant)
 
 
@@ -215,3 +291,18 @@ def test_the_faster_activation_dtype_is_chosen_per_format():
     one = {"int8:bfloat16": fast, "int8:float32": slow, "int4:bfloat16": slow[:5] + [1, 1], "int4:float32": fast}
     measured = {"rows": [1, 2, 4, 8, 16, 32, 64], "seconds": {"576x576": one}}
     assert _choose_compute(measured) == {"int8": "bfloat16", "int4": "float32"}
+
+
+def test_step_bytes_count_what_a_step_reads():
+    """`cost.memory_wall.step_bytes`: the head's and the layers' stored bytes, the embedding row not counted —
+    a Q8_0 head reads its int8 codes (as two int4 planes) and its bf16 scales and zeros, a quarter-and-a-bit of
+    fp32's bytes."""
+    from specdec_lab.cost.memory_wall import step_bytes
+
+    fp32 = S.tiny_model(num_layers=1)
+    v, h = fp32.config.vocab_size, fp32.config.hidden_size
+    parts = step_bytes(fp32, by_part=True)
+    assert parts["head"] == v * h * 4 and step_bytes(fp32) == sum(parts.values())
+    q8 = quantize_model(S.tiny_model(num_layers=1), "int4", head="q8_0", compute="bfloat16")
+    assert step_bytes(q8, by_part=True)["head"] == v * h + (2 * h // 32) * v * 2 * 2  # codes + scales and zeros
+    assert step_bytes(q8, by_part=True)["layers"] < parts["layers"] / 4

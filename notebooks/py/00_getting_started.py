@@ -373,17 +373,26 @@ else:
         f"Per token, the cheapest size measured is n = {cheapest} ({curve(cheapest) / cheapest * 1e3:.1f} ms per "
         f"token, against {curve(1) * 1e3:.1f} ms for one token alone)."
     )
+handful = [n for n in curve.sizes if 2 <= n <= 5]  # "a handful of tokens": the sizes 2 to 5 measured
+handful_text = (
+    f"A forward over a handful of tokens (n = {', '.join(map(str, handful))}) cost "
+    f"{min(curve(n) / curve(1) for n in handful):.2f}–{max(curve(n) / curve(1) for n in handful):.2f}× one over a "
+    f"single token, where as many sequential forwards would cost {min(handful)}–{max(handful)}×. "
+    if handful
+    else ""
+)
 Markdown(
     f"Verifying **{n8} tokens costs {curve(n8) / curve(1):.2f}× one token** ({n8} sequential forwards "
     f"would cost {n8}×; the repeats of n = {n8} spread by {noise.at(n8):.0%}), and {n_big} tokens "
-    f"{curve(n_big) / curve(1):.2f}×. {cheapest_text} {dips_text}"
+    f"{curve(n_big) / curve(1):.2f}×. {handful_text}{cheapest_text} {dips_text}"
 )
 
 # %% [markdown]
 # How to read the curve:
 #
-# * **Left:** one forward over a handful of tokens costs little more than over one token, so the cost
-#   *per token* (dotted) falls steeply. That is the memory-bound regime.
+# * **Left:** t(n) (solid) and the cost *per token* t(n)/n (dotted). What a forward over a handful of tokens
+#   cost against one over a single token in this run, the sentence above says; n sequential forwards would
+#   cost n×, and the gap between the two is the memory-bound regime.
 # * **Right** (both axes logarithmic, so that both lines fit whole): the solid line t(n)/t(1) is the
 #   **break-even**: a step that verifies *n* tokens must emit more than t(n)/t(1) tokens on average to beat
 #   plain decoding. The dashed diagonal is what *n* sequential forwards would cost — and the most a step can
@@ -391,8 +400,11 @@ Markdown(
 # * Where the curve bends upward — if it does within the sizes measured — the matmuls start to be
 #   compute-bound and each extra node costs real time. That bend sets how large a draft or tree still pays
 #   here: the two tables below read it off this run's curve (the break-even α per draft length, then the best
-#   draft length per α). A GPU's curve stays flat much longer, which is why GPU papers verify trees of dozens
-#   of nodes ([Medusa: Cai et al. 2024](https://arxiv.org/abs/2401.10774)).
+#   draft length per α). GPU papers verify far larger trees in one forward — the default tree of the
+#   [Medusa repository](https://github.com/FasterDecoding/Medusa), `mc_sim_7b_63` in
+#   `medusa/model/medusa_choices.py`, has 63 candidate tokens — because, as
+#   [Cai et al. 2024](https://arxiv.org/abs/2401.10774) argue, a GPU's decoding forward is memory-bound with
+#   arithmetic to spare. That is cited, not measured: this notebook times no GPU, only this machine.
 # * Where the curve bends, and how flat it starts, depends on the matmul and attention kernels torch
 #   runs on this CPU. `load_model` picks them by measurement; the appendix (notebook
 #   `12_appendix_kernels`) compares them, timed in one loop, and shows how each moves this curve.
@@ -513,27 +525,62 @@ def gain(a, k):  # expected speed-up of a free chain of k drafts at acceptance r
     return expected_tokens_per_step(a, k) * curve(1) / curve(k + 1)
 
 
-near = {  # every k whose expected speed-up is within the repeat spread of t(best k + 1) of the best one's
-    a: [k for k in range(1, k_cap + 1) if gain(a, k) >= gain(a, best[a]) * (1 - noise.at(best[a] + 1))] for a in best
-}
+def gain_band(a, k):  # k's speed-up with t(k+1) moved by its own repeat spread, down and up (t(1) kept)
+    s = noise.at(k + 1)
+    return gain(a, k) / (1 + s), gain(a, k) / max(1 - s, 1e-9)
+
+
+def loses(a, k):  # under 1× beyond noise: below 1 even with t(1) moved up and t(k+1) down by their spreads
+    return gain(a, k) * (1 + noise.at(1)) / max(1 - noise.at(k + 1), 1e-9) < 1
+
+
+def k_ranges(ks_):  # [1, 2, 3, 5] -> "1–3, 5"
+    out, start = [], None
+    for i, k in enumerate(ks_):
+        start = k if start is None else start
+        if i + 1 == len(ks_) or ks_[i + 1] != k + 1:
+            out.append(str(k) if start == k else f"{start}–{k}")
+            start = None
+    return ", ".join(out) or "none"
+
+
+# t(1) is one measurement shared by every k, so it scales a row's speed-ups alike and cannot reorder them: k is
+# within noise of the best where the two bands from t(k+1)'s and t(best k + 1)'s spreads overlap — and never
+# where its speed-up is under 1× beyond noise (then not speculating beats it, whatever the best k does)
+near = {
+    a: [k for k in range(1, k_cap + 1)
+        if k == best[a] or (gain_band(a, k)[1] >= gain_band(a, best[a])[0] and not loses(a, k))]
+    for a in best
+}  # fmt: skip
+under = {a: [k for k in near[a] if gain(a, k) < 1] for a in best}  # predicted under 1×, but within noise of 1
+over = {a: [k for k in near[a] if k not in under[a]] for a in best}  # predicted at 1× or more
 display(
     pd.DataFrame(
         {
             "best k": best,  # an int column and a formatted one: no "9.00" draft lengths
             "expected speed-up": {a: f"{gain(a, k):.2f}×" for a, k in best.items()},
-            "k within noise of it": {a: f"{min(ks_)}–{max(ks_)}" if len(ks_) > 1 else str(ks_[0]) for a, ks_ in near.items()},
+            "k within noise of it": {a: k_ranges(ks_) for a, ks_ in over.items()},
+            "also within noise, but predicted under 1×": {a: k_ranges(ks_) for a, ks_ in under.items()},
         }
     ).rename_axis("α")
 )
 capped = [a for a, k in best.items() if k == k_cap]
-wide = [a for a in best if len(near[a]) > 1]
+wide = [a for a in best if len(over[a]) > 1]
 Markdown(
     f"The search tries k = 1 to {k_cap}; "
     + (f"at α = {', '.join(map(str, capped))} the best k is that cap, so the optimum lies at {k_cap} or beyond — "
        "a limit of the search, not a measured draft length. " if capped else "no α here reached that cap. ")
-    + (f"At α = {', '.join(map(str, wide))} other draft lengths (the last column) come within the repeat spread of "
-       "the best one's speed-up: which of them wins depends on noise in t(n), and another run may pick another."
-       if wide else "Each best k beats every other draft length by more than the repeats' spread.")
+    + (f"At α = {', '.join(map(str, wide))} other draft lengths (the third column) come within noise of the best "
+       "one: their predicted speed-ups overlap the best one's once each t(k+1) moves by its own repeats' spread "
+       "(t(1) is the same for every k, so it cannot reorder them). Which of them wins depends on noise in t(n), "
+       "and another run may pick another. "
+       if wide else "Each best k beats every other draft length predicted at 1× or more by more than the repeats' "
+       "spread of the t(k+1) they use. ")
+    + (f"At α = {', '.join(str(a) for a in best if under[a])} the last column lists draft lengths whose bands "
+       "also reach the best one's, though their predicted speed-up is under 1× — slower than not speculating — "
+       "by less than the spreads of t(1) and t(k+1): not candidates for the best k, only not ruled out by this run. "
+       if any(under.values()) else "")
+    + "A draft length predicted under 1× beyond those spreads is never listed."
 )  # fmt: skip
 
 # %%

@@ -181,8 +181,10 @@ pd.DataFrame(
 #
 # Longer drafts emit more tokens but each extra draft token is less likely to survive (α^i) and costs c:
 # when c > 0 the speedup has an interior optimum k*(α, c). At c = 0 (or a c small against 1 − α) it keeps growing
-# up to the longest draft the search tries, `k_max`: there the table below shows "k* ≥ k_max (search cap)" and
-# the figure's colour bar "≥ k_max (the search cap)" — a limit of the search, not an optimum. There is no closed
+# up to the longest draft the search tries, `k_max`: there the surface below marks its optimal-k line with
+# black diamonds ("at the search cap: k* ≥ k_max"), the table shows "k* ≥ k_max (search cap)", and the heat map
+# of k* after the table labels its colour bar "≥ k_max (the search cap)" — a limit of the search, not an
+# optimum. There is no closed
 # form for the integer optimum, but the objective is unimodal in k, so `theory.optimal_k` scans it.
 
 # %%
@@ -250,9 +252,9 @@ Markdown(
 # ## 4. The measured form: E[L]·t(1) > k·T_draft + t(k+1)
 #
 # On real hardware verifying k + 1 tokens is *not* free: a forward over several tokens costs more than
-# one over a single token, and on CPUs the curve t(n) is often not even monotonic (some small sizes hit
-# slower matmul paths than larger ones; notebook 00 measures the curve of *your* machine, and the appendix,
-# notebook `12_appendix_kernels`, how the matmul kernels under it change it). With seconds instead of units, a
+# one over a single token, by an amount that belongs to the machine (notebook 00 measures the curve t(n) of
+# *your* machine and says whether its dips lie beyond its repeats' noise; the appendix, notebook
+# `12_appendix_kernels`, shows how the matmul kernels under it change it). With seconds instead of units, a
 # step that emits E[L] tokens on average beats autoregressive decoding (E[L] forwards of t(1) seconds each)
 # exactly when its own seconds, k draft steps of T_draft and one verify forward over k + 1 tokens, t(k + 1), are
 # fewer:
@@ -264,8 +266,10 @@ Markdown(
 # its running estimate of α (from its recent acceptances) and its measured draft step time (`DraftLength("cost")`).
 #
 # This notebook stays deterministic (no model, no timing), so it works on an **example curve**, made up for
-# this notebook (no stored measurement behind it) to have the shape notebook 00 can meet on a CPU: a slow
-# 2–3-token path, so that t(n) is not monotonic — and a made-up draft step time:
+# this notebook (no stored measurement behind it) — and a made-up draft step time. The curve is a
+# *hypothetical* shape, chosen to show what the measured form does with a curve that is not monotonic: a slow
+# 2–3-token path that costs more than larger forwards. It is not the curve notebook 00 measured, nor a claim
+# that a CPU has one; read what follows as what the rule would do on such a machine:
 
 # %% tags=["nbval-check-output"]
 from specdec_lab.cost import CostCurve
@@ -302,8 +306,16 @@ skipped = (
     if slow
     else "follows the measured cost"
 )
+unit_s = [expected_speedup(r["α"], r["k* (unit verify cost)"], t_draft / curve(1)) for r in rows]
+meas_s = [measured_speedup(r["α"], r["k* (measured curve)"], curve(1), t_draft, curve) for r in rows]
+bound = (
+    "the textbook formula (a verify that costs one target step) is an upper bound on the measured form's speedup "
+    "at every α of the table, since every t(k + 1) on it costs more than t(1)"
+    if all(u >= m for u, m in zip(unit_s, meas_s, strict=True)) and min(curve.relative()[1:]) > 1
+    else "the textbook formula (a verify that costs one target step) is not an upper bound at every α of the table"
+)
 Markdown(
-    f"On this curve the verify cost changes the answer a lot: the textbook formula is an upper bound, k* "
+    f"On this made-up curve (not a measurement), {bound}; k* "
     f"{skipped}, and a draft needs "
     f"α ≈ {break_even:.2f} just to break even (below it k* = 0: don't speculate). Notebook 02 measures α, "
     "T_draft and t(k + 1) for the real draft model and compares the predicted speedup with the one the "
@@ -544,9 +556,11 @@ _ = check("E[L] for the chain of falling acceptances", answer,
 # ### Exercise 3 ★★ — the optimal draft length, by scanning
 #
 # For $\alpha = 0.75$ and $c = 81/457 \approx 0.18$ — a point between the rows and columns of section 3's table,
-# where two draft lengths give exactly the same speedup — find the k in 0..`k_max` that maximizes the speedup
-# (1 − α^{k+1}) / ((1 − α)(kc + 1)) of section 3; of two tied k, the rule takes the shorter (a longer draft costs
-# more drafting for nothing). Write the formula yourself. The reference is
+# where two draft lengths give exactly the same speedup — find the k among the candidates `ks3` (every k from
+# `k_max` down to 0, **longest first**, in the order the cell below gives them) that maximizes the speedup
+# (1 − α^{k+1}) / ((1 − α)(kc + 1)) of section 3. Of two tied k, the rule takes the shorter (a longer draft costs
+# more drafting for nothing) whatever order the candidates come in: mind that `max` and `argmax` return the
+# *first* maximum they meet. Write the formula yourself. The reference is
 # `specdec_lab.cost.theory.optimal_k(alpha3, c3, k_max)`; the check refuses an answer that calls it,
 # `expected_speedup` or section 5's `speedup_explorer`.
 
@@ -556,11 +570,12 @@ from specdec_lab.viz.acceptance import speedup_explorer
 
 _watch = watch(globals(), "optimal_k", "expected_speedup", "speedup_explorer")  # the references: not for the answer
 alpha3, c3 = 0.75, 81 / 457  # c3: where two draft lengths tie
-answer = ...  # the best k in range(k_max + 1)
+ks3 = list(range(k_max, -1, -1))  # the candidates, longest first
+answer = ...  # the best k of ks3; on a tie, the shorter
 
 # %% tags=["solution", "exercise-3"]
-speedups = [(1 - alpha3 ** (k + 1)) / ((1 - alpha3) * (k * c3 + 1)) for k in range(k_max + 1)]
-answer = speedups.index(max(speedups))  # the first maximum: the shorter k on a tie
+speedups = {k: (1 - alpha3 ** (k + 1)) / ((1 - alpha3) * (k * c3 + 1)) for k in ks3}
+answer = min(k for k in ks3 if speedups[k] == max(speedups.values()))  # the shortest of the maxima
 
 # %% tags=["check", "exercise-3", "nbval-check-output"]
 _watch.begin_check()  # from here the references are the check's own
@@ -573,10 +588,10 @@ _ = check("k* for α = 0.75, c = 81/457", answer, _watch["optimal_k"](alpha3, c3
 #
 # Section 4's example curve, with a cheaper draft than its table's: the verify forward over k + 1 tokens costs
 # `curve(k + 1)` seconds and a draft step `t_draft4` seconds (set in the cell below: about half the table's,
-# chosen so that two draft lengths give the same rate). At α = `alpha4` (the cell below), find the k in
-# 0..`k_max` that maximizes tokens per second, E[L] / (k·t_draft4 + t(k + 1)), with E[L] from section 2 (ties:
-# the shorter k — count two rates within a relative 1e-9 as tied, as float rounding of measured costs can split
-# them). The reference is `optimal_k(alpha4, t_draft4, k_max, verify_cost=curve)`, the rule the
+# chosen so that two draft lengths give the same rate). At α = `alpha4` (the cell below), find the k among the
+# candidates `ks4` (again longest first) that maximizes tokens per second, E[L] / (k·t_draft4 + t(k + 1)), with
+# E[L] from section 2 (ties: the shorter k, whatever the candidates' order — count two rates within a relative
+# 1e-9 as tied, as float rounding of measured costs can split them). The reference is `optimal_k(alpha4, t_draft4, k_max, verify_cost=curve)`, the rule the
 # draft proposer runs every step; the check refuses an answer that calls it (E[L] from
 # `expected_tokens_per_step` is fine here). The curve is measured at n = 1, 2, 3, 4, 5, 8: `curve` interpolates
 # linearly between those sizes and extrapolates past n = 8 from the last two, so a k* above 7 would rest on
@@ -585,13 +600,14 @@ _ = check("k* for α = 0.75, c = 81/457", answer, _watch["optimal_k"](alpha3, c3
 # %% tags=["exercise", "exercise-4"]
 _watch = watch(globals(), "optimal_k")  # the reference: not for the answer
 alpha4, t_draft4 = 0.75, 0.002757484847096912  # α, and a draft step of about 2.8 ms (section 4's table: 5 ms)
-answer = ...  # the best k in range(k_max + 1) on the example curve
+ks4 = list(range(k_max, -1, -1))  # the candidates, longest first
+answer = ...  # the best k of ks4 on the example curve; on a tie, the shorter
 
 # %% tags=["solution", "exercise-4"]
 import math
 
-rates = [expected_tokens_per_step(alpha4, k) / (k * t_draft4 + curve(k + 1)) for k in range(k_max + 1)]
-answer = min(k for k, r in enumerate(rates) if math.isclose(r, max(rates), rel_tol=1e-9))  # the shorter of ties
+rates = {k: expected_tokens_per_step(alpha4, k) / (k * t_draft4 + curve(k + 1)) for k in ks4}
+answer = min(k for k in ks4 if math.isclose(rates[k], max(rates.values()), rel_tol=1e-9))  # the shorter of ties
 
 # %% tags=["check", "exercise-4", "nbval-check-output"]
 _watch.begin_check()  # from here the references are the check's own

@@ -240,7 +240,7 @@ for tops in ([1], [1, 1], [1, 1, 1, 1], [2], [3, 2], [2, 2, 2], [4, 2, 1], [3, 3
     cartesian["×".join(map(str, tops))] = {"nodes": n, "paths": cartesian_size(tops)["paths"],
                                           f"E[L] Cartesian ({accuracy_model})": expected_length(paths, A),
                                           "E[L] greedy, same nodes": g}
-cart = pd.DataFrame(cartesian).T
+cart = pd.DataFrame(cartesian).T.astype({"nodes": int, "paths": int})  # counts stay integers in the table
 cart.round(3)
 
 # %%
@@ -316,11 +316,17 @@ depth1 = sorted(p[0] for p in tree64 if len(p) == 1)
 widest = int(per_depth.idxmax())
 Markdown(
     f"Nodes per depth: {', '.join(f'{n} at depth {d}' for d, n in per_depth.items())}. "
-    + (f"All {S} head-1 candidates are in (even rank {S - 1} is worth more than most deep nodes)"
+    + (f"All {S} head-1 candidates are in (even rank {S - 1} is worth at least as much as any node left out)"
        if len(depth1) == S else f"{len(depth1)} of head 1's {S} candidates are in (ranks {depth1[0]}–{depth1[-1]})")
     + f"; depth {widest} is the widest, and the deepest level, depth {int(per_depth.index.max())}, keeps "
-    f"{int(per_depth.iloc[-1])} continuation{'s' if per_depth.iloc[-1] != 1 else ''} of the best paths: wide near "
-    "the root, thinning with depth, because a node is never worth more than its parent."
+    f"{int(per_depth.iloc[-1])} continuation{'s' if per_depth.iloc[-1] != 1 else ''} of the best paths: "
+    + ("widest at the root" if widest == int(per_depth.index.min()) else
+       f"the tree widens from depth 1 to depth {widest}"
+       + (f" (depth 1 can hold at most head 1's {S} candidates, and holds them all; depth 2 can hold {S} children "
+          "of each)" if len(depth1) == S else ""))
+    + (f", then thins at every depth past {widest}, because a node is never worth more than its parent."
+       if all(a >= b for a, b in zip(per_depth.loc[widest:], per_depth.loc[widest:].iloc[1:], strict=False))
+       else f", and does not thin at every depth past {widest}.")
 )  # fmt: skip
 
 # %% [markdown]
@@ -578,15 +584,27 @@ def mean_errors(idx):  # each model's mean |error| over the trees, on the decode
     return {m: sum(abs(table.loc[name, m] - pooled(name, idx)) for name in trees) / len(trees) for m in models}
 
 
-diff_lo, diff_hi = interval([(lambda e: e["independent"] - e["conditional"])(mean_errors(idx)) for idx in draws])
+diffs = [(lambda e: e["independent"] - e["conditional"])(mean_errors(idx)) for idx in draws]
+diff_lo, diff_hi = interval(diffs)
 diff = err["independent"] - err["conditional"]
 diff_noise = diff - diff_lo if diff > 0 else diff_hi - diff  # |diff| <= this  <=>  the interval contains 0
+# the statistic's whole range: per tree, |p_ind - x| - |p_cond - x| lies within ±|p_ind - p_cond|, and sits at an end
+# whenever the measurement x falls outside both predictions: the mean of those gaps bounds the difference
+gap = sum(abs(table.loc[name, "independent"] - table.loc[name, "conditional"]) for name in trees) / len(trees)
+share_ind = sum(x < 0 for x in diffs) / len(diffs)  # resamples in which the independent model is nearer
+whole = diff_lo <= -gap + 5e-4 and diff_hi >= gap - 5e-4
 if diff_hi - diff_lo > 5e-4:
-    band = "the difference's 95% interval over resampled prompts, {lo:+.3f} to {hi:+.3f}, {verb} 0"
+    band = ("the difference (independent − conditional) is {d:+.3f} and its 95% interval over resampled prompts, "
+            "{lo:+.3f} to {hi:+.3f}, {verb} 0")
+    if whole:
+        band += (" — that interval is the statistic's whole possible range, ±{gap:.3f} (the two predictions' mean "
+                 "gap: a measurement outside both predictions scores an end of it whichever side it falls), so it "
+                 "only says on which side the measurement lands: the independent model is nearer in {share:.0%} "
+                 "of the resamples")
 else:  # the measurement on the same side of both predictions in every resample: the nearer model never changes
-    band = "the difference is {lo:+.3f} in every resample of the prompts"
-band_ex = band.format(lo=diff_lo, hi=diff_hi, verb="excludes")
-band_in = band.format(lo=diff_lo, hi=diff_hi, verb="contains")
+    band = "the difference (independent − conditional) is {d:+.3f}, and {lo:+.3f} in every resample of the prompts"
+band_ex = band.format(d=diff, lo=diff_lo, hi=diff_hi, gap=gap, share=share_ind, verb="excludes")
+band_in = band.format(d=diff, lo=diff_lo, hi=diff_hi, gap=gap, share=share_ind, verb="contains")
 
 
 def versus(name, predicted):  # the measurement against a prediction, within its own 95% interval over prompts
@@ -639,8 +657,10 @@ Markdown(
     + f" The largest error of either model is on `{worst}`" + (", the deepest tree" if worst == deepest else "")
     + ". Part of the remaining error is the setting, not the model: a handful of prompts, benchmark text instead of "
     "the held-out distillation text the accuracies were calibrated on, candidates restricted to the "
-    "drafting vocabulary when decoding (the calibration ranked the full vocabulary), and the last step of each "
-    "answer cut short by `max_new_tokens`.\n\n"
+    "drafting vocabulary when decoding (the calibration ranked the full vocabulary), "
+    + (f"heads drafting with {run.drafter.head_weights} weights (the calibration scored them in their stored "
+       "precision: int8 can change which tokens are proposed), " if run.drafter.head_weights == "int8" else "")
+    + "and the last step of each answer cut short by `max_new_tokens`.\n\n"
     + compare(gpu.budget, cpu.budget,
               "On this CPU's curve the chosen tree has {b} node{s}, the flat curve's {a}: this CPU's t(m) "
               "(section 5) prices the extra nodes out.",
@@ -801,6 +821,45 @@ _ = check(f"P(at least d drafts accepted) on the greedy {greedy_nodes}-node tree
           close=lambda a, r: set(a) == set(r) and all(math.isclose(a[d], r[d], rel_tol=1e-9) for d in r),
           hint="Pool the steps of every prompt before dividing, and count a step at every depth up to the one it "
                "reached (at least d, not exactly d).")
+
+# %% tags=["nbval-ignore-output"]
+from specdec_lab.trees import node_values
+
+# the answer's second part, folded: each depth's measured share beside its prediction, within the prompts' spread
+deep_paths = trees[deep_name]
+deep_depth = max(len(q) for q in deep_paths)
+reached = [[sum(len(step.path) - 1 >= d for step in r.steps) for d in range(1, deep_depth + 1)]
+           for r in decodes[deep_name]]  # per prompt: steps that accepted >= d drafts
+n_steps = [len(r.steps) for r in decodes[deep_name]]
+by_depth = {d: sum(c[d - 1] for c in reached) / sum(n_steps) for d in range(1, deep_depth + 1)}
+by_depth_boot = {d: [sum(reached[i][d - 1] for i in idx) / sum(n_steps[i] for i in idx) for idx in draws]
+                 for d in by_depth}
+predicted_d = {m: {d: sum(v for q, v in zip(deep_paths, node_values(deep_paths, acc.model(m)).tolist(), strict=True)
+                         if len(q) == d) for d in by_depth} for m in models}
+
+
+def at_depth(d, pred):  # the measured share against a prediction, judged by its 95% interval over prompts
+    lo, hi = interval(by_depth_boot[d])
+    meas = by_depth[d]
+    reach = meas - lo if pred < meas else hi - meas
+    return compare(meas, pred, "above", "below", within="within the prompts' spread of",
+                   rel_tol=reach / max(meas, pred, 1e-12))
+
+
+sides = {m: {d: at_depth(d, predicted_d[m][d]) for d in by_depth} for m in models}
+first_off = {m: next((d for d in by_depth if sides[m][d] != "within the prompts' spread of"), None) for m in models}
+Markdown(
+    f"<details><summary>Answer (this run, `{deep_name}`)</summary>\n\n"
+    + "\n".join(f"* depth {d}: measured {by_depth[d]:.3f} (95% over prompts: {interval(by_depth_boot[d])[0]:.3f}–"
+                f"{interval(by_depth_boot[d])[1]:.3f}); independent {predicted_d['independent'][d]:.3f} (measured "
+                f"{sides['independent'][d]} it), conditional {predicted_d['conditional'][d]:.3f} (measured "
+                f"{sides['conditional'][d]} it)" for d in by_depth)
+    + "\n\n"
+    + " ".join(f"The {m} model's error first leaves the prompts' spread at depth {first_off[m]}." if first_off[m]
+               else f"The {m} model is within the prompts' spread at every depth: these prompts do not locate its "
+               "error." for m in models)
+    + "\n\n</details>"
+)  # fmt: skip
 
 # %% [markdown]
 # ## Takeaways

@@ -44,7 +44,9 @@
 #
 # **Notation** (notebook 00's table): $p$ = target, $q$ = draft (here: the heads), $E[L]$ = expected tokens per
 # step, $\tau$ = its measured mean, $T$ = temperature. "Mean accepted" = tokens emitted per target forward, **bonus included**
-# (autoregressive = 1).
+# (autoregressive = 1). A tree's **node budget $n$** = its nodes besides the root: notebook 00's draft length $k$ for a
+# tree (the verify forward takes $n + 1$ tokens). $A_{j,r}$ = head $j$'s calibrated accuracy at rank $r$ (how often its
+# rank-$r$ candidate is the right token, `calibration.json`); the subscript $a$ of $h_a$ is a token, not an accuracy.
 #
 # Sections: (1) one prompt decoded on a fixed demonstration tree, step by step; (2) which tree pays on this
 # machine: what `tree="auto"` picks and why; (3) greedy Medusa equals autoregressive decoding, and what it buys
@@ -200,12 +202,28 @@ import math
 
 from IPython.display import Markdown
 
+from specdec_lab.cost.noise import measure_cost_curve_with_noise
+from specdec_lab.lab.course import compare
+
+measured = proposer.cost.curve(tree=True)  # t(n) as measured before the decode; its prices since then moved
+# How far a second measurement of t(n) moves it: the same tree forwards timed again, 5 repeats kept (as notebook 05),
+# their spread (IQR / median) per size. Two costs differ beyond noise only by more than the spreads of both, added.
+_, t_noise = measure_cost_curve_with_noise(lm.model, sizes=list(measured.sizes), context=measured.context or 64,
+                                           repeats=5, warmup=1, tree=True)  # fmt: skip
 by_budget = {r["budget"]: r for r in choice.table}  # per budget n: E[L], verify and heads seconds, rate, speed-up
 chosen, largest = by_budget[choice.budget], by_budget[max(by_budget)]
 
 
 def step_cost(r):  # a step's seconds (verify + heads) as a multiple of a plain decoding step's
     return (r["verify_seconds"] + r["head_seconds"]) / by_budget[0]["verify_seconds"]
+
+
+def against_plain(r, n):  # the step of an n-node tree against a plain step, "within noise" inside t's spreads
+    tol = t_noise.at(1) + t_noise.at(n + 1)
+    return compare(step_cost(r), 1.0, "{a:.2f}× a plain step (beyond the {t:.1%} the repeats of t(1) and t(n + 1) "
+                   "spread, added)", "{a:.2f}× a plain step (below it by more than the {t:.1%} the repeats of t(1) "
+                   "and t(n + 1) spread, added)", within="{a:.2f}× a plain step — within noise of one: inside the "
+                   "{t:.1%} the repeats of t(1) and t(n + 1) spread, added", rel_tol=tol, t=tol)  # fmt: skip
 
 
 what = ("plain decoding: no tree pays" if choice.budget == 0 else
@@ -221,17 +239,17 @@ corrected = (
 )
 why = (
     f"The largest tree it considers ({max(by_budget)} nodes, `max_budget`) pays most here: its step costs "
-    f"{step_cost(largest):.2f}× a plain step and it expects {largest['expected_length']:.2f} tokens."
+    f"{against_plain(largest, max(by_budget))} and it expects {largest['expected_length']:.2f} tokens."
     if choice.budget == max(by_budget) else
     f"The figure says why: $E[L]$ keeps rising with $n$ — the best {max(by_budget)}-node tree expects "
     f"{largest['expected_length']:.2f} tokens per step against {chosen['expected_length']:.2f} for the choice — but "
     f"on this machine's cost curve its step (verify {max(by_budget) + 1} tokens, then the heads) costs "
-    f"{step_cost(largest):.2f}× a plain decoding step against {step_cost(chosen):.2f}× for the choice, so its "
+    f"{against_plain(largest, max(by_budget))}, against {step_cost(chosen):.2f}× for the choice, so its "
     f"predicted speed-up is {largest['speedup']:.2f}× against {chosen['speedup']:.2f}×."
 ) + corrected  # fmt: skip
 Markdown(
     f"On this machine `tree=\"auto\"` picked **n = {choice.budget}** ({what}). {why} Each extra node adds only "
-    f"$\\prod_j a_{{j, r_j}}$ to $E[L]$ (in the {max(by_budget)}-node tree: {gains[0]:.3f} for the best node, "
+    f"$\\prod_j A_{{j, r_j}}$ (head $j$'s calibrated accuracy at rank $r_j$, along the node's path) to $E[L]$ (in the {max(by_budget)}-node tree: {gains[0]:.3f} for the best node, "
     f"{gains[-1]:.3f} for the last), because the heads are weak: head 1's top-1 is right "
     f"{float(proposer.drafter.accuracies.top[0, 0]):.0%} of the time on held-out text (`calibration.json`, "
     "notebook 05), far below the Medusa paper's Vicuna-7B heads. That is why section 1 drew a fixed "
@@ -264,18 +282,12 @@ pd.Series(dict(sorted(verified_sizes.items())), name="steps").rename_axis("nodes
 # gives every budget's predicted speed-up both ways: on the curve alone, and as the decode ended (the figure above).
 
 # %% tags=["nbval-ignore-output"]
-from specdec_lab.cost.noise import measure_cost_curve_with_noise
-from specdec_lab.lab.course import compare
 from specdec_lab.trees import pick_budget
 
-measured = proposer.cost.curve(tree=True)  # t(n) as measured before the decode; its prices since then moved
 at_start = pick_budget(proposer.options, measured, lambda d: proposer.drafter.head_seconds.get(d, 0.0) if d else 0.0)
 start_up = {r["budget"]: r["speedup"] for r in at_start.table}  # predicted speed-up per budget n, the curve alone
 end_up = {r["budget"]: r["speedup"] for r in choice.table}  # the same as the decode ended: the figure above
-# How far a second measurement of t(n) moves it: the same tree forwards timed again, 5 repeats kept (as notebook 05),
-# their spread (IQR / median) per size. Two rates differ beyond noise only by more than the spreads of both t(n + 1)
-_, t_noise = measure_cost_curve_with_noise(lm.model, sizes=list(measured.sizes), context=measured.context or 64,
-                                           repeats=5, warmup=1, tree=True)  # fmt: skip
+# t_noise (measured above, with `measured`): two rates differ beyond noise only by more than the spreads of both t(n + 1)
 
 
 def budget_noise(a, b):  # two budgets' rates: the spreads of their verify costs t(a + 1), t(b + 1) add
@@ -304,7 +316,7 @@ def shape_of_curve():  # which t(m) differ from t(1) beyond the two sizes' sprea
     below = [m for m, v in verdict.items() if v == "below"]
     top = max(measured.sizes)
     what = ("tree-masked inputs of m tokens" + (f" after {measured.context} cached tokens" if measured.context else "")
-            + ", warm; not notebook 04's single tree after a prompt nor 07's minimum over repeats")  # fmt: skip
+            + ", warm, the median of repeats as in 07's section 5; not notebook 04's single tree after a prompt")  # fmt: skip
     return (f"The tree verify curve this decode started from ({what}; timed again here: the repeats' spread, "
             f"IQR / median, is "
             f"{t_noise.spread:.1%}, median over the sizes) — $t(m)$ within the spreads of $t(1)$ and $t(m)$, "
@@ -320,22 +332,24 @@ def shape_of_curve():  # which t(m) differ from t(1) beyond the two sizes' sprea
 display(pd.DataFrame({"predicted speed-up, curve alone (05's rule)": start_up,
                       "predicted speed-up, as the decode ended (figure above)": end_up})
         .rename_axis("node budget n").round(3).T)  # fmt: skip
+kind_names = {"root": "root-only steps", "chain": "chain steps", "tree": "branching-tree steps"}
+own_time = ", ".join(f"{v * 1e3:.1f} ms on {kind_names.get(k, k)}" for k, v in proposer.cost.overheads.items()) or (
+    "none: no step was timed")  # learned per kind of step (`cost.StepCost.overheads`), from every step the loop timed
 Markdown(
     shape_of_curve()
     + compare(choice.budget, at_start.budget,
             "On the measured curve alone (notebook 05's rule) the pick is n = {b}; after the {s} steps of this decode "
-            "the cost model also knew the loop's own time per step ({o:.1f} ms, paid whatever the tree) and how "
+            "the cost model also knew the loop's own time per step ({o}, paid whatever the tree) and how "
             "much more or less this prompt accepts per depth than the calibration said, and `tree=\"auto\"` ended "
             "on a larger tree, n = {a}.",
             "On the measured curve alone (notebook 05's rule) the pick is n = {b}; after the {s} steps of this decode "
-            "the cost model also knew the loop's own time per step ({o:.1f} ms) and how much more or less this "
+            "the cost model also knew the loop's own time per step ({o}) and how much more or less this "
             "prompt accepts per depth than the calibration said, and `tree=\"auto\"` ended on a smaller tree, "
             "n = {a}.",
             within="On the measured curve alone (notebook 05's rule) the pick is n = {b} too: what the decode "
-            "learned did not move it" + (" (the acceptance per depth on this prompt; the loop's own time per step "
-            "stayed at 0 ms, as nothing was learned about it)." if proposer.cost.overhead("tree") == 0 else
-            " (the loop's own time per step, {o:.1f} ms, and the acceptance per depth on this prompt)."),
-            s=med.forwards, o=proposer.cost.overhead("tree") * 1e3)
+            "learned did not move it (the loop's own time per step, learned per kind of step: {o}; and the acceptance "
+            "per depth on this prompt).",
+            s=med.forwards, o=own_time)
     + " " + margin(start_up, at_start.budget, "On the curve alone (the table's first row)")
     + " " + margin(end_up, choice.budget, "As the decode ended (its second row, the figure above)")
 )  # fmt: skip
@@ -356,8 +370,8 @@ print(ar.text[:400])
 # **Speed.** The benchmark harness (`specdec_lab.bench.run_benchmark`: greedy, a warm-up per method, method
 # order rotated per prompt, every output checked against autoregressive) on a few prompts: autoregressive,
 # Medusa with the auto tree, Medusa with the demonstration tree of section 1, Medusa with a one-node chain
-# (head 1's top-1 only) — each of the last two only where it is not the tree `auto` ended on for section 2's prompt — and
-# the shipped draft model (notebook 02). Columns: tokens/s over all prompts, mean accepted, the speed-up
+# (head 1's top-1 only) — each run whatever tree `auto` ended on in section 2, since the bench's `auto` is sized
+# anew on each of its prompts and re-priced as it decodes — and the shipped draft model (notebook 02). Columns: tokens/s over all prompts, mean accepted, the speed-up
 # against autoregressive (the ratio of the two tokens/s), the share of prompts whose output was identical to
 # autoregressive's, the prompts, and the new tokens summed over them (a prompt may stop before `bench_tokens`
 # at its end-of-text token). These are **this machine's numbers, on few prompts: noisy**; the measured
@@ -365,11 +379,9 @@ print(ar.text[:400])
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab.bench import run_benchmark
-from specdec_lab.trees import parse_tree
 from specdec_lab.viz.decoding import speed_table
 
-auto_tree = {tuple(p) for p in choice.paths}
-fixed = {f"medusa:tree={t}": t for t in (demo_tree, "chain:1") if {tuple(p) for p in parse_tree(t)} != auto_tree}
+fixed = {f"medusa:tree={t}": t for t in dict.fromkeys((demo_tree, "chain:1"))}  # both, whatever `auto` ended on
 bench_set = all_prompts[:: max(len(all_prompts) // bench_prompts, 1)][:bench_prompts]
 bench = run_benchmark(lm, bench_set, methods=["autoregressive", "medusa", *fixed, "draft"],
                       max_new_tokens=bench_tokens, progress=False)  # fmt: skip
@@ -383,23 +395,46 @@ print(
 )
 
 # %% tags=["nbval-ignore-output"]
+from specdec_lab.bench.report import speedup_interval
 from specdec_lab.lab.course import compare
 
 summary = bench["summary"]
 
 
+def per_forward(rows):  # bench rows with forwards in place of seconds: their tokens / "seconds" = mean accepted
+    return [{**r, "seconds": r["forwards"]} for r in rows]
+
+
+def shown(ci):  # a paired-bootstrap interval of a ratio fixed / auto
+    return f"95% interval of the ratio {ci[0]:.2f}–{ci[1]:.2f}" if ci else "too few prompts for an interval"
+
+
+def tie(ci):  # within noise: the interval holds 1 (or there is none)
+    return ci is None or ci[0] <= 1.0 <= ci[1]
+
+
+def against_ar(x, ci):  # a speed-up over autoregressive with its 95% interval
+    return f"{x:.2f}×" + (f" [{ci[0]:.2f}–{ci[1]:.2f}]" if ci else "")
+
+
 def versus(label, name):
-    """Medusa with a fixed tree against the auto tree: tokens per forward, then speed (95% intervals)."""
+    """Medusa with a fixed tree against the auto tree: tokens per forward, then speed — each as a paired-bootstrap 95%
+    interval over the prompts of the ratio fixed / auto, "within noise" where that interval holds 1."""
     s, auto = summary[label], summary["medusa"]
-    ia, ib = s.get("speedup_95"), auto.get("speedup_95")  # paired-bootstrap intervals over prompts
-    overlap = ia is None or ib is None or (ia[0] <= ib[1] and ib[0] <= ia[1])  # (none: too few prompts to tell)
-    tokens = compare(s["mean_accepted"], auto["mean_accepted"],
-                     f"{name} emitted more tokens per forward than the auto tree ({{a:.2f}} against {{b:.2f}})",
-                     f"{name} emitted fewer tokens per forward than the auto tree ({{a:.2f}} against {{b:.2f}})",
-                     f"{name} emitted as many tokens per forward as the auto tree ({{a:.2f}})")  # fmt: skip
-    speed = f"; its speed-up was {s['speedup']:.2f}× against the auto tree's {auto['speedup']:.2f}×" + (
-        " — their 95% intervals overlap, so on these few prompts the two cannot be told apart." if overlap else
-        compare(s["speedup"], auto["speedup"], f": **{name}** was faster.", ": **the auto tree** was faster."))
+    mine = [r for r in bench["rows"] if r["method"] == label]
+    theirs = [r for r in bench["rows"] if r["method"] == "medusa"]
+    ci_tok = speedup_interval(per_forward(mine), per_forward(theirs))  # None: fewer than 2 prompts
+    ci_speed = speedup_interval(mine, theirs)
+    a, b = s["mean_accepted"], auto["mean_accepted"]
+    tokens = (f"{name} emitted {a:.2f} tokens per forward against the auto tree's {b:.2f} ({shown(ci_tok)}"
+              + ("; within noise on these prompts)" if tie(ci_tok) else
+                 compare(a, b, "): more per forward", "): fewer per forward")))  # fmt: skip
+    ia, ib = s.get("speedup_95"), auto.get("speedup_95")  # each against autoregressive
+    speed = (f"; its speed-up over autoregressive was {against_ar(s['speedup'], ia)} against the auto tree's "
+             f"{against_ar(auto['speedup'], ib)} (95% intervals); paired prompt by prompt, its speed over the auto tree's: "
+             f"{shown(ci_speed)}" + (
+        ": within noise, so on these few prompts the two cannot be told apart." if tie(ci_speed) else
+        compare(s["speedup"], auto["speedup"], f": **{name}** was faster.", ": **the auto tree** was faster.")))
     return tokens + speed  # fmt: skip
 
 
@@ -427,9 +462,6 @@ Markdown(
     "Mean accepted is what the heads buy per forward; the speed-up is that divided by what a bigger verify forward "
     "(and the heads) cost. " + auto_ran
     + " ".join(versus(label, names[label]) for label in fixed)
-    + ("" if fixed else "The auto tree is both fixed trees here, so there is nothing to set it against.")
-    + (" (The one-node chain has no row of its own: it is the tree `auto` ended on for section 2's prompt.)"
-       if "medusa:tree=chain:1" not in fixed else "")
     + " The same heads on a GPU-like flat cost curve would verify tens of nodes for almost nothing (notebook 05, "
     "section 5)."
 )  # fmt: skip
@@ -591,8 +623,10 @@ for t in temperatures:
     for eps, dlt in grid.items():
         thr = min(eps, dlt * math.exp(-H))
         rows[(t, eps)] = {"δ": dlt, "draft token x": x, "p(x) (what sampling gives it)": float(p0[x]),
-                          "H(p) nats": H, "threshold min(ε, δe^-H)": thr, "accepted": float(p0[x]) > thr}  # fmt: skip
+                          "max_v p(v) (T sharpens it)": float(p0.max()), "H(p) nats": H, "threshold min(ε, δe^-H)": thr, "accepted": float(p0[x]) > thr}  # fmt: skip
 first = pd.DataFrame.from_dict(rows, orient="index").rename_axis(["temperature", "epsilon"])
+# p(x) can sit near where softmax(logits / T) barely moves with T (a logit near the T-weighted mean); the max and H(p)
+# show the temperature applied
 first.round(3)  # rounded per column, before any transpose could make the columns objects
 
 # %% tags=["nbval-ignore-output"]
@@ -755,17 +789,21 @@ _ = check("the accepted path and bonus token, on the tree above and on a second 
 # (below). Write `auto_budget(options, price, heads)`, where `price(n)` gives the seconds of a step that verifies
 # $n$ tokens: for every budget $n$ keep its best option by
 # $\text{rate} = E[L] / (\text{price}(n + 1) + \text{heads}(\text{depth}))$, and return the budget with the highest
-# rate (ties: the smaller budget). The check prices the options with this machine's cost model as the decode ended
-# (`price` below) and with a made-up machine on which every extra token adds a small fixed share of a single-token
-# step (`flatter`, below) — a choice printed nowhere above. The reference is `specdec_lab.trees.pick_budget` on the same options and costs.
+# rate (ties: the smaller budget). The check prices the options on made-up machines (`made_up`, below): on each,
+# every token past the first adds a fixed share (`shares`, below) of this machine's single-token step, so the budgets
+# it expects are printed nowhere above and differ from one machine to the next. The reference is `specdec_lab.trees.pick_budget` on the same options and costs.
 
 # %% tags=["exercise", "exercise-3"]
 def price(n):
     return proposer.cost.step(n, tree=True)
 
 
-def flatter(n):  # a made-up machine: each token past the first adds 2% of a single-token step
-    return price(1) * (1 + 0.02 * (n - 1))
+def per_token(share):  # a made-up machine: each token past the first adds `share` of a single-token step
+    return lambda n: price(1) * (1 + share * (n - 1))
+
+
+shares = (0.0, 0.02, 0.1)  # the made-up machines: the share of a single-token step each extra token adds
+made_up = {f"a made-up machine where each extra token adds {share:.0%}": per_token(share) for share in shares}
 
 
 def heads(depth):
@@ -789,11 +827,12 @@ def auto_budget(options, price, heads):  # noqa: F811 - replaces the stub above
 
 
 # %% tags=["check", "exercise-3", "nbval-check-output"]
-for what, cost in (("this machine's costs", price), ("the made-up flatter costs", flatter)):
-    picked = auto_budget(proposer.options, cost, heads)
-    _watch.begin_check()  # from here the references are the check's own
-    _ = check(f"the budget tree='auto' picks on {what}", picked,
-              _watch["pick_budget"](proposer.options, cost, heads).budget, close=lambda a, r: a == r, watch=_watch,
+picked = {what: auto_budget(proposer.options, cost, heads) for what, cost in made_up.items()}
+_watch.begin_check()  # from here the references are the check's own
+expected = {what: _watch["pick_budget"](proposer.options, cost, heads).budget for what, cost in made_up.items()}
+for what in made_up:
+    _ = check(f"the budget tree='auto' picks on {what}", picked[what], expected[what], close=lambda a, r: a == r,
+              watch=_watch,
               hint="Price a budget n as a step that verifies n + 1 tokens (the root too); a budget may have several "
                    "depths.")
 

@@ -126,8 +126,13 @@ print(f"[{by_id[prompt_ids[0]].category}] {lab.prompt[:300]}...")
 
 # %% [markdown]
 # The output of the method, coloured by provenance (hover a token for its step). Tokens that arrive as
-# accepted drafts are the speed-up: each step emits its accepted run plus one bonus token for one
-# target forward (all but a step cut short by end-of-text, which emits no bonus). A character the tokenizer spells with several byte tokens (an emoji, an accented
+# accepted drafts are the speed-up: each step that drafted emits its accepted run plus one bonus token for one
+# target forward. Two exceptions: a step cut short by end-of-text emits no bonus, and a **plain step** — one
+# that proposed nothing (prompt lookup finding no match, say) — emits a single token, the target's own next
+# token, counted apart in the key as "plain step". Notebook 00 counts that token as the step's bonus (L = 0
+# accepted + 1 bonus: a row with only a bonus is a plain decoding step); here it is kept apart so that "bonus"
+# counts the drafting steps only. Either way each target forward emits one token of the target's own, plus the
+# drafts it accepted. A character the tokenizer spells with several byte tokens (an emoji, an accented
 # letter) shows on the token that completes it; the key to the symbols in token labels follows the text.
 # The table: per run, the new tokens, the target forwards that emitted them, their ratio (mean accepted),
 # tokens/s and why the run stopped.
@@ -215,7 +220,8 @@ Markdown(summary)
 # land on one method alone. The table: per method, the new tokens and target forwards, tokens per step (mean
 # accepted), draft tokens proposed and accepted per step, tokens/s, the speed-up over the shared baseline, and
 # whether the output equalled autoregressive decoding's. Four views: tokens emitted against target forwards
-# (the slope is the tokens per step), against seconds (the slope is the speed), how many draft tokens the
+# (the slope is the tokens per step), against seconds (the slope is the decode speed after the prefill, where
+# each curve starts; the table's tokens/s also counts the prefill), how many draft tokens the
 # steps accepted, and the speedup.
 #
 # **Predict, then run:** of the methods in `compare`, which will emit the most tokens per target forward on this
@@ -237,6 +243,20 @@ if specs:
                                         f"{compare_rounds} interleaved round(s)")  # fmt: skip
     print(f"saved {save_figure(fig, '08_compare', FIGURES)}")
     display(fig)
+    # the seconds panel's slope is the decode speed after the prefill (a curve starts where its steps start); the
+    # table's tokens/s divides by the whole call, prefill included
+    slope_runs = [(c.spec, c.result) for c in comparison] + [(comparison[0].baseline_method, comparison[0].baseline)]
+    slope_parts = []
+    for name_c, r_c in (x for x in slope_runs if x[1] is not None):
+        steps_s = sum(s.t_propose + s.t_verify + s.t_accept for s in r_c.steps)
+        if steps_s > 0 and r_c.seconds > 0:
+            slope_parts.append(f"{name_c} {len(r_c.tokens) / steps_s:.1f} tokens/s over its steps against "
+                               f"{r_c.tokens_per_s:.1f} over the whole call ({r_c.seconds - steps_s:.2f} s outside "
+                               "its steps' phases: the prefill and the loop's bookkeeping, drawn before the first step)")
+    display(Markdown(
+        "In the seconds panel each curve starts after its prefill, so its slope is the decode speed after the "
+        "prefill; the table's tokens/s (and the speedup panel) divide by the whole call, prefill included: "
+        + "; ".join(slope_parts) + "."))
 else:
     print("compare is empty: no side-by-side comparison in this run")
 

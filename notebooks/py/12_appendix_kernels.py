@@ -29,9 +29,11 @@
 #
 # `load_model` chooses both by default. This appendix shows what each choice computes (the same numbers),
 # what it costs on this machine, and how it moves the curve that every speed-up in the workbook is
-# priced on (section 3); then two larger levers, a compiled step and fewer bytes of weights (section 4).
+# priced on (section 3); then two larger levers, a compiled step and fewer bytes of weights (section 4), and
+# where the bytes of a 4-bit step still go: its LM head (section 5).
 # Every comparison is timed **in one loop**: each repeat runs every setup once, in an order
-# rotated from repeat to repeat, and each setup keeps its median (`specdec_lab.cost.timing`), so a burst of
+# rotated from repeat to repeat, each setup warmed by an untimed pass right after it is switched in, and each
+# setup keeps its median (`specdec_lab.cost.timing`), so a burst of
 # load from another process hits all setups alike instead of deciding the comparison.
 #
 # ### Learning objectives
@@ -57,7 +59,7 @@
 quick: bool = False  # CI: fewer sizes and repeats
 model_name: str = "smollm2-135m"  # or a local HF dir / .gguf
 sizes: list[int] = [1, 2, 4, 8, 16, 32, 64]  # tokens per verify forward (the compiled step's buckets)
-repeats: int = 3  # interleaved repeats per setup (the median is kept)
+repeats: int = 8  # interleaved repeats per setup (median kept; a multiple of 4: each setup in each slot alike)
 contexts: list[int] = [256, 1024]  # cached tokens for the attention comparison (its copy grows with them)
 threads: int = 0  # torch CPU threads (0: the torch default, one per core)
 variants_file: str = "../data/curves/step_variants.json"  # python -m specdec_lab.bench.step_variants (section 4)
@@ -68,6 +70,8 @@ builds_bench_files: list[str] = [  # bench runs over builds (section 4), each it
     "../data/bench/avx2-builds-14.json",  # the same builds on a CPU without AVX-512
     "../data/bench/avx512-int4-trees-56.json",  # the int4 compiled builds after it, with llama.cpp's anchors
 ]
+profile_file: str = "../data/bench/avx512-profile-head-fused.json"  # python -m specdec_lab.bench.profile_step (§5)
+levers_bench_file: str = "../data/bench/avx512-file-bytes-21.json"  # the head and fusion levers, llama.cpp (§5)
 
 # %%
 from specdec_lab import load_model
@@ -135,58 +139,50 @@ from specdec_lab.models.fast_linear import linear_kind, linear_plan
 from specdec_lab.models.kernel_setups import plan_by_size, same_as_default
 
 print(f"linear layers: {linear_kind(model)}; attention: {attention_kind(model)}")
-display(pd.Series(linear_plan(model), name="kernel by rows").rename_axis("weight shape (out x in)").to_frame())
+with pd.option_context("display.max_colwidth", None, "display.width", 250):  # the whole plan, untruncated
+    display(pd.Series(linear_plan(model), name="kernel by rows").rename_axis("weight shape (out x in)").to_frame())
 plan_table = pd.DataFrame(plan_by_size(model, sizes)).rename_axis("rows n")
 default_too = same_as_default(model, sizes)
 plan_table["same as default plan"] = [n in default_too for n in plan_table.index]
 plan_table
 
 # %% [markdown]
-# Then the four setups timed in one loop (context 64). The table gives t(n) in milliseconds per setup, which
-# setup was fastest at each n, and the measured plan's time over the fastest one's (one where it won).
+# Then the four setups timed in one loop (context 64). Each repeat runs every setup once, the order rotated, and
+# every setup first runs one untimed forward per size right after it is switched in (the first forwards after a
+# switch pay allocations and cold caches, which would otherwise land on the timed pass's first sizes); each setup
+# keeps its median. Where two setups run the very same kernels (the plan table's `same as default plan`, and the
+# sizes where the measured plan chose what another setup runs) the loop times the same code twice, so their gap
+# measures the protocol's own noise directly: the noise floor below is the larger of that gap and the repeats'
+# spread. The table gives t(n) in milliseconds per setup, which setup was fastest at each n (`tie: …` where
+# others are within the noise floor of it), and the measured plan's time over the fastest one's.
 #
 # **Predict, then run.** Before running the next cell, write down which setup you expect to be fastest at one
 # row and which at 64, and whether the measured plan — the winner of each matrix timed alone — will be the
 # fastest whole forward at every size. The sentence two cells below compares your guess with the loop.
 
 # %% tags=["prediction", "nbval-ignore-output"]
+from specdec_lab.cost.curve import measure_cost_curve
 from specdec_lab.cost.timing import compare_cost_curves, spread_sentence
-
-linear_cmp = compare_cost_curves(model, linear, sizes=sizes, repeats=repeats)
-linear["measured plan"]()
-ms = pd.DataFrame(
-    {f"{name} t(n) ms": [s * 1e3 for s in c.seconds] for name, c in linear_cmp.curves.items()},
-    index=pd.Index(sizes, name="n tokens verified"),
-)
-ms["fastest"] = [linear_cmp.fastest(n) for n in sizes]
-ms["measured / fastest"] = [
-    linear_cmp.curves["measured plan"](n) / linear_cmp.curves[linear_cmp.fastest(n)](n) for n in sizes
-]
-display(Markdown(spread_sentence(linear_cmp.noise)))
-ms.round(2)
-
-# %% tags=["nbval-ignore-output"]
-from specdec_lab.viz.cost import cost_curves_figure
-
-cost_curves_figure(linear_cmp.curves, title=f"Linear kernels: verify cost at context {linear_cmp.context}")
-
-# %% tags=["nbval-ignore-output"]
-import statistics
-
-from specdec_lab.lab.course import compare
-
-curves = linear_cmp.curves
-stock_over = [curves["stock nn.Linear"](n) / curves["measured plan"](n) for n in sizes]
-noise_level = linear_cmp.noise.spread
-shapes = [c for c in plan_table.columns if c != "same as default plan"]
 
 
 def sizes_text(ns: list[int]) -> str:
     return "n = " + ", ".join(map(str, ns))
 
 
-def plural(count: int, one: str, many: str) -> str:
-    return f"{count} {one if count == 1 else many}"
+def warmed(install):
+    """Switch a setup in, then run one untimed forward per size: the timed pass starts warm."""
+
+    def run() -> None:
+        install()
+        measure_cost_curve(model, sizes=sizes, context=64, repeats=1, warmup=0)  # untimed: discarded
+
+    return run
+
+
+linear_cmp = compare_cost_curves(model, {name: warmed(f) for name, f in linear.items()}, sizes=sizes, repeats=repeats)
+linear["measured plan"]()
+curves = linear_cmp.curves
+shapes = [c for c in plan_table.columns if c != "same as default plan"]
 
 
 def same_kernels(setup: str, n: int) -> bool:
@@ -199,13 +195,65 @@ def same_kernels(setup: str, n: int) -> bool:
     return setup == "default plan" and n in default_too
 
 
-# where the measured plan runs the same code as another setup, the loop times that code twice: a tie by
-# construction, neither a win nor a loss; only the other sizes test the plan's choice
+# where the measured plan runs the same code as another setup, the loop times that code twice: their gap is the
+# protocol's own noise, measured directly
 twins = {n: [s for s in linear if s != "measured plan" and same_kernels(s, n)] for n in sizes}
+twin_gap = {n: max(curves[s](n) for s in [*twins[n], "measured plan"])
+            / min(curves[s](n) for s in [*twins[n], "measured plan"]) - 1 for n in sizes if twins[n]}  # fmt: skip
+noise_level = max(linear_cmp.noise.spread, max(twin_gap.values(), default=0.0))
+
+
+def fastest_or_tie(n: int) -> str:
+    best = linear_cmp.fastest(n)
+    near = [s for s in linear if curves[s](n) <= curves[best](n) * (1 + noise_level)]
+    return best if len(near) == 1 else "tie: " + ", ".join(near)
+
+
+ms = pd.DataFrame(
+    {f"{name} t(n) ms": [s * 1e3 for s in c.seconds] for name, c in linear_cmp.curves.items()},
+    index=pd.Index(sizes, name="n tokens verified"),
+)
+ms["fastest"] = [fastest_or_tie(n) for n in sizes]
+ms["measured / fastest"] = [
+    linear_cmp.curves["measured plan"](n) / linear_cmp.curves[linear_cmp.fastest(n)](n) for n in sizes
+]
+floor_text = spread_sentence(linear_cmp.noise)
+if twin_gap:
+    worst_twin = max(twin_gap, key=twin_gap.get)
+    floor_text += (
+        f" Where setups ran the very same kernels ({sizes_text(list(twin_gap))}) their medians differed by up to "
+        f"{twin_gap[worst_twin]:.0%} (n = {worst_twin}): that gap is the protocol's own noise, so the noise floor "
+        f"used below is {noise_level:.0%}, the larger of it and the repeats' spread; differences inside it are "
+        "within noise, not an order."
+    )
+else:
+    floor_text += f" No two setups ran the same kernels at a size timed; the floor is the spread, {noise_level:.0%}."
+display(Markdown(floor_text))
+ms.round(2)
+
+# %% tags=["nbval-ignore-output"]
+from specdec_lab.viz.cost import cost_curves_figure
+
+cost_curves_figure(linear_cmp.curves, title=f"Linear kernels: verify cost at context {linear_cmp.context}")
+
+# %% tags=["nbval-ignore-output"]
+import statistics
+
+from specdec_lab.lab.course import compare
+
+stock_over = [curves["stock nn.Linear"](n) / curves["measured plan"](n) for n in sizes]
+
+
+def plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+# where the measured plan runs the same code as another setup (twins, above), the loop times that code twice: a
+# tie by construction, neither a win nor a loss; only the other sizes test the plan's choice
 tied = [n for n in sizes if twins[n]]
 chosen_sizes = [n for n in sizes if not twins[n]]
 first = [n for n in chosen_sizes if linear_cmp.fastest(n) == "measured plan"]
-# a win counts only where the plan is ahead of the runner-up by more than the repeats' spread
+# a win counts only where the plan is ahead of the runner-up by more than the noise floor
 ahead = {n: min(curves[s](n) for s in linear if s != "measured plan") / curves["measured plan"](n) - 1 for n in first}
 wins = [n for n in first if ahead[n] > noise_level]
 lost = [n for n in chosen_sizes if n not in first]
@@ -225,11 +273,11 @@ if tied:
 if chosen_sizes:
     parts.append(
         f"At the {plural(len(chosen_sizes), 'size', 'sizes')} where the plan runs kernels no other setup runs "
-        f"({sizes_text(chosen_sizes)}), it was the fastest of the four by more than the repeats' median spread "
-        f"({noise_level:.0%}) at {len(wins)}"
-        + (f"; first but within that spread at {sizes_text([n for n in first if n not in wins])} (ahead by "
+        f"({sizes_text(chosen_sizes)}), it was the fastest of the four by more than the noise floor "
+        f"({noise_level:.0%}) at {sizes_text(wins) if wins else 'none of them'}"
+        + (f"; first but within that floor at {sizes_text([n for n in first if n not in wins])} (ahead by "
            + ", ".join(f"{ahead[n]:.1%}" for n in first if n not in wins) + "), which is no win."
-           if len(wins) < len(first) else ".")
+           if len(wins) < len(first) else ".")  # fmt: skip
     )
 else:
     parts.append("At no size timed does the plan run kernels of its own, so this loop cannot test its choices.")
@@ -241,15 +289,15 @@ if lost:
         f"n = {worst}: {behind[worst]:.0%}, behind {linear_cmp.fastest(worst)}); "
         + (
             f"{'all' if len(within) == len(lost) else len(within)} of those gaps "
-            f"{'is' if len(within) == 1 < len(lost) else 'are'} within the repeats' median spread ({noise_level:.0%})."
+            f"{'is' if len(within) == 1 < len(lost) else 'are'} within the noise floor ({noise_level:.0%})."
             if within
-            else f"each gap is larger than the repeats' median spread ({noise_level:.0%})."
+            else f"each gap is larger than the noise floor ({noise_level:.0%})."
         )
     )
     beyond = [n for n in lost if behind[n] > noise_level]
     if beyond:
         parts.append(
-            f"At {sizes_text(beyond)} the plan trails another choice by more than the spread: a plan chosen once, "
+            f"At {sizes_text(beyond)} the plan trails another choice by more than the noise floor: a plan chosen once, "
             "on each matrix alone, is not guaranteed to give the fastest whole forward — a forward also runs "
             "attention and the other layers, and the load differs from the moment the plan was measured "
             "(`tune_linear(model, refresh=True)` measures again)."
@@ -267,7 +315,7 @@ if few and others:
         f"For a few rows ({sizes_text(few)}) torch's stock kernel was faster here than the better of {alternatives} "
         "({a:.1f} against {b:.1f} ms, geometric means): on this CPU it needs no replacing there.",
         f"For a few rows ({sizes_text(few)}) torch's stock kernel and the better of {alternatives} took about the "
-        "same ({a:.1f} against {b:.1f} ms, geometric means: within the repeats' spread).",
+        "same ({a:.1f} against {b:.1f} ms, geometric means: within the noise floor).",
         rel_tol=noise_level,
     ))  # fmt: skip
 # stock slower than the plan by more than the spread, where the plan is not stock itself (a tie by construction)
@@ -275,7 +323,7 @@ stock_slower = [n for n, r in zip(sizes, stock_over, strict=True)
                 if r > 1 + noise_level and "stock nn.Linear" not in twins[n]]  # fmt: skip
 parts.append(
     f"Over all sizes torch's stock `nn.Linear` took {min(stock_over):.2f}–{max(stock_over):.2f}× the measured plan's "
-    f"time, longer by more than the repeats' spread at {len(stock_slower)} of the {len(sizes)} sizes."
+    f"time, longer by more than the noise floor at {len(stock_slower)} of the {len(sizes)} sizes."
 )
 Markdown(" ".join(parts))
 
@@ -309,7 +357,11 @@ print(f"  largest logit difference below 1e-3: {same_attention['max_abs_diff'] <
 # `sdpa_gqa` is faster):
 
 # %% tags=["nbval-ignore-output"]
-attention_cmp = {c: compare_cost_curves(model, attention, sizes=sizes, context=c, repeats=repeats) for c in contexts}
+attention_cmp = {  # each setup warmed after its switch, as in section 1
+    c: compare_cost_curves(model, {name: warmed(f) for name, f in attention.items()}, sizes=sizes, context=c,
+                           repeats=repeats)
+    for c in contexts
+}  # fmt: skip
 attention[ATTENTION]()
 table = {}
 for c, cmp in attention_cmp.items():
@@ -400,9 +452,10 @@ Markdown(
 # %% [markdown]
 # ## 3. What the kernels mean for speculation
 #
-# A kernel choice does not only scale the milliseconds: it changes the *shape* of t(n), and the break-even
+# A kernel choice need not only scale the milliseconds: it can change the *shape* of t(n), and the break-even
 # t(n)/t(1) a step must beat is a ratio of two of its points. The right panel of the figure in section 1
-# shows it per setup; the table below reads it at a few draft sizes. Sizing a tree by the hardware's own
+# shows it per setup; the table below reads it at a few draft sizes, and the sentence under it says whether
+# this run's setups differ in t(1) and in shape by more than the noise floor of section 1. Sizing a tree by the hardware's own
 # t(n) is what Sequoia calls hardware-aware ([Chen et al. 2024](https://arxiv.org/abs/2402.12374)); every
 # sizing rule of this workbook does it with the measured curve. Since every method's speed-up depends on the
 # kernels, a benchmark file should say which it ran; the sentence under the table counts, from the files in
@@ -419,6 +472,22 @@ display(
     .T.rename_axis("setup (context 64)")
     .round(2)
 )
+# a ratio of two medians carries the noise of both: its floor is twice section 1's
+t1 = {name: c(1) for name, c in curves.items()}
+t1_gap = max(t1.values()) / min(t1.values()) - 1
+shape = {n: [c(n) / c(1) for c in curves.values()] for n in reads}
+shape_gap = {n: max(r) / min(r) - 1 for n, r in shape.items()}
+shape_apart = [n for n in reads if shape_gap[n] > 2 * noise_level]
+display(Markdown(
+    f"Across the {len(curves)} setups t(1) ranged from {min(t1.values()) * 1e3:.1f} to {max(t1.values()) * 1e3:.1f} ms "
+    + (f"(a {t1_gap:.0%} gap, beyond section 1's noise floor of {noise_level:.0%}: another kernel, another t(1))"
+       if t1_gap > noise_level else f"(a {t1_gap:.0%} gap, within section 1's noise floor of {noise_level:.0%})")
+    + "; t(n)/t(1) — the shape — "
+    + (f"differed between setups by more than twice that floor (the noise of a ratio of two medians) at "
+       f"{sizes_text(shape_apart)}: another kernel, another break-even there."
+       if shape_apart else "differed between setups by no more than twice that floor (the noise of a ratio of two "
+       "medians) at any n read: this run shows no change of shape beyond the noise.")
+))  # fmt: skip
 
 bench_records = {f.name: json.loads(f.read_text()) for f in sorted(Path(bench_file).parent.glob("*.json"))}
 with_kernels = [name for name, r in bench_records.items()
@@ -532,14 +601,17 @@ display(Markdown(compare(
 cost_curves_figure(variants, title=f"One verify step, each build (context {record['context']}) — {variants_machine}")
 
 # %% [markdown]
-# Why does a cheaper step change what speculation buys? A step that verifies n tokens and emits τ of them
-# costs t(n) plus the loop's own work s (accepting, the proposer, bookkeeping), so against plain decoding
+# Why does a cheaper step change what speculation buys? A step that verifies n tokens and emits L of them
+# costs t(n) plus the loop's own work s (accepting, the proposer, bookkeeping); plain decoding emits one token
+# per step of t(1) plus its own loop work s₁ (sampling, bookkeeping, no proposer). Over a decode, with τ the
+# measured mean of L, against plain decoding
 #
 # $$\text{speed-up} \approx \frac{\tau\,(t(1) + s_1)}{t(n) + s}.$$
 #
 # Making t cheaper by a constant factor leaves this alone only if s shrinks with it. Compiling the target
-# removes overhead from t, not from the proposer's Python; smaller weights shrink t(1) — the bytes — more
-# than t(n), whose extra rows pay the de-quantisation again. `replay_variants` re-prices a recorded bench
+# removes overhead from t, not from the proposer's Python; and smaller weights are expected to shrink t(1) —
+# the bytes — more than t(n), whose extra rows pay the de-quantisation again (whether they do is the curves'
+# to say: the table above). `replay_variants` re-prices a recorded bench
 # run (every step's tree, accepted tokens and phase timings kept) under each build's curve, with the loop's
 # own seconds either shrinking like t(1) or staying as measured — the two bracket what the build would do.
 # The recorded run and the curves may come from different machines; the caption names both.
@@ -579,10 +651,46 @@ Markdown(
     + compare(
         change, 1.0,
         "On that step speculation would buy more than on the base build.",
-        "A cheaper step and speculation multiply, but the cheaper the step, the more the loop's own seconds and "
-        "a steeper t(n)/t(1) weigh: the speed-up speculation adds shrinks.",
+        "On that step speculation would buy less than on the base build.",
         "On that step speculation would buy about what it buys on the base build.",
         rel_tol=0.01,
+    )
+)  # fmt: skip
+
+# %% tags=["nbval-ignore-output"]
+# the model's prediction (the cheaper the step, the smaller the gain) against the replay table, pair by pair: for every
+# method and every two builds, is the speed-up ("stays") lower on the build with the cheaper t(1)?
+by_t1 = sorted(variants, key=lambda v: variants[v](1))  # cheapest first
+tol = 0.01  # the file keeps medians only, no spread: speed-ups within 1% count as equal, not as an order
+held, broke, level = 0, {}, 0
+for i, cheap in enumerate(by_t1):
+    for dear in by_t1[i + 1 :]:
+        for m in methods:
+            r = stays[cheap][m] / stays[dear][m]
+            if r < 1 - tol:
+                held += 1
+            elif r > 1 + tol:
+                broke.setdefault((cheap, dear), []).append(m)
+            else:
+                level += 1
+pairs = held + level + sum(map(len, broke.values()))
+Markdown(
+    "The formula predicts that the cheaper the step, the smaller the gain: the loop's own seconds weigh more "
+    "against a cheaper t, and if fewer bytes shrink t(1) more than t(n), t(n)/t(1) grows. The replay table's "
+    f"verdict (loop's own seconds staying as measured): over {pairs} comparisons (each method, each two builds with "
+    f"different t(1)) the build with the cheaper step had the lower speed-up in {held}, about the same (within "
+    f"{tol:.0%}; the file records no spread) in {level}"
+    + (
+        ", and the higher one in " + str(sum(map(len, broke.values()))) + ": "
+        + "; ".join(
+            f"{cheap} (t(1) {variants[cheap](1) * 1e3:.1f} ms) over the dearer {dear} ({variants[dear](1) * 1e3:.1f} ms) "
+            f"for {'every method' if len(ms_) == len(methods) else ', '.join(ms_)}"
+            for (cheap, dear), ms_ in broke.items()
+        )
+        + ". So t(1) alone does not rank the gains: the shape of each curve (its t(n)/t(1), in the builds table above) "
+        "and the loop's own seconds decide with it (exercise 3)."
+        if broke
+        else ", and the higher one in none: in this file the prediction held wherever the table could tell."
     )
 )  # fmt: skip
 
@@ -606,7 +714,10 @@ Markdown(
 # softmax and p·V in slot order, where another branch's masked slot adds an exact zero, so every node of a
 # tree rounds like one-row decoding along its path. The first table below is a run from before that change
 # (its `identical` for the hybrid's trees shows what the cause cost); the others ran after it, each titled
-# with its file and the machine it ran on; the last, with llama.cpp among its anchors, is summed up below.
+# with its file and the machine it ran on; the last, with llama.cpp among its anchors, is summed up below. The
+# later runs timed autoregressive decoding on every build but each speculative method only on the builds they
+# were checking: a method a run did not time on a build shows as NaN in its tables (rows and columns with no
+# value at all are dropped).
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab.bench.report import by_build
@@ -622,7 +733,9 @@ for builds_bench_file in builds_bench_files:
         f"exact-rows attention: {', '.join(sorted(attention)) or 'none'}"
     ))  # fmt: skip
     for values in (["tokens_per_s", "speedup"], ["speedup_own", "identical"]):  # two tables: each fits the page
-        display(ours.pivot_table(index="method", columns="build", values=values, sort=False).round(2))
+        # a run that did not run every method on every build leaves empty cells: drop the rows and columns with none
+        display(ours.pivot_table(index="method", columns="build", values=values, sort=False)
+                .dropna(how="all").dropna(axis=1, how="all").round(2))  # fmt: skip
     display(build_rows[build_rows.build == "anchor"].set_index("method")[["tokens_per_s", "speedup", "mean_accepted",
                                                                           "identical"]].round(2))  # fmt: skip
 
@@ -649,19 +762,108 @@ if wall.get("wall_ms_per_token") and "fp32" in plain:
         f"fp32 plain decoding reached {plain['fp32']:.1f} tokens/s ({plain['fp32'] / wall['wall_tokens_per_s']:.0%} "
         "of it, the prompt and the loop's own work included). That ceiling bounds no other row: the int4 builds "
         "(and llama.cpp's 4-bit file) read fewer bytes a step, so their own wall lies higher in tokens/s, and a "
-        "speculative step emits more than one token per read of the weights. "
-        + compare(
-            top.tokens_per_s, wall["wall_tokens_per_s"],
-            f"{top.method} on {top.build} ran above the fp32 ceiling ({{a:.1f}} against {{b:.1f}} tokens/s): fewer "
-            "bytes a step and more tokens per read together.",
-            f"{top.method} on {top.build} ran below the fp32 ceiling ({{a:.1f}} against {{b:.1f}} tokens/s), which "
-            "does not bound that build.",
-            f"{top.method} on {top.build} ran at about the fp32 ceiling ({{a:.1f}} against {{b:.1f}} tokens/s, "
-            "within the run's 95% interval on its speed-up), which does not bound that build.",
-            rel_tol=(top.speedup_own_95[1] - top.speedup_own_95[0]) / (2 * top.speedup_own),
-        )
+        "speculative step emits more than one token per read of the weights, so the fp32 ceiling is no yardstick "
+        f"for {top.method} on {top.build}."
     )  # fmt: skip
 Markdown(text)
+
+# %% [markdown]
+# ## 5. The file's own bytes: the LM head, and one product where there were three
+#
+# A 4-bit decoder still reads one matrix at full width: the **LM head**, the 49,152 × 576 tied embedding that
+# turns the last hidden state into logits over the vocabulary. Kept in fp32 it is 113 MB a step — more than
+# all 30 int4 decoder layers together. The model file does not store it in fp32: it stores Q8_0, int8 codes
+# with one fp16 scale per 32 inputs, and that is what llama.cpp reads. `load_model(weights="int4")` now holds
+# the file's own Q8_0 blocks (`head_weights="q8_0"`, the default for int8/int4 builds). torch has no
+# block-scaled int8 kernel, but its int4 kernel takes a scale and a zero per 32 inputs, so each code q is
+# split as q = 16·hi + lo into two 4-bit planes laid side by side (`specdec_lab.models.quant`, "LM head"):
+# one int4 product over twice the inputs is the file's weight times x — bit for bit in fp32 compute, with the
+# scales rounded to bf16 in the fast bf16 path (as for the Q4_1 layers).
+#
+# The second lever is per call, not per byte: each layer's q, k, v and its gate and up products read the
+# same input, and torch's CPU int4 packing lays out rows in blocks, so stacking their codes gives one product
+# per group whose outputs are the separate layers' bit for bit (`CompactBody`'s `fuse`): 4 kernel calls a
+# layer instead of 7 in the compiled step.
+#
+# `python -m specdec_lab.bench.profile_step` profiled 32 greedy tokens of each combination (the prefill left
+# out); the table gives each build's bytes a step reads, by part (`cost.memory_wall.step_bytes`), the ms per
+# token under the profiler, and the share of its time in the head's fp32 product (`mkldnn::_linear_pointwise`)
+# and in the int4 kernel.
+
+# %% tags=["nbval-ignore-output"]
+profile = json.loads(Path(profile_file).read_text())
+
+
+def op_share(build: dict, name: str) -> float:
+    return sum(op["share"] for op in build["top_ops"] if op["op"] == name)
+
+
+profile_table = pd.DataFrame(
+    {
+        name: {
+            "head MB": b["step_bytes_mb_by_part"]["head"],
+            "layers MB": b["step_bytes_mb_by_part"]["layers"],
+            "step reads MB": b["step_bytes_mb"],
+            "ms/token (profiled)": b["ms_per_token"],
+            "fp32 head product": f"{op_share(b, 'mkldnn::_linear_pointwise'):.0%}",
+            "int4 kernel": f"{op_share(b, 'aten::_weight_int4pack_mm_for_cpu'):.0%}",
+        }
+        for name, b in profile["builds"].items()
+    }
+).T
+display(Markdown(f"**{Path(profile_file).name}**, measured on {machine_label(profile['machine'])}: "
+                 f"`{profile['command']}`"))  # fmt: skip
+profile_table
+
+# %% tags=["nbval-ignore-output"]
+before = profile["builds"]["int4+head=fp32+compile+unfused"]
+after = profile["builds"]["int4+compile"]
+head_share = before["step_bytes_mb_by_part"]["head"] / before["step_bytes_mb"]
+Markdown(
+    f"In the old build the head was {head_share:.0%} of the bytes a step read and its fp32 product "
+    f"{op_share(before, 'mkldnn::_linear_pointwise'):.0%} of the profiled time; the file's Q8_0 blocks read "
+    f"{after['step_bytes_mb_by_part']['head']:.0f} MB instead of {before['step_bytes_mb_by_part']['head']:.0f}. With "
+    f"both levers a profiled token took {after['ms_per_token']:.1f} ms against {before['ms_per_token']:.1f} "
+    f"({before['ms_per_token'] / after['ms_per_token']:.2f}× fewer; the profiler's own overhead is in both). What "
+    "the levers do to decoding, each apart, is the bench's to say, below."
+)
+
+# %% [markdown]
+# One bench run (`levers_bench_file`) timed plain decoding on all four combinations, the hybrid before and
+# after, and llama.cpp's own decoding of the same file, rotated per prompt. Every speculative method is
+# compared with its own build's autoregressive output (`identical`).
+
+# %% tags=["nbval-ignore-output"]
+levers_run = json.loads(Path(levers_bench_file).read_text())
+levers = pd.DataFrame(by_build(levers_run))
+llama = float(levers[levers.method == "llamacpp"].tokens_per_s.iloc[0])
+ours_levers = levers[levers.build != "anchor"].copy()
+ours_levers["× llama.cpp"] = ours_levers.tokens_per_s / llama
+display(Markdown(f"**{Path(levers_bench_file).name}**: {levers_run['prompts_done']} prompts, "
+                 f"{levers_run['config']['max_new_tokens']} new tokens, measured on "
+                 f"{machine_label(levers_run['machine'])}; llama.cpp {llama:.1f} tokens/s"))  # fmt: skip
+ours_levers.set_index(["method", "build"])[["tokens_per_s", "× llama.cpp", "speedup_own", "identical"]].round(2)
+
+# %% tags=["nbval-ignore-output"]
+plain_by_build = ours_levers[ours_levers.method == "autoregressive"].set_index("build").tokens_per_s
+old_build, new_build = "int4+head=fp32+compile+unfused", "int4+compile"
+exact_new = ours_levers[(ours_levers.build == new_build) & (ours_levers.method != "autoregressive")
+                        & (ours_levers.identical == 1.0)]  # fmt: skip
+best = exact_new.loc[exact_new.tokens_per_s.idxmax()] if len(exact_new) else None
+text = (
+    f"Plain decoding: {plain_by_build[old_build]:.1f} tokens/s before, "
+    f"{plain_by_build['int4+head=fp32+compile']:.1f} with the fused products alone, "
+    f"{plain_by_build['int4+compile+unfused']:.1f} with the Q8_0 head alone and {plain_by_build[new_build]:.1f} with "
+    f"both ({plain_by_build[new_build] / plain_by_build[old_build]:.2f}× before; "
+    f"{plain_by_build[new_build] / llama:.2f}× llama.cpp's plain decoding, against "
+    f"{plain_by_build[old_build] / llama:.2f}× before). "
+)
+if best is not None:
+    text += (
+        f"The fastest speculative method equal to its build's output on every prompt, {best.method}, ran at "
+        f"{best.tokens_per_s:.1f} tokens/s: {best.tokens_per_s / llama:.2f}× llama.cpp's plain decoding. "
+    )
+Markdown(text + "One run, one machine: the ratios are paired per prompt, their spread is the bench's to give.")
 
 # %% [markdown]
 # ## Check your understanding
@@ -689,14 +891,17 @@ Markdown(text)
 #    mask to torch's kernel together, without the copy.
 #    </details>
 #
-# 3. A build halves t(1). Why does the speculative speed-up over that build's own autoregressive decoding
-#    usually fall rather than stay?
+# 3. A build halves t(1). Why does the formula predict that the speculative speed-up over that build's own
+#    autoregressive decoding falls rather than stays, and what could make a cheaper build buy more anyway?
 #
 #    <details><summary>Answer</summary>
 #
 #    The speed-up is τ(t(1) + s₁)/(t(n) + s): the loop's own seconds s (proposer, acceptance, bookkeeping)
-#    do not shrink with a faster target, so they weigh more against a cheaper t; and fewer bytes of weights
-#    shrink t(1) more than t(n), so t(n)/t(1) grows. Both lower what each verified token buys.
+#    do not shrink with a faster target, so they weigh more against a cheaper t, and that lowers what each
+#    verified token buys. The other term is the curve's shape: a build whose t(n)/t(1) is lower (flatter)
+#    buys more per step, one whose t(n)/t(1) is higher buys less. Which way a given build's shape goes is
+#    for its measured curve to say, not a rule of fewer bytes — section 4's replay sentence shows a cheaper
+#    build beating a dearer one where its curve allowed it.
 #    </details>
 #
 # ## Exercises
@@ -786,8 +991,8 @@ _ = check("the row counts where every layer runs torch's stock kernel", answer,
 # ### Exercise 3 ★★★ — what a cheaper step does to a chain's speed-up
 #
 # For each build of section 4 (`variants`: name → its curve t(n) in seconds), compute the speed-up of a chain
-# of $k = 3$ drafts at per-token acceptance $\alpha = 0.7$ whose draft step costs a tenth of that build's
-# t(1): $E[L]\cdot t(1) / (k\,t_{\text{draft}} + t(k + 1))$, with $E[L] = (1 - \alpha^{k+1}) / (1 - \alpha)$ the
+# of $k = 3$ drafts at per-token acceptance $\alpha = 0.7$ whose draft step costs $c = 0.1$ of that build's
+# t(1) (c = T_draft/T_target, as in notebook 01): $E[L]\cdot t(1) / (k\,t_{\text{draft}} + t(k + 1))$, with $E[L] = (1 - \alpha^{k+1}) / (1 - \alpha)$ the
 # tokens a step emits, bonus included (notebook 01). Answer `{build: speed-up}`. The reference is
 # `specdec_lab.cost.theory.measured_speedup`, watched here.
 # Then, from the formula rather than from the numbers: why does a build's t(1) drop out, so that its speed-up
@@ -796,29 +1001,30 @@ _ = check("the row counts where every layer runs torch's stock kernel", answer,
 #
 # <details><summary>Answer</summary>
 #
-# Divide the numerator and the denominator by t(1): the speed-up is $E[L] / (k \cdot 0.1 + t(k + 1)/t(1))$, since the
-# draft costs a fixed share of t(1). A cheaper step buys more from speculation only if its t(k + 1)/t(1) is lower
-# — a flatter curve, not a lower t(1); fewer bytes of weights shrink t(1) more than t(k + 1) (section 4), which
-# works the other way. Which build comes out highest in section 4's file is a reading of one run's curves, as
-# firm as that run's repeats.
+# Divide the numerator and the denominator by t(1): the speed-up is $E[L] / (k\,c + t(k + 1)/t(1))$, since the
+# draft costs a fixed share c of t(1). A cheaper step buys more from speculation only if its t(k + 1)/t(1) is
+# lower — a flatter curve, not a lower t(1). Whether fewer bytes of weights flatten or steepen the curve at
+# k + 1 is not settled by the file: its builds' t(n)/t(1) differ by a few percent, with no spread recorded, and
+# not in one direction at every n. Which build comes out highest is a reading of one run's curves, as firm as
+# that run's repeats.
 # </details>
 
 # %% tags=["exercise", "exercise-3"]
 from specdec_lab.cost.theory import measured_speedup  # noqa: F401 - in scope, watched
 
 _watch = watch(globals(), "measured_speedup")
-alpha, k, draft_share = 0.7, 3, 0.1
+alpha, k, c = 0.7, 3, 0.1  # c = T_draft / T_target
 answer = ...  # {build: speed-up of the chain on that build's curve}
 
 # %% tags=["solution", "exercise-3"]
 expected_tokens = (1 - alpha ** (k + 1)) / (1 - alpha)  # E[L], the bonus included
-answer = {name: expected_tokens * c(1) / (k * draft_share * c(1) + c(k + 1)) for name, c in variants.items()}
+answer = {name: expected_tokens * t(1) / (k * c * t(1) + t(k + 1)) for name, t in variants.items()}
 
 # %% tags=["check", "exercise-3", "nbval-check-output"]
 import math
 
 _watch.begin_check()  # from here the references are the check's own
-reference = {name: _watch["measured_speedup"](alpha, k, c(1), draft_share * c(1), c) for name, c in variants.items()}
+reference = {name: _watch["measured_speedup"](alpha, k, t(1), c * t(1), t) for name, t in variants.items()}
 _ = check("each build's chain speed-up", answer, reference, watch=_watch,
           close=lambda a, r: isinstance(a, dict) and a.keys() == r.keys()
           and all(math.isclose(a[n], r[n], rel_tol=1e-9) for n in r),
@@ -828,15 +1034,17 @@ _ = check("each build's chain speed-up", answer, reference, watch=_watch,
 # ## Takeaways
 #
 # - The cost curve t(n) that prices every speed-up in the workbook is the kernels' doing: the same forward
-#   under another linear-layer kernel has another t(1) and another shape, so a break-even read from it moves.
+#   under another linear-layer kernel can have another t(1) and another shape, so a break-even read from it
+#   can move; section 3's sentence says which of the two this run measured beyond the noise.
 # - Every kernel setup computes the same logits up to the order of float sums (the agreement checks above),
 #   so choosing kernels is a question of time only, and its answer must be measured in one interleaved loop
 #   against the repeats' noise.
 # - Skipping transformers' copy of the KV cache changes only masked forwards, which is what every
 #   verification is, and leaves the logits the same; whether it saves time at all, and more at a longer
 #   context, is a measurement against the noise (section 2's sentence), not a given.
-# - A cheaper step (compiled, fewer bytes of weights) and speculation multiply, but what speculation adds
-#   shrinks as the step gets cheaper: the loop's own seconds and a steeper t(n)/t(1) weigh more.
+# - A cheaper step (compiled, fewer bytes of weights) and speculation multiply. The formula predicts that what
+#   speculation adds shrinks as the step gets cheaper (the loop's own seconds weigh more); section 4's replay
+#   sentence gives the data's verdict, pair by pair — t(1) alone does not decide, the curve's shape does with it.
 #
 # ## Further reading
 #

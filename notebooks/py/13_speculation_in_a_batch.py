@@ -174,11 +174,17 @@ display(pd.DataFrame({
     "share r (drafted / decoded)": share,
 }).rename_axis("B").round(2))  # fmt: skip
 dearest = max(share, key=share.get)
+_exps = [exponent[b] for b in sorted(exponent)]
+# does it rise at every step of B, or only overall?
+_steady = all(x < y for x, y in zip(_exps, _exps[1:], strict=False))
+_path = ", ".join(f"{exponent[b]:.2f} at B = {b}" for b in sorted(exponent))
 Markdown(
     compare(
         exponent[large], exponent[small],
-        f"The exponent rises from {{b:.2f}} at B = {small} to {{a:.2f}} at B = {large}: the wider the batch, the more "
-        "of a step's time its tokens decide. ",
+        (f"The exponent rises from {{b:.2f}} at B = {small} to {{a:.2f}} at B = {large}, at every step of B: the wider "
+         "the batch, the more of a step's time its tokens decide. ") if _steady else
+        (f"The exponent is {{b:.2f}} at B = {small} and {{a:.2f}} at B = {large}, but not at every step of B ({_path}): "
+         f"overall, at the widest batch more of a step's time is decided by its tokens than at B = {small}. "),
         f"The exponent is {{b:.2f}} at B = {small} and {{a:.2f}} at B = {large}: the batch did not bring the step "
         "closer to compute-bound on the file's machine. ",
     )
@@ -232,14 +238,17 @@ ragged_figure(batch.grid)
 #
 # Each row sizes its drafts on t(B, n) (`StepCost` with `rows=B`): the sizers are the ones of the single-sequence
 # loop, only the price changed. The table lists what they choose on the measured curves — a chain of free drafts
-# (prompt lookup's) at three acceptance rates α, and Medusa's tree for the shipped heads — beside the draft
+# (prompt lookup's) at three acceptance rates α, and Medusa's tree for the shipped heads (its drafted nodes, the
+# root not counted) — beside the draft
 # length vLLM's documented EAGLE-3 example uses at that many running requests (its own model and GPU).
 
 # %%
 import pandas as pd
 
 table = pd.DataFrame(policy["chosen"]).set_index("batch_size")
-table
+# Medusa's budget counts drafted nodes, the root (the last committed token) excluded; section 5's `nodes_per_step`
+# counts every token a step verifies, root included
+table.rename(columns={"medusa_nodes": "medusa_nodes (drafted, root excluded)"})
 
 # %%
 for p in policy["published"]:
@@ -254,8 +263,18 @@ from specdec_lab.viz.batching import policy_view
 
 accuracies = get_drafter("default", lm.model).accuracies.model("independent")
 slider = W.SelectionSlider(options=sorted(curves), value=small, description="B")
-dashboard = Dashboard({"b": slider}, lambda b: policy_view(curves, b, accuracies),
-                      initial=policy_view(curves, small, accuracies), what="the sizes chosen at the smallest B")  # fmt: skip
+
+
+def sizes_view(b: int):
+    """policy_view's figure, and its row of sizes as a small two-column table (section 4's columns)."""
+    fig, row = policy_view(curves, b, accuracies)
+    sizes = pd.Series(row, name="chosen", dtype=object)
+    sizes = sizes.rename({"medusa_nodes": "medusa_nodes (drafted, root excluded)"})
+    return fig, sizes.rename_axis("column").to_frame()
+
+
+dashboard = Dashboard({"b": slider}, sizes_view, initial=sizes_view(small),
+                      what="the sizes chosen at the smallest B")  # fmt: skip
 dashboard  # the controls, and a snapshot of the default view
 
 # %% [markdown]
@@ -292,13 +311,16 @@ speedup_by_batch_figure(summary, EAGLE3_TABLE3)
 # %%
 by_b = pd.DataFrame(summary).set_index(["batch_size", "method"])
 display(by_b[["tokens_per_s", "speedup", "speedup_range", "latency_median_s", "latency_p90_s"]])  # speed
-by_b[["mean_accepted", "nodes_per_step", "speculated", "identical"]]  # what each row's steps did
+# what each row's steps did
+by_b[["mean_accepted", "nodes_per_step", "speculated", "identical"]].rename(
+    columns={"nodes_per_step": "nodes_per_step (root included)"})  # fmt: skip
 
 # %% [markdown]
 # Two tables, one per kind of column. `tokens_per_s` is every prompt's new tokens over the run's wall time at that B; `speedup` its ratio to
 # batched autoregressive; `latency_*` the seconds from the start until a request's last token (median, 90th
 # percentile); `mean_accepted` tokens per target forward per row, bonus included; `nodes_per_step` the tokens a
-# row verified per step (what the sizers chose); `speculated` the share of steps a gate let the rows speculate
+# row verified per step, root included (what the sizers chose; section 4's `medusa_nodes` counts drafted nodes only,
+# so a tree of n drafted nodes verifies n + 1 here); `speculated` the share of steps a gate let the rows speculate
 # (section 6; empty here: no gate); `identical` the rows equal to single-sequence autoregressive decoding of their
 # prompt.
 
@@ -447,15 +469,56 @@ display(Markdown(
            else f"(slower with the gate: its probes and the drafters' work in plain steps cost more than it saved; "
                 f"{speculated(b)})")
         for b in both if verdict[b] != "within"
-    ) or "nowhere — at every B the change is within noise")
-    + "."
+    ) or "nowhere — at every B the best method's change is within noise")
+    + " (this judges only each B's best method; method by method below)."
 ))  # fmt: skip
 better = sum(v == "faster" for v in verdict.values())
+
+
+def method_noise(b: int, m: str) -> float:
+    """The noise one method's change between the files must exceed at B = b: the larger of its two rows' repeats'
+    spread and the control's drift."""
+    ranges = [by_method[(b, m)].get("speedup_range"), gate_rows[(b, m)].get("speedup_range")]
+    return max(max(((hi - lo) / hi for lo, hi in filter(None, ranges)), default=0.0), control_drift(b))
+
+
+pairs = sorted((b, m) for (b, m) in gate_rows if (b, m) in by_method and b in both and m != "autoregressive"
+               and not m.startswith("hf_") and gate_rows[(b, m)].get("speedup") and by_method[(b, m)].get("speedup"))  # fmt: skip
+per_method = {p: compare(gate_rows[p]["speedup"], by_method[p]["speedup"], "faster", "slower", "within",
+                         rel_tol=method_noise(*p)) for p in pairs}  # fmt: skip
+
+
+def listed(side: str) -> str:
+    return ", ".join(f"{m} at B = {b} ({by_method[(b, m)]['speedup']:.2f}× → {gate_rows[(b, m)]['speedup']:.2f}×, "
+                     f"{(gate_rows[(b, m)]['speedup'] - by_method[(b, m)]['speedup']) / by_method[(b, m)]['speedup']:+.0%}"
+                     f" against {method_noise(b, m):.0%} noise)" for (b, m) in pairs if per_method[(b, m)] == side)  # fmt: skip
+
+
+n_faster = sum(v == "faster" for v in per_method.values())
+n_slower = sum(v == "slower" for v in per_method.values())
+display(Markdown(
+    f"Method by method, each against the larger of its own repeats' spread and {CONTROL}'s drift at that B: "
+    f"{n_faster + n_slower} of {len(pairs)} method × B changes lie beyond the noise"
+    + (f" — faster with the gate: {listed('faster')}" if n_faster else " — none faster with the gate")
+    + (f"; slower with the gate: {listed('slower')}" if n_slower else "; none slower")
+    + "; the rest within noise."
+))  # fmt: skip
+if n_faster and n_slower:
+    why = (f"the gate helped {n_faster} method × B beyond noise and hurt {n_slower}, so turning it on for every method "
+           "would trade one for the other")  # fmt: skip
+elif n_faster:
+    why = f"the gate helped {n_faster} method × B beyond noise and hurt none, but "
+    why += (f"moved each B's best method beyond noise at only {better} of {len(both)} batch sizes"
+            if better <= len(both) / 2 else f"the best method at {better} of {len(both)} batch sizes")  # fmt: skip
+elif n_slower:
+    why = f"the gate hurt {n_slower} method × B beyond noise and helped none"
+else:
+    why = "no method's change lies beyond the noise"
 display(Markdown(
     f"Across B = {both[0]}–{both[-1]} the gate's best method was faster than the sizers' alone, beyond the noise, at "
     f"{better} of {len(both)} batch sizes, slower at {sum(v == 'slower' for v in verdict.values())}"
-    f", and within noise at {sum(v == 'within' for v in verdict.values())}"
-    + (": so `generate_batch` leaves it off by default." if better <= len(both) / 2 else ".")
+    f", and within noise at {sum(v == 'within' for v in verdict.values())}. `generate_batch` leaves the gate off by "
+    f"default: {why}; `gate=True` is a choice to measure per method and machine."
 ))  # fmt: skip
 
 # %% [markdown]
@@ -547,7 +610,7 @@ check("the chain's speed-up at every B", chain_speedup,
 # Section 4's table gives the sizers' draft lengths at $\alpha \in \{0.5, 0.7, 0.9\}$ (its columns). Now
 # $\alpha = 0.6$: on each measured curve, choose the draft length k of a chain of free drafts (prompt lookup's),
 # the k in 0..8 that maximises
-# E[L] / t(B, k + 1), with E[L] = (1 − α^{k+1}) / (1 − α) (notebook 01; ties go to the shorter draft). Answer
+# E[L] / t(B, k + 1), with E[L] = (1 − α^{k+1}) / (1 − α) (notebook 01). Answer
 # `{B: k}`. The reference is `cost.theory.optimal_k(0.6, 0.0, 8, verify_cost=curve)`, watched here.
 
 # %% tags=["exercise", "exercise-3"]
@@ -606,8 +669,8 @@ check("padding steps per row", padding,
 #   batched decoding at the widest B is the bench's measurement: the sentence under section 5's figures names
 #   the methods, if any, that did beyond noise.
 # - The forward is not the whole step: what grows with B outside it (each row's Python work, padding) is not in
-#   t(B, n). A gate can measure it on the batch; whether that pays depends on what a plain step still costs the
-#   method's drafter.
+#   t(B, n). A gate can measure it on the batch; whether that pays is measured per method and B, not predicted:
+#   section 6 lists the method × B changes beyond noise, in both directions.
 # - Greedy rows equal their prompts decoded alone up to the rounding of a batched forward; the bench records any
 #   difference with its logit gap.
 #

@@ -18,7 +18,7 @@ import torch
 from ..io import PromptError, load_prompts, positive_int
 from ..models.attention import ATTENTION
 from ..models.load import ModelNotFoundError, load_model
-from ..models.quant import WEIGHTS
+from ..models.quant import HEADS, WEIGHTS
 from .builds import split_label
 from .harness import BenchConfig, ResumeError, run_benchmark
 from .methods import BenchInputError, known_methods, parse_methods
@@ -61,8 +61,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[BenchConfig, bool]:
     p.add_argument("--weights", default="fp32", choices=list(WEIGHTS),
                    help="decoder linear weights: fp32, or weight-only int8 (per channel) / int4 (groups of 32; "
                    "the shipped GGUF's own Q4_1) on torch's CPU kernels (specdec_lab.models.quant)")  # fmt: skip
-    p.add_argument("--head-weights", default="fp32", choices=["fp32", "int8"],
-                   help="the LM head (tied embedding) with --weights int8/int4: fp32 (file values), int8")  # fmt: skip
+    p.add_argument("--head-weights", default="auto", choices=["auto", *HEADS],
+                   help="the LM head (tied embedding) with --weights int8/int4: q8_0 (the file's own Q8_0 blocks; "
+                        "auto), fp32 (their de-quantized values), int8 (per channel)")  # fmt: skip
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--warmup-tokens", type=positive_int, default=d.warmup_tokens)
     p.add_argument("--traces", action=argparse.BooleanOptionalAction, default=d.traces,
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         if torch.device(config.device).type == "cuda" and not torch.cuda.is_available():
             return fail(f"--device {config.device}: CUDA is not available on this machine")
 
-        def load(weights: str):
+        def load(weights: str, head: str | None = None):
             return load_model(
                 config.model,
                 device=config.device,
@@ -131,13 +132,14 @@ def main(argv: list[str] | None = None) -> int:
                 tune_kernels=config.linear == "tuned",
                 attn_implementation=None if config.attention == ATTENTION else config.attention,
                 weights=weights,
-                head_weights=config.head_weights if weights != "fp32" else "fp32",
+                head_weights=(head or config.head_weights) if weights != "fp32" else "fp32",
             )
 
         lm = load(config.weights)
-        # labels with another build's weights ("hybrid@int4+compile"): that model too, with the same options
-        others = {b.weights for s in specs if (b := split_label(s.label)[1]) is not None} - {config.weights}
-        models = {w: load(w) for w in sorted(others)}
+        # labels with another build's model ("hybrid@int4+compile", "autoregressive@int4+head=fp32"): that model
+        # too, with the same options
+        others = {b.model_key: b for s in specs if (b := split_label(s.label)[1]) is not None}
+        models = {k: load(b.weights, b.head) for k, b in sorted(others.items()) if k != config.weights}
         results = run_benchmark(lm, prompts, config=config, progress=not no_progress, models=models)
     except (BenchInputError, PromptError, ResumeError, FileNotFoundError, ModelNotFoundError) as err:
         return fail(str(err))

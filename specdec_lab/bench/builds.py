@@ -1,7 +1,11 @@
 """Builds in one benchmark run: our loop's methods on eager and compiled steps, fp32 and quantized weights.
 
-    label    name[:key=value...][@build]          build = weights[+compile], weights in `quant.WEIGHTS`
+    label    name[:key=value...][@build]          build = weights[+head=H][+compile], weights in `quant.WEIGHTS`
              "hybrid@int4+compile"                 hybrid on int4 weights, verifying with the compiled step
+             "autoregressive@int4+head=fp32"       int4 decoder layers, the LM head in fp32 (H in `quant.HEADS`;
+                                                   without it a quantized build's head is the run's --head-weights)
+             "autoregressive@int4+compile+unfused" the compiled step with q/k/v and gate/up as separate products
+                                                   (by default a compiled int4 step stacks them: `compact_body`)
              "prompt_lookup"                       no suffix: the loaded model's own build (--weights, --compile)
 
 Why in one run: a speed ratio between two builds measured in two runs carries the machine's drift between
@@ -22,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..models.load import unwrap
-from ..models.quant import WEIGHTS, weights_kind, weights_record
+from ..models.quant import HEADS, WEIGHTS, weights_kind, weights_record
 from ..proposers.registry import BASELINE
 from .runner import BenchInputError
 
@@ -40,19 +44,31 @@ class Build:
 
     weights: str = "fp32"  # decoder linear weights: fp32, int8, int4 (`quant.WEIGHTS`)
     compile: bool = False  # verify with the compiled step (`specdec_lab.models.compiled`)
+    head: str | None = None  # the LM head's format (`quant.HEADS`); None: the run's --head-weights
+    fuse: bool = True  # a compiled step's stacked q/k/v and gate/up products ("+unfused": separate)
 
     @property
     def name(self) -> str:
-        return self.weights + ("+compile" if self.compile else "")
+        return self.model_key + ("+compile" if self.compile else "") + ("" if self.fuse else "+unfused")
+
+    @property
+    def model_key(self) -> str:
+        """The model this build runs on: its weights, and its head where the label names one."""
+        return self.weights + (f"+head={self.head}" if self.head else "")
 
 
 def parse_build(text: str) -> Build:
-    """'int4+compile' -> Build('int4', True); 'fp32' -> Build('fp32', False)."""
+    """'int4+compile' -> Build('int4', True); 'int4+head=fp32' -> Build('int4', False, 'fp32')."""
     parts = [p.strip() for p in text.strip().split("+")]
     weights, flags = parts[0], parts[1:]
-    if weights not in WEIGHTS or any(f != "compile" for f in flags) or len(flags) > 1:
-        raise BuildError(f"build {text!r}: expected weights[+compile] with weights one of {', '.join(WEIGHTS)}")
-    return Build(weights, bool(flags))
+    heads = [f.partition("=")[2] for f in flags if f.startswith("head=")]
+    ok = (weights in WEIGHTS and all(f in ("compile", "unfused") or f.startswith("head=") for f in flags)
+          and flags.count("compile") <= 1 and flags.count("unfused") <= (1 if "compile" in flags else 0)
+          and len(heads) <= 1 and all(h in HEADS for h in heads) and not (heads and weights == "fp32"))  # fmt: skip
+    if not ok:
+        raise BuildError(f"build {text!r}: expected weights[+head=H][+compile[+unfused]] with weights one of "
+                         f"{', '.join(WEIGHTS)}, H one of {', '.join(HEADS)} (a head only on int8/int4)")  # fmt: skip
+    return Build(weights, "compile" in flags, heads[0] if heads else None, "unfused" not in flags)
 
 
 def split_label(item: str) -> tuple[str, Build | None]:
@@ -65,25 +81,28 @@ class BuildSet:
     """The builds a run's labels ask for: each label's model and compiled step, its exactness reference.
 
     base:   the loaded model's own build (what an unsuffixed label runs on)
-    models: {weights: model} for every weights kind a label names (the base model's is added here)
+    models: {build.model_key: model} for every model a label names ("int4", "int4+head=fp32"; the base
+            model's is added here)
     """
 
     def __init__(self, labels: list[str], base_model, base_compile: bool, models: dict | None = None):
         self.base = Build(weights_kind(base_model), base_compile)
-        self.models = {self.base.weights: base_model, **{w: unwrap(m)[0] for w, m in (models or {}).items()}}
+        self.models = {self.base.model_key: base_model, **{w: unwrap(m)[0] for w, m in (models or {}).items()}}
         self.of_label: dict[str, Build] = {}
         for label in labels:
             build = split_label(label)[1] or self.base  # labels come checked from `methods.parse_methods`
-            if build.weights not in self.models:
-                raise BuildError(f"{label!r} needs a model with {build.weights} weights: pass "
-                                 f"models={{{build.weights!r}: ...}} (the CLI loads it)")  # fmt: skip
-            if weights_kind(self.models[build.weights]) != build.weights:
-                raise BuildError(f"models[{build.weights!r}] holds {weights_kind(self.models[build.weights])} weights")
+            key = build.model_key
+            if key not in self.models:
+                raise BuildError(f"{label!r} needs a model with {key} weights: pass "
+                                 f"models={{{key!r}: ...}} (the CLI loads it)")  # fmt: skip
+            held = weights_record(self.models[key])
+            if held["weights"] != build.weights or (build.head and held["head"] != build.head):
+                raise BuildError(f"models[{key!r}] holds {held['weights']} weights with a {held['head']} head")
             self.of_label[label] = build
         self.steps: dict[Build, object] = {}  # compiled builds -> their CompiledStep (`make_steps`)
 
     def model(self, label: str):
-        return self.models[self.of_label[label].weights]
+        return self.models[self.of_label[label].model_key]
 
     def reference(self, label: str) -> str | None:
         """The label whose tokens `label`'s are compared with: its build's autoregressive, else the baseline."""
@@ -94,10 +113,10 @@ class BuildSet:
         return BASELINE if BASELINE in self.of_label else None
 
     def make_steps(self, make) -> None:
-        """A compiled step per compiled build: make(model) -> CompiledStep (raises on an unsupported model)."""
+        """A compiled step per compiled build: make(model, fuse=) -> CompiledStep (raises on an unsupported model)."""
         for build in dict.fromkeys(self.of_label.values()):
             if build.compile:
-                self.steps[build] = make(self.models[build.weights])
+                self.steps[build] = make(self.models[build.model_key], fuse=build.fuse)
 
     def step(self, label: str):
         return self.steps.get(self.of_label[label])
@@ -110,5 +129,5 @@ class BuildSet:
         for b in used:
             if b != self.base:
                 step = self.steps.get(b)
-                record[b.name] = {**weights_record(self.models[b.weights]), **(step.rows_record() if step else {})}
+                record[b.name] = {**weights_record(self.models[b.model_key]), **(step.rows_record() if step else {})}
         return record

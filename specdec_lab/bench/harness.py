@@ -93,7 +93,7 @@ class BenchConfig:
     linear: str | None = None  # `fast_linear.linear_kind`: "tuned" (default), "fast+onednn", "fast", "stock"
     attention: str | None = None  # the model's attention implementation: "sdpa_gqa" (default) or "sdpa"
     weights: str | None = None  # decoder weights, `quant.weights_kind`: "fp32", "int8" or "int4"; from the model
-    head_weights: str | None = None  # the LM head's: "fp32" or "int8"; filled from the model
+    head_weights: str | None = None  # the LM head's: "fp32", "int8" or "q8_0"; filled from the model
     traces: bool = True  # record our loop's per-step trace in each row (module docstring)
     repeats: int = 1  # rounds per prompt; each (prompt, method) keeps its fastest run (module docstring)
     memory: str = "fresh"  # "fresh": every run of our loop starts from nothing it learned before (rows are
@@ -258,12 +258,12 @@ def run_benchmark(
     return results.save()
 
 
-def _compiled_step(model):
+def _compiled_step(model, fuse: bool = True):
     """The compiled step a compiled build asks for; a model it cannot serve is an input error."""
     from ..models.compiled import CompileUnavailable, compiled_step
 
     try:
-        return compiled_step(model)
+        return compiled_step(model, fuse=fuse)
     except CompileUnavailable as err:
         raise BenchInputError(f"--compile: {err}") from None
 

@@ -54,6 +54,8 @@ def bench_command(config: dict, out: str | None = None) -> str:
         value = config.get(key)
         if key == "methods" and not isinstance(value, str):
             value = ",".join(value or ())
+        if key == "head_weights":
+            value = _head_flag(config)
         if value is None or (key != "methods" and value == defaults.get(key)):
             continue
         words += [flag, shlex.quote(str(value))]
@@ -65,6 +67,20 @@ def bench_command(config: dict, out: str | None = None) -> str:
     if target:
         words += ["--out", shlex.quote(str(target))]
     return " ".join(words)
+
+
+def _head_flag(config: dict) -> str | None:
+    """--head-weights as the run used it: the LM head of its quantized models (the base model where quantized,
+    builds whose label names no head of its own); None where no quantized model ran (the flag changed nothing).
+    The CLI's "auto" is "q8_0" (`load_model`): a run of q8_0 heads needs no flag."""
+    heads = [config.get("head_weights")] if config.get("weights") not in (None, "fp32") else []
+    heads += [b.get("head") for name, b in (config.get("builds") or {}).items()
+              if b.get("weights") not in (None, "fp32") and "+head=" not in name]  # fmt: skip
+    heads = {h for h in heads if h}
+    if not heads:
+        return None
+    head = heads.pop() if len(heads) == 1 else None
+    return None if head in (None, "q8_0") else head
 
 
 def identical_counts(results: dict, label: str) -> tuple[int, int]:

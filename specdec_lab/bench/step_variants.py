@@ -3,8 +3,9 @@
     python -m specdec_lab.bench.step_variants --variants fp32,fp32+compile,int8,int4 \\
         --out data/curves/step_variants.json
 
-A variant is `<weights>[+compile]`: the weights `load_model(..., weights=)` holds ("fp32", "int8", "int4")
-and whether the verify step is compiled. Each variant is its own model object; `measure_variants` times
+A variant is `<weights>[+head=H][+compile]`: the weights `load_model(..., weights=)` holds ("fp32", "int8",
+"int4"), the LM head's format where named (`quant.HEADS`; else `load_model`'s default) and whether the verify
+step is compiled. Each variant is its own model object; `measure_variants` times
 t(n) for all of them in one loop — each repeat runs one pass over the sizes per variant, the variants'
 order rotated from repeat to repeat (`timing.interleaved_curves`), the median kept — so a burst of load
 from another process hits every variant alike. The file:
@@ -126,7 +127,8 @@ def _load(model: str, variant: StepVariant):
     from ..models.load import load_model
 
     t0 = time.perf_counter()
-    lm = load_model(model, weights=variant.weights, compile=variant.compile)
+    head = {"head_weights": variant.head} if variant.head else {}
+    lm = load_model(model, weights=variant.weights, compile=variant.compile, **head)
     return lm, time.perf_counter() - t0
 
 

@@ -24,7 +24,7 @@ import time
 
 import torch
 
-__all__ = ["read_bandwidth", "machine_bandwidth", "weight_bytes", "memory_wall"]
+__all__ = ["read_bandwidth", "machine_bandwidth", "weight_bytes", "step_bytes", "memory_wall"]
 
 GB = 1e9
 
@@ -59,6 +59,36 @@ def _bandwidth(threads: int) -> float:
 def machine_bandwidth() -> float:
     """`read_bandwidth()` measured once per process (and thread count): what the bench records."""
     return _bandwidth(torch.get_num_threads())
+
+
+def step_bytes(model, by_part: bool = False) -> int | dict[str, int]:
+    """Bytes one decoding step reads, as the model holds them now: every linear layer's stored weight (a
+    quantized layer's codes, scales and zeros; an fp32 layer's weight once, not its packed copy), biases and
+    norm weights. The input embedding is one row per token (not counted); a tied head is counted as the head.
+    by_part: {"head": the LM head's bytes, "layers": the decoder's linear layers', "other": norms and biases}."""
+    from torch import nn
+
+    from ..models.quant import QuantLinear
+
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    parts, seen = {"head": 0, "layers": 0, "other": 0}, set()
+    for m in model.modules():
+        if isinstance(m, QuantLinear):
+            tensors = [("head" if m is head else "layers", b) for b in m.buffers(recurse=False)]
+            tensors += [("other", m.bias)] if m.bias is not None else []
+        elif isinstance(m, nn.Linear):
+            tensors = [("head" if m is head else "layers", m.weight)] + (
+                [("other", m.bias)] if m.bias is not None else []
+            )
+        elif isinstance(m, nn.Embedding):
+            continue
+        else:  # norms and other parameter holders: their own (1-D) parameters
+            tensors = [("other", t) for t in m.parameters(recurse=False) if t.dim() == 1]
+        for part, t in tensors:
+            if t is not None and id(t) not in seen:
+                seen.add(id(t))
+                parts[part] += t.numel() * t.element_size()
+    return parts if by_part else sum(parts.values())
 
 
 def memory_wall(model=None, *, params_bytes: int | None = None, bandwidth: float | None = None) -> dict:

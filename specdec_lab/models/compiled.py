@@ -114,6 +114,7 @@ class CompiledStep:
     exact_rows: bool | None = None
     attention: str = "bmm"  # with exact_rows: "bmm" = measured when first called ("ordered" or "products")
     kernels_invariant: bool = False  # with exact_rows: every linear's kernel checked row-invariant here
+    fuse: bool = True  # int4 q/k/v in one product, gate/up in one (compact_body.py; outputs bit-identical)
     failed: str | None = None  # why compiling failed (then every call raises CompileUnavailable: eager path)
     buckets: tuple[int, ...] = BUCKETS
     compile_seconds: float = 0.0
@@ -123,7 +124,7 @@ class CompiledStep:
     def _fn(self):
         if not self._fns:
             self.attention = self._attention()
-            body = CompactBody(self.model, self.fast_kernels, self.attention).eval()
+            body = CompactBody(self.model, self.fast_kernels, self.attention, self.fuse).eval()
             if self.cpp_wrapper is None:
                 self.cpp_wrapper = next(self.model.parameters()).device.type == "cpu"
             options = {"freezing": self.freezing, "cpp_wrapper": self.cpp_wrapper}
@@ -171,7 +172,7 @@ class CompiledStep:
         """What the results record of the step's row invariance (row_invariance.py)."""
         self._fn()
         return {"exact_rows": bool(self.exact_rows), "attention": self.attention,
-                "kernels_invariant": self.kernels_invariant}  # fmt: skip
+                "kernels_invariant": self.kernels_invariant, "fused": self.fuse}  # fmt: skip
 
     @property
     def max_nodes(self) -> int:
@@ -259,7 +260,7 @@ def default_block(num_layers: int, target: int = BLOCK) -> int:
     return min((k for k in range(1, num_layers + 1) if num_layers % k == 0), key=lambda k: (abs(k - target), -k))
 
 
-def compiled_step(model, block: int | None = None, capacity: int = 512) -> CompiledStep:
+def compiled_step(model, block: int | None = None, capacity: int = 512, fuse: bool = True) -> CompiledStep:
     """A `CompiledStep` for `model`, or `CompileUnavailable` saying why not (architecture, compiler).
 
     block: layers per compiled graph; None = `default_block` (the divisor of the layer count nearest BLOCK).
@@ -268,4 +269,5 @@ def compiled_step(model, block: int | None = None, capacity: int = 512) -> Compi
     if next(model.parameters()).device.type == "cpu" and shutil.which("g++") is None and shutil.which("c++") is None:
         raise CompileUnavailable("compiled step: no C++ compiler (g++/c++) on PATH for inductor's CPU kernels")
     layers = model.config.get_text_config(decoder=True).num_hidden_layers
-    return CompiledStep(model=model, block=default_block(layers) if block is None else block, capacity=capacity)
+    block = default_block(layers) if block is None else block
+    return CompiledStep(model=model, block=block, capacity=capacity, fuse=fuse)

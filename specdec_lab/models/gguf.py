@@ -18,6 +18,14 @@ row, so codes, scales and minima permute with their rows and stay exact (tested 
 
     blocks = read_q4_1(path)                  # {"model.layers.0.self_attn.q_proj": Q4_1Blocks, ...}
     w = blocks["model.layers.0.mlp.up_proj"].dequantize()     # (1536, 576) float32, d * q + m
+
+The LM head. SmolLM2's file ties the head to the token embedding (`token_embd.weight`, 49,152 × 576) and stores
+it in Q8_0 (ggml-common.h `block_q8_0`): blocks of 32 inputs in 34 bytes, w[j] = d * q[j]:
+
+    d  fp16     the block's scale
+    qs 32 bytes int8 codes q[j] in -128..127 (llama.cpp's rule writes -127..127)
+
+`read_q8_0_head` returns those codes and scales (`output.weight` where a file has an untied head).
 """
 
 from __future__ import annotations
@@ -28,10 +36,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-__all__ = ["BLOCK", "Q4_1Blocks", "read_q4_1", "unpack_q4_1", "HF_NAMES"]
+__all__ = ["BLOCK", "Q4_1Blocks", "Q8_0Blocks", "read_q4_1", "read_q8_0_head", "unpack_q4_1", "unpack_q8_0", "HF_NAMES"]
 
 BLOCK = 32  # elements per Q4_1 block, along the input dimension K
 _BYTES = 20  # fp16 d + fp16 m + 16 bytes of nibbles
+_Q8_0_BYTES = 34  # fp16 d + 32 int8 codes
 
 # llama.cpp's tensor names inside block i -> the HF Llama module (transformers' GGUF mapping, Llama part)
 HF_NAMES = {
@@ -62,6 +71,46 @@ class Q4_1Blocks:
         n, k = self.shape
         q = self.codes.float().view(n, k // BLOCK, BLOCK)  # (N, G, 32)
         return (self.d.float()[..., None] * q + self.m.float()[..., None]).view(n, k)
+
+
+@dataclass
+class Q8_0Blocks:
+    """One (N, K) weight in Q8_0: w[n, k] = d[n, k // 32] * codes[n, k]."""
+
+    codes: torch.Tensor  # (N, K) int8
+    d: torch.Tensor  # (N, K/32) float16 block scales
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.codes.shape)
+
+    def dequantize(self) -> torch.Tensor:
+        """(N, K) float32: d * q per block (exact in fp32: an 8-bit code times an fp16 scale)."""
+        n, k = self.shape
+        return (self.d.float()[..., None] * self.codes.float().view(n, k // BLOCK, BLOCK)).view(n, k)
+
+
+def unpack_q8_0(raw: np.ndarray, n: int, k: int) -> Q8_0Blocks:
+    """raw (N, K/32 * 34) uint8, the stored blocks of a (N, K) weight -> its codes and scales."""
+    if k % BLOCK:
+        raise ValueError(f"a Q8_0 row has a multiple of {BLOCK} elements; got K = {k}")
+    blocks = np.ascontiguousarray(raw, dtype=np.uint8).reshape(n, k // BLOCK, _Q8_0_BYTES)  # (N, G, 34)
+    d = blocks[..., 0:2].copy().view(np.float16)[..., 0]  # (N, G) little-endian fp16
+    codes = blocks[..., 2:].copy().view(np.int8)  # (N, G, 32)
+    return Q8_0Blocks(codes=torch.from_numpy(codes.reshape(n, k).copy()), d=torch.from_numpy(d.copy()))
+
+
+def read_q8_0_head(path: str | os.PathLike) -> Q8_0Blocks | None:
+    """The LM head's Q8_0 blocks as the file stores them: `output.weight` if the file has its own head, else the
+    tied `token_embd.weight`; None where that tensor is not Q8_0 (then the caller quantizes by Q8_0's rule)."""
+    from gguf import GGMLQuantizationType, GGUFReader
+
+    tensors = {t.name: t for t in GGUFReader(os.fspath(path)).tensors}
+    t = tensors.get("output.weight") or tensors.get("token_embd.weight")
+    if t is None or t.tensor_type != GGMLQuantizationType.Q8_0:
+        return None
+    k, n = (int(s) for s in t.shape)  # innermost first: (K, N)
+    return unpack_q8_0(t.data, n, k)
 
 
 def unpack_q4_1(raw: np.ndarray, n: int, k: int) -> Q4_1Blocks:

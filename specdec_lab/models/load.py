@@ -30,8 +30,8 @@ import torch
 from ..io import Prompt, atomic_dir, cache_dir
 from .attention import match_attention, use_gqa_attention
 from .fast_linear import match_linear, tune_linear, use_fast_linear
-from .gguf import read_q4_1
-from .quant import check_weights, quantize_model
+from .gguf import read_q4_1, read_q8_0_head
+from .quant import HEADS, check_weights, quantize_model
 
 __all__ = [
     "LoadedModel",
@@ -231,7 +231,7 @@ def load_model(
     pack_weights: bool = True,
     tune_kernels: bool = True,
     weights: str = "fp32",
-    head_weights: str = "fp32",
+    head_weights: str = "auto",
     compile: bool = False,
 ) -> LoadedModel:
     """Load a causal LM and its tokenizer: a shipped name, a local HF directory, or a .gguf file.
@@ -249,11 +249,15 @@ def load_model(
     weights: "fp32" (default), or weight-only "int8" (per channel) / "int4" (groups of 32) decoder linears on
     torch's CPU kernels (`specdec_lab.models.quant`). "int4" of a GGUF with Q4_1 tensors (the shipped model) holds
     the file's own 4-bit blocks, not a requantisation. head_weights: the LM head (tied embedding) with int8/int4
-    weights, "fp32" (default: the file's values) or "int8" (per channel).
+    weights: "q8_0" (the GGUF's own Q8_0 blocks — what llama.cpp reads — or Q8_0's rule for other models), "fp32"
+    (the de-quantized values), "int8" (per channel); "auto" = "q8_0" (`models.quant`, "LM head").
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     check_weights(weights)
+    head_weights = "q8_0" if head_weights == "auto" else head_weights
+    if head_weights not in HEADS:
+        raise ValueError(f"head_weights must be 'auto' or one of {', '.join(HEADS)}; got {head_weights!r}")
     if weights != "fp32" and torch.device(device).type != "cpu":
         raise ValueError(f"weights={weights!r} runs torch's CPU weight-only kernels; load it with device='cpu'")
     kind, path = _resolve(name_or_path)
@@ -266,7 +270,8 @@ def load_model(
         use_gqa_attention(model)
     if weights != "fp32":  # before FastLinear: only what stays fp32 (the LM head) becomes a FastLinear
         q4_1 = read_q4_1(path) if kind == "gguf" and weights == "int4" else None
-        quantize_model(model, weights, q4_1=q4_1, head=head_weights)
+        q8_0 = read_q8_0_head(path) if kind == "gguf" and head_weights == "q8_0" else None
+        quantize_model(model, weights, q4_1=q4_1, head=head_weights, q8_0_head=q8_0)
     if fast_linear:
         use_fast_linear(model, pack=pack_weights)
         if tune_kernels and torch.device(device).type == "cpu":

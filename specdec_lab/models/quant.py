@@ -36,9 +36,23 @@ quantized model's own autoregressive output by construction. Eager
 quantized decoding keeps torch's SDPA kernel and equals it except at near-ties (the bench's `first_diff` /
 `top2_gap` say where); with compute="float32" the differences stay at fp32's size.
 
-LM head: the tied embedding stays fp32 by default (the file's Q8_0 values de-quantized exactly); head=
-"int8" quantizes the head per channel from them (a quarter of its 113 MB per step), keeping the fp32
-Parameter for the input embedding and for drafters that read `get_output_embeddings().weight`.
+LM head (SmolLM2: the tied embedding, 49,152 × 576 — in fp32 113 MB a step, more than all 30 int4 decoder layers
+together). head="q8_0" holds the file's own Q8_0 blocks (`models.gguf.read_q8_0_head`: int8 codes, an fp16
+scale per 32 inputs — what llama.cpp reads for this file), or blocks made by Q8_0's rule where the model has
+none. torch has no block-scaled int8 kernel (`_weight_int8pack_mm` takes one scale per row), but its int4
+kernel takes a scale and a zero per 32 inputs, so a Q8_0 code q in -128..127 is split into two 4-bit planes,
+q = 16·hi + lo with hi in -8..7 and lo in 0..15, each a 32-block of the int4 layout:
+
+    hi plane   code hi + 8, scale 16 d, zero 0     ->  (code − 8)·16 d + 0   = 16 d · hi
+    lo plane   code lo,     scale d,    zero 8 d   ->  (code − 8)·d + 8 d    = d · lo
+
+laid side by side along K (a (N, 2K) int4 weight) and multiplied by [x, x]: one int4 product whose sum over
+2K inputs is Σ_k d q x_k, the file's weight. 2K/2 bytes of codes = the int8 bytes (28 MB) plus the scales.
+In fp32 compute the head is the file's values up to summation order; in bf16, as for Q4_1, d is rounded to
+bf16 (16 d and 8 d with it: powers of two). Like every QuantLinear it is row-invariant, so the compiled
+step's exact rows need no pinned fp32 kernel for it. head="int8" quantizes per channel instead (requantised:
+another rounding of the file's values); head="fp32" keeps the de-quantized fp32 weight. Quantized heads keep
+the fp32 Parameter for the input embedding and for drafters that read `get_output_embeddings().weight`.
 
     model = quantize_model(model, "int4", q4_1=read_q4_1(path))   # every decoder linear -> QuantLinear
     weights_record(model)   # {"weights": "int4", "source": "gguf-q4_1", "compute": "bfloat16", "head": "fp32"}
@@ -53,7 +67,7 @@ from torch import nn
 
 from ..io import cache_dir, write_json
 from .fast_linear import _locked, _machine_key, _read, pack_weight, small_linear
-from .gguf import BLOCK, Q4_1Blocks
+from .gguf import BLOCK, Q4_1Blocks, Q8_0Blocks
 
 __all__ = [
     "WEIGHTS",
@@ -72,9 +86,12 @@ __all__ = [
     "float_state_dict",
     "measure_kernels",
     "quant_plan",
+    "HEADS",
+    "quantize_q8_0",
 ]
 
 WEIGHTS = ("fp32", "int8", "int4")  # what `load_model(weights=)` and bench `--weights` accept
+HEADS = ("fp32", "int8", "q8_0")  # what `quantize_model(head=)` accepts (`load_model(head_weights=)`: also "auto")
 GROUP = BLOCK  # int4 group size along K: Q4_1's block of 32
 COMPUTE = {"bfloat16": torch.bfloat16, "float32": torch.float32}  # activation dtype into the kernels
 _INNER_K_TILES = 2  # int4 packing parameter (CPU layout; any of 2, 4, 8 gives the same values)
@@ -101,19 +118,34 @@ def quantize_q4_1(weight: torch.Tensor, group: int = GROUP) -> Q4_1Blocks:
     return Q4_1Blocks(codes=codes.reshape(n, k), d=d, m=lo)
 
 
+def quantize_q8_0(weight: torch.Tensor, group: int = GROUP) -> Q8_0Blocks:
+    """(N, K) float -> Q8_0 by llama.cpp's rule (quantize_row_q8_0_ref): per group d = max|w| / 127 (stored
+    fp16), q = round(w / d) in -127..127."""
+    n, k = weight.shape
+    if k % group:
+        raise ValueError(f"Q8_0 quantizes groups of {group} inputs; a ({n}, {k}) weight has {k}, not a multiple")
+    w = weight.detach().float().reshape(n, k // group, group)  # (N, G, 32)
+    d = (w.abs().amax(-1) / 127).half()  # (N, G) fp16, as the file stores it
+    df = d.float()
+    inv = torch.where(df > 0, 1 / df, torch.zeros_like(df))
+    codes = torch.round(w * inv[..., None]).clamp(-127, 127).to(torch.int8)
+    return Q8_0Blocks(codes=codes.reshape(n, k), d=d)
+
+
 class QuantLinear(nn.Module):
     """y = x @ dequant(W)^T (+ bias) with torch's weight-only int8 or int4 kernel; x (..., K) -> (..., N).
 
     Buffers: "int8": qweight (N, K) int8, scales (N,); "int4": qweight (N, K/2) uint8 packed for the CPU
-    kernel, scales_and_zeros (K/32, N, 2). Scales are held in `compute`, the activations' dtype inside
+    kernel, scales_and_zeros (K/32, N, 2); "q8_0": the int4 layout of twice the inputs (module doc: qweight
+    (N, K) uint8, scales_and_zeros (2K/32, N, 2)). Scales are held in `compute`, the activations' dtype inside
     the kernel; inputs and outputs keep the caller's dtype (fp32). `weight`: only on a quantized LM head, the
     fp32 Parameter it was made from (tied to the input embedding), for code that reads the head's rows.
     """
 
     def __init__(self, in_features: int, out_features: int, fmt: str, compute: str = "bfloat16"):
         super().__init__()
-        if fmt not in ("int8", "int4"):
-            raise ValueError(f"QuantLinear holds int8 or int4 weights; got {fmt!r}")
+        if fmt not in ("int8", "int4", "q8_0"):
+            raise ValueError(f"QuantLinear holds int8, int4 or q8_0 weights; got {fmt!r}")
         if compute not in COMPUTE:
             raise ValueError(f"compute must be one of {', '.join(COMPUTE)}; got {compute!r}")
         self.in_features, self.out_features, self.fmt, self.compute = in_features, out_features, fmt, compute
@@ -153,6 +185,27 @@ class QuantLinear(nn.Module):
         layer._set_bias(bias)
         return layer
 
+    @classmethod
+    def from_q8_0(cls, blocks: Q8_0Blocks, compute: str = "bfloat16", weight: nn.Parameter | None = None):
+        """A "q8_0" layer holding exactly these Q8_0 codes as two int4 planes (module doc); `weight`: the fp32
+        Parameter to keep (a quantized head's tie to the input embedding)."""
+        n, k = blocks.shape
+        if k % GROUP:
+            raise ValueError(f"Q8_0 holds groups of {GROUP} inputs; a ({n}, {k}) weight has {k}, not a multiple")
+        layer = cls(k, n, "q8_0", compute)
+        q = blocks.codes.to(torch.int32)  # (N, K) in -128..127
+        hi = torch.div(q, 16, rounding_mode="floor")  # (N, K) in -8..7
+        lo = q - 16 * hi  # (N, K) in 0..15
+        codes = torch.cat([hi + 8, lo], dim=1).contiguous()  # (N, 2K) in 0..15
+        packed = torch._convert_weight_to_int4pack_for_cpu(codes, _INNER_K_TILES)  # (N, K) uint8
+        d = blocks.d.float()  # (N, G): fp16 -> fp32 is exact
+        planes = torch.cat([torch.stack([16 * d, torch.zeros_like(d)], -1), torch.stack([d, 8 * d], -1)], dim=1)
+        layer.register_buffer("qweight", packed)
+        layer.register_buffer("scales_and_zeros", planes.transpose(0, 1).contiguous().to(COMPUTE[compute]))
+        if weight is not None:
+            layer.weight = weight
+        return layer.to(weight.device) if weight is not None else layer
+
     def _set_bias(self, bias: torch.Tensor | None) -> None:
         self.bias = None if bias is None else nn.Parameter(bias.detach().float().clone(), requires_grad=False)
 
@@ -187,6 +240,8 @@ def quant_mm(x2: torch.Tensor, fmt: str, qweight: torch.Tensor, scales: torch.Te
     int4: scales and zeros (K/32, N, 2)) in the same dtype. QuantLinear and the compiled step both call it."""
     if fmt == "int8":
         return torch._weight_int8pack_mm(x2, qweight, scales)
+    if fmt == "q8_0":  # two int4 planes side by side along K (module doc): [x, x] sums both
+        x2 = torch.cat([x2, x2], dim=-1)  # (M, 2K)
     return torch._weight_int4pack_mm_for_cpu(x2, qweight, GROUP, scales)
 
 
@@ -225,18 +280,20 @@ def quantize_model(
     *,
     q4_1: dict[str, Q4_1Blocks] | None = None,
     head: str = "fp32",
+    q8_0_head: Q8_0Blocks | None = None,
     compute: dict[str, str] | str | None = None,
 ) -> nn.Module:
     """Replace every linear layer of `model` (nn.Linear / FastLinear) but the LM head by a QuantLinear.
 
     weights: "fp32" (nothing changes), "int8" or "int4". q4_1: {module name: blocks} from the model's GGUF
     (`models.gguf.read_q4_1`); with "int4", a layer found there with the same shape takes the file's blocks,
-    any other is requantised. head: "fp32" (kept) or "int8" (per channel; see the module doc). compute:
+    any other is requantised. head: "fp32" (kept), "q8_0" (`q8_0_head`, the file's blocks, where their shape
+    fits; else Q8_0's rule) or "int8" (per channel; see the module doc). compute:
     the activation dtype ("bfloat16" | "float32") or {format: dtype}; None = measured (`quant_plan`).
     """
     check_weights(weights)
-    if head not in ("fp32", "int8"):
-        raise ValueError(f"head must be 'fp32' or 'int8'; got {head!r}")
+    if head not in HEADS:
+        raise ValueError(f"head must be one of {', '.join(HEADS)}; got {head!r}")
     if weights == "fp32":
         return model
     plan = compute if compute is not None else quant_plan()["compute"]
@@ -257,8 +314,14 @@ def quantize_model(
         else:
             layer = QuantLinear.from_linear(lin, weights, compute=dtype_of(weights))
         swaps.append((name, layer))
-    if head == "int8" and isinstance(head_module, nn.Linear):
-        lm_head = QuantLinear.from_linear(head_module, "int8", dtype_of("int8"), keep_weight=True)
+    if head != "fp32" and isinstance(head_module, nn.Linear):
+        if head == "int8":
+            lm_head = QuantLinear.from_linear(head_module, "int8", dtype_of("int8"), keep_weight=True)
+        else:
+            own = q8_0_head is not None and q8_0_head.shape == tuple(head_module.weight.shape)
+            blocks = q8_0_head if own else quantize_q8_0(head_module.weight)
+            lm_head = QuantLinear.from_q8_0(blocks, dtype_of("int4"), weight=head_module.weight)
+            lm_head.source = "gguf-q8_0" if own else "requantised"
         swaps.append((_name_of(model, head_module), lm_head))
     for name, layer in swaps:
         parent, _, child = name.rpartition(".")

@@ -55,6 +55,15 @@ def speedup_surface_figure(c: float = 0.05, k_max: int = 12, points: int = 50) -
             mode="lines", line={"color": "red", "width": 6}, name="optimal k",
         )
     )  # fmt: skip
+    capped = [(a, k) for a, k in zip(alphas, best, strict=True) if k == k_max]  # the search's limit, not an optimum
+    if capped:
+        fig.add_trace(
+            go.Scatter3d(
+                x=[a for a, _ in capped], y=[k for _, k in capped], z=[expected_speedup(a, k, c) for a, k in capped],
+                mode="markers", marker={"color": "black", "size": 4, "symbol": "diamond"},
+                name=f"at the search cap: k* ≥ {k_max}",
+            )
+        )  # fmt: skip
     # The camera looks from the (α = 0, k = 0) corner, so the peak (high α, long drafts) stands at the back,
     # in full view, and the fixed axis ranges keep every corner of the surface inside the scene's box.
     fig.update_layout(
@@ -183,7 +192,7 @@ def position_figure(stats: dict[str, np.ndarray], alpha: float) -> go.Figure:
     n, r = stats["reached"], stats["rate"]
     se = np.sqrt(np.clip(r * (1 - r), 0, None) / np.maximum(n, 1))
     fig = go.Figure(
-        go.Scatter(x=stats["position"], y=r, mode="markers+lines", name="measured P(accept i | reached i)",
+        go.Scatter(x=stats["position"], y=r, mode="markers+lines", name="measured P(accept i | reached i), ±2 SE",
                    error_y={"type": "data", "array": 2 * se})
     )  # fmt: skip
     fig.add_hline(y=alpha, line_dash="dash", annotation_text=f"α (mean) = {alpha:.3f}")
@@ -252,6 +261,7 @@ def residual_figure(
     )  # fmt: skip
     fig.update_yaxes(title_text="probability", rangemode="tozero")
     fig.update_xaxes(title_text="token (▁ = space, ↵ = newline)", row=2, col=1)
+    fig.update_xaxes(title_text="token (as below)", showticklabels=True, row=1, col=1)  # the top panel's axis too
     fig.update_layout(
         barmode="group",
         title="Speculative sampling at one position: p, q and the residual",

@@ -88,10 +88,13 @@ def comparison_figure(labs: Sequence, title: str | None = None) -> go.Figure:
                         customdata=[r.tokens_per_s])  # fmt: skip
     fig.add_hline(y=1.0, line=dict(dash="dot", color=BASELINE_COLOR), row=2, col=2)
     fig.update_xaxes(title_text="target forwards (steps)", row=1, col=1)
-    fig.update_xaxes(title_text="seconds", row=1, col=2)
+    fig.update_xaxes(title_text="seconds (a curve starts after its prefill)", row=1, col=2)
     fig.update_xaxes(title_text="draft tokens accepted in the step", dtick=1, row=2, col=1)
+    fig.update_xaxes(title_text="method", row=2, col=2)
     fig.update_yaxes(title_text="tokens", row=1, col=1)
-    fig.update_yaxes(tickformat=".0%", row=2, col=1)
+    fig.update_yaxes(title_text="tokens", row=1, col=2)
+    fig.update_yaxes(title_text="share of steps", tickformat=".0%", row=2, col=1)
+    fig.update_yaxes(title_text="speedup (×)", row=2, col=2)
     top = max((lab.speedup for lab in labs if lab.speedup == lab.speedup), default=1.0)
     fig.update_yaxes(range=[0, max(top, 1.0) * 1.25], row=2, col=2)
     fig.update_layout(title=title or "The same prompt, several methods", template=TEMPLATE, barmode="group",

@@ -50,10 +50,10 @@ def position_accuracy_figure(record: Mapping, title: str | None = None) -> go.Fi
 
 
 def vocab_tradeoff_figure(t: VocabTradeoff, m: int | None = None, shipped: int | None = None) -> go.Figure:
-    """c(M) (left axis) and coverage(M) (right axis) against the drafting vocabulary's size M (log axis);
+    """c_MAC(M) (left axis) and coverage(M) (right axis) against the drafting vocabulary's size M (log axis);
     a dotted line at the shipped size, a dashed one at `m` (the slider's value)."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_trace(go.Scatter(x=t.sizes, y=t.c, mode="lines+markers", name="draft step cost c(M)",
+    fig.add_trace(go.Scatter(x=t.sizes, y=t.c, mode="lines+markers", name="draft step cost c_MAC(M)",
                              line={"color": "#d62728"}, marker={"color": "#d62728"}), secondary_y=False)  # fmt: skip
     fig.add_trace(go.Scatter(x=t.sizes, y=t.coverage, mode="lines+markers", name="coverage(M) of the greedy tokens",
                              line={"color": "#1f77b4"}, marker={"color": "#1f77b4"}), secondary_y=True)  # fmt: skip
@@ -69,7 +69,7 @@ def vocab_tradeoff_figure(t: VocabTradeoff, m: int | None = None, shipped: int |
         legend={"orientation": "h", "y": -0.25},
     )  # fmt: skip
     fig.update_xaxes(type="log", dtick="D2", title="drafting vocabulary size M (most frequent tokens first)")
-    fig.update_yaxes(title="c = draft step / target token (multiply-adds)", rangemode="tozero", secondary_y=False,
+    fig.update_yaxes(title="c_MAC = draft step / target token (multiply-adds)", rangemode="tozero", secondary_y=False,
                      color="#d62728")  # fmt: skip
     fig.update_yaxes(title="coverage", range=[0, 1.02], dtick=0.2, tickformat=".0%", showgrid=False, secondary_y=True,
                      color="#1f77b4")  # fmt: skip
@@ -77,12 +77,12 @@ def vocab_tradeoff_figure(t: VocabTradeoff, m: int | None = None, shipped: int |
 
 
 def vocab_point(t: VocabTradeoff, m: int, alpha: float) -> str:
-    """Markdown for size M: c, coverage, and the closed form's best chain at α·coverage(M) (α: acceptance with
+    """Markdown for size M: c_MAC, coverage, and the closed form's best chain at α·coverage(M) (α: acceptance with
     every token nameable)."""
     row = t.at(m)
     speed, k = chain_speedup(alpha * row["coverage"], row["c"])
     chain = f"best chain k = {k}, {speed:.2f}× by the closed form" if k else "no chain pays by the closed form"
-    return (f"M = {m:,}: c = {row['c']:.3f}, coverage = {row['coverage']:.3f}; at α = {alpha:.2f} × coverage "
+    return (f"M = {m:,}: c_MAC = {row['c']:.3f}, coverage = {row['coverage']:.3f}; at α = {alpha:.2f} × coverage "
             f"= {alpha * row['coverage']:.2f}: {chain}.")  # fmt: skip
 
 

@@ -107,7 +107,8 @@ def sweep_figure(frame, title: str | None = None) -> go.Figure:
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray", row=1, col=1)
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray", row=1, col=2)
     fig.update_xaxes(title_text="window width W", type="category")
-    for c, unit in enumerate(("× autoregressive", "tokens per forward", "tokens per forward"), start=1):
+    units = ("× autoregressive", "mean accepted τ<br>(tokens per forward, bonus incl.)", "tokens verified per forward")
+    for c, unit in enumerate(units, start=1):
         fig.update_yaxes(title_text=unit, row=1, col=c)
     fig.update_layout(
         title=title or f"Lookahead decoding sweep{_no_window(frame)}",
@@ -229,7 +230,7 @@ def paper_sizes_figure(results: dict, title: str | None = None) -> go.Figure:
             )  # fmt: skip
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray", row=1, col=2)
     fig.update_xaxes(tickangle=-35)
-    fig.update_yaxes(title_text="tokens per forward", row=1, col=1)
+    fig.update_yaxes(title_text="mean accepted τ<br>(tokens per forward, bonus incl.)", row=1, col=1)
     fig.update_yaxes(title_text="× autoregressive", row=1, col=2)
     where = (results.get("machine") or {}).get("cpu") or "a CPU"  # the bench's machine, not the one drawing it
     fig.update_layout(

@@ -202,7 +202,7 @@ def rank_tree_figure(
                 x=[pos[n][0]],
                 y=[pos[n][1]],
                 mode="markers",
-                name=f"added {list(target)}",
+                name=f"added {tuple(target)}",
                 marker={"size": 24, "color": "rgba(0,0,0,0)", "line": {"width": 3, "color": HIGHLIGHT}},
                 hoverinfo="skip",
             )
@@ -237,6 +237,6 @@ def greedy_step_figure(steps: Sequence[Mapping], step: int, acc=None) -> go.Figu
         acc=acc,
         highlight=st["path"],
         title=(
-            f"greedy step {step}: added {list(st['path'])} (gain {st['gain']:.4f}), E[L] = {st['expected_length']:.3f}"
+            f"greedy step {step}: added {tuple(st['path'])} (gain {st['gain']:.4f}), E[L] = {st['expected_length']:.3f}"
         ),
     )

@@ -68,7 +68,7 @@ def accuracy_figure(acc, max_rank: int | None = None, title: str | None = None) 
             row=1,
             col=col,
         )
-        fig.update_yaxes(autorange="reversed", title_text="head h" if col == 1 else None, row=1, col=col)
+        fig.update_yaxes(autorange="reversed", title_text="head h", row=1, col=col)
         fig.update_xaxes(title_text="rank i of the head's candidates", row=1, col=col)
     fig.update_layout(
         title=title or "head accuracies a[h, i] from calibration",

@@ -183,3 +183,21 @@ def test_a_watched_module_function_goes_through_a_view_and_the_module_is_untouch
         check("json", ns["policy"].dumps([1]), "[1]", watch=w)
     watch(ns, "policy.dumps")  # a stub run twice: one view, one wrapper
     assert ns["policy"].dumps.__watched__ is module.dumps
+
+
+def test_a_watched_module_function_is_watched_through_its_submodules_too():
+    """`accept.accept_speculative` watched: `accept.chain.accept_speculative` (the same function reached through a
+    submodule) is the same watched wrapper, so the detour is refused too; the package stays untouched."""
+    from specdec_lab import accept
+    from specdec_lab.lab.course import ExerciseError, check, watch
+
+    ns = {"accept": accept}
+    w = watch(ns, "accept.accept_speculative")
+    detour = ns["accept"].chain.accept_speculative
+    assert detour is ns["accept"].accept_speculative and accept.chain.accept_speculative is w.originals[
+        "accept.accept_speculative"]  # fmt: skip
+    assert ns["accept"].chain.chain_nodes is accept.chain.chain_nodes  # other functions are the module's own
+    with pytest.raises(TypeError):
+        detour()  # the wrapper records the call, then the function refuses the missing arguments
+    with pytest.raises(ExerciseError, match="accept_speculative"):
+        check("rule", 1, 1, watch=w)

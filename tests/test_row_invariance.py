@@ -129,7 +129,7 @@ def test_exact_rows_defaults_on_for_quantized_weights_and_pins_the_head():
     head = model.get_output_embeddings()
     assert set(head.plan[1:]) == {"onednn"} and record["kernels_invariant"] == invariant_kernels(model)
     fp32 = compiled_step(S.tiny_model(num_layers=2, eos_token_id=None))
-    assert fp32.rows_record() == {"exact_rows": False, "attention": "bmm", "kernels_invariant": False}
+    assert fp32.rows_record() == {"exact_rows": False, "attention": "bmm", "kernels_invariant": False, "fused": True}
 
 
 class RowDependentHead(nn.Module):

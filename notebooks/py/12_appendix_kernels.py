@@ -93,8 +93,9 @@ model = load_model(model_name).model
 # compute the same product (`specdec_lab.models.fast_linear`):
 #
 # * **W xᵀ** — (W xᵀ)ᵀ, a GEMM with the large matrix as the left operand (a single row padded to two);
-# * **oneDNN** — oneDNN's inner product on a copy of W packed once into its blocked layout, whose cost
-#   hardly grows with the number of rows (the packed copies double the weights' memory).
+# * **oneDNN** — oneDNN's inner product on a copy of W packed once into its blocked layout, built for several
+#   rows at a time (the packed copies double the weights' memory); how its cost grows with the rows is
+#   measured below.
 #
 # Which is fastest at 1, 2, … 64 rows depends on the CPU, so `load_model` **measures** all three on the
 # model's own matrices — per weight shape and row count, each kernel timed alone, best of a few repeats —
@@ -521,7 +522,8 @@ Markdown(
 #   put it for speculative sampling).
 #
 # `python -m specdec_lab.bench.step_variants` measured t(n) of each build in one loop (each repeat runs every
-# build once, the order rotated) and stored it with its machine, which the table's caption and the figure's
+# build once, the order rotated; the file predates section 5: its int4 builds hold the fp32 LM head and separate
+# products) and stored it with its machine, which the table's caption and the figure's
 # title name (it need not be the machine of this notebook's "Ran on" line). The table gives each build's t(1),
 # the tokens per second of one token a step (1/t(1)), t(n)/t(1) at a few sizes, and the seconds its first
 # forwards took (`warm-up s`: compiling is paid there).
@@ -717,7 +719,9 @@ Markdown(
 # with its file and the machine it ran on; the last, with llama.cpp among its anchors, is summed up below. The
 # later runs timed autoregressive decoding on every build but each speculative method only on the builds they
 # were checking: a method a run did not time on a build shows as NaN in its tables (rows and columns with no
-# value at all are dropped).
+# value at all are dropped). These files predate section 5's levers: each build is named by what its run held
+# (`bench.report.by_build`), so their compiled int4 builds read `int4+head=fp32+compile+unfused` — the fp32 LM
+# head and separate products — not today's default `int4+compile`.
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab.bench.report import by_build
@@ -824,7 +828,7 @@ Markdown(
     f"{op_share(before, 'mkldnn::_linear_pointwise'):.0%} of the profiled time; the file's Q8_0 blocks read "
     f"{after['step_bytes_mb_by_part']['head']:.0f} MB instead of {before['step_bytes_mb_by_part']['head']:.0f}. With "
     f"both levers a profiled token took {after['ms_per_token']:.1f} ms against {before['ms_per_token']:.1f} "
-    f"({before['ms_per_token'] / after['ms_per_token']:.2f}× fewer; the profiler's own overhead is in both). What "
+    f"({before['ms_per_token'] / after['ms_per_token']:.2f}× less time; the profiler's own overhead is in both). What "
     "the levers do to decoding, each apart, is the bench's to say, below."
 )
 
@@ -1004,9 +1008,11 @@ _ = check("the row counts where every layer runs torch's stock kernel", answer,
 # Divide the numerator and the denominator by t(1): the speed-up is $E[L] / (k\,c + t(k + 1)/t(1))$, since the
 # draft costs a fixed share c of t(1). A cheaper step buys more from speculation only if its t(k + 1)/t(1) is
 # lower — a flatter curve, not a lower t(1). Whether fewer bytes of weights flatten or steepen the curve at
-# k + 1 is not settled by the file: its builds' t(n)/t(1) differ by a few percent, with no spread recorded, and
-# not in one direction at every n. Which build comes out highest is a reading of one run's curves, as firm as
-# that run's repeats.
+# k + 1 is not settled at k + 1 = 4 by the file: there its builds' t(n)/t(1) differ by a few percent, with no
+# spread recorded. At 8 and 16 tokens the quantized builds' curves rise more steeply than fp32's in the table of
+# section 4 — their dequantisation work grows with the rows — so for deep drafts fewer bytes buy less than
+# they cut from t(1). Which build comes out highest is a reading of one run's curves, as firm as that run's
+# repeats.
 # </details>
 
 # %% tags=["exercise", "exercise-3"]

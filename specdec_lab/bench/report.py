@@ -175,13 +175,16 @@ def by_build(results: dict, baseline: str = "autoregressive") -> list[dict]:
     speed-up over the run's baseline (fp32 eager autoregressive when that is the loaded model) and over its
     own build's autoregressive (`speedup_own`, with its interval), mean accepted, identical to its reference.
 
-    Anchors (labels of no build of ours) get build "anchor"; an unsuffixed label, the loaded model's build.
+    Anchors (labels of no build of ours) get build "anchor"; an unsuffixed label, the loaded model's build. A
+    build is named by what the run's record says it held (`_held_name`): a file from before the Q8_0 head and
+    the stacked products shows its quantized builds as "int4+head=fp32+compile+unfused", not under the name
+    today's default build has.
     """
     from ..proposers import METHODS  # our loop's methods (the package registers them); other labels: anchors
     from .builds import split_label  # (builds imports the bench's runner; report stays importable alone)
 
     cfg = results["config"]
-    base = (cfg.get("weights") or "fp32") + ("+compile" if cfg.get("compile") else "")
+    base = _held_name(cfg, cfg.get("weights") or "fp32", bool(cfg.get("compile")), None, True, base=True)
     labels, rows = results["methods"], results["rows"]
     records = []
     for label in labels:
@@ -194,7 +197,8 @@ def by_build(results: dict, baseline: str = "autoregressive") -> list[dict]:
         anchor = name.split(":", 1)[0] not in METHODS
         records.append({
             "method": name,
-            "build": build.name if build is not None else ("anchor" if anchor else base),
+            "build": (_held_name(cfg, build.weights, build.compile, build.head, build.fuse) if build is not None
+                      else "anchor" if anchor else base),  # fmt: skip
             "tokens_per_s": summary["tokens_per_s"],
             "speedup": summary["speedup"],
             "speedup_own": stats["speedup"],
@@ -203,6 +207,22 @@ def by_build(results: dict, baseline: str = "autoregressive") -> list[dict]:
             "identical": summary["identical_to_autoregressive"],
         })  # fmt: skip
     return records
+
+
+def _held_name(cfg: dict, weights: str, compile_: bool, head: str | None, fuse: bool, base: bool = False) -> str:
+    """A build's name with the head and stacking its run held (`builds.Build.name`): the record's head where
+    the label names none (a quantized build's default head was fp32 before it became q8_0), and "+unfused"
+    for a compiled quantized build whose record predates stacked products (no "fused" field)."""
+    from .builds import Build  # (builds imports the bench's runner; report stays importable alone)
+
+    if weights == "fp32":
+        return Build(weights, compile_).name
+    key = weights + ("+compile" if compile_ else "")
+    record = cfg.get("quant") if base else (cfg.get("builds") or {}).get(key) or {}
+    held = head or (record or {}).get("head")
+    if compile_ and fuse and not base and record and "fused" not in record:
+        fuse = False  # compiled before q/k/v and gate/up were stacked
+    return Build(weights, compile_, None if held in (None, "q8_0") else held, fuse).name
 
 
 SAMPLING_KEYS = ("temperature", "top_k", "top_p")  # what draws a token; `accept` picks the rule that checks it

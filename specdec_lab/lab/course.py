@@ -123,15 +123,25 @@ def is_stub(answer) -> bool:
 
 
 class _ModuleView(types.ModuleType):
-    """A notebook's name for a module, with some functions watched: every other attribute is the module's own.
-    The module itself is never touched (other cells and the library keep the original)."""
+    """A notebook's name for a module, with some functions watched: every other attribute is the module's own,
+    except that a watched function reached another way — through a submodule (`accept.chain.f` where `accept.f`
+    is watched) or under another name — is the same watched wrapper. The module itself is never touched (other
+    cells and the library keep the original)."""
 
-    def __init__(self, module: types.ModuleType):
+    def __init__(self, module: types.ModuleType, watched: dict | None = None):
         super().__init__(module.__name__, module.__doc__)
         object.__setattr__(self, "_module", module)
+        object.__setattr__(self, "_watched", {} if watched is None else watched)  # id(original) -> wrapper
 
     def __getattr__(self, name: str):
-        return getattr(object.__getattribute__(self, "_module"), name)
+        module = object.__getattribute__(self, "_module")
+        watched = object.__getattribute__(self, "_watched")
+        value = getattr(module, name)
+        if id(value) in watched:
+            return watched[id(value)]
+        if isinstance(value, types.ModuleType) and value.__name__.startswith(module.__name__ + "."):
+            return _ModuleView(value, watched)  # a submodule: the same watched functions inside it
+        return value
 
 
 class Watch:
@@ -156,7 +166,9 @@ class Watch:
                 original = getattr(original, "__watched__", original)  # a stub cell run twice wraps once
                 if isinstance(obj, types.ModuleType):  # the notebook's name for the module gets a view of it
                     view = obj if isinstance(obj, _ModuleView) else _ModuleView(obj)
-                    object.__setattr__(view, attr, self._wrap(name, original))
+                    wrapper = self._wrap(name, original)
+                    object.__setattr__(view, attr, wrapper)
+                    object.__getattribute__(view, "_watched")[id(original)] = wrapper
                     namespace[owner] = view
                 else:
                     setattr(obj, attr, self._wrap(name, original))

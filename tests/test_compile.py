@@ -237,8 +237,7 @@ def test_fused_int4_products_are_the_separate_layers_bit_for_bit():
     every node's logits, in bf16 too, and on the greedy decode."""
     import torch
 
-    from specdec_lab.kv_cache import KVCache
-    from specdec_lab.models.compact_body import CompactBody
+    from specdec_lab.models.compact_body import CompactBody, _linear
     from specdec_lab.models.quant import quantize_model
 
     # N a whole number of the packing's 64-row blocks (q, k, v: 128, 64, 64; gate, up: 256), as SmolLM2's
@@ -252,8 +251,6 @@ def test_fused_int4_products_are_the_separate_layers_bit_for_bit():
     h = torch.randn(3, 128, generator=torch.Generator().manual_seed(0))
     for i in range(2):
         a, b = fused.layer_args(i, 3), separate.layer_args(i, 3)
-        from specdec_lab.models.compact_body import _linear
-
         qkv = _linear(h, a[0][0], None, a[2][0], a[5][0])
         sep = torch.cat([_linear(h, b[0][j], None, b[2][j], b[5][j]) for j in range(3)], dim=-1)
         assert torch.equal(qkv, sep)
@@ -261,7 +258,6 @@ def test_fused_int4_products_are_the_separate_layers_bit_for_bit():
     for fuse in (True, False):
         step = compiled_step(model, fuse=fuse)
         assert S.generate(model, PROMPT, "prompt_lookup", max_new_tokens=24, compile=step).tokens == eager.tokens
-    assert KVCache is not None
 
 
 def test_compile_levers_time_every_option_in_one_loop(target):

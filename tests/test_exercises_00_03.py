@@ -213,9 +213,14 @@ def test_02_exercise_3_stub_fails_and_solution_passes():
     assert "accept_multi_draft" not in ns  # the library's exact rule is not left in scope for a rerun
 
 
-@pytest.mark.parametrize("rule", ["accept_multi_draft", "accept_exact", "accept_speculative"])
+@pytest.mark.parametrize(
+    "rule",
+    ["accept_multi_draft", "accept_exact", "accept_speculative",
+     "chain.accept_speculative", "tree_rules.accept_multi_draft", "tree_rules.accept_exact"],
+)  # fmt: skip
 def test_02_exercise_3_refuses_the_library_rule(rule):
-    """The library's rules the exercise models are watched: an answer that hands the step to one is refused."""
+    """The library's rules the exercise models are watched, also through the submodules that define them
+    (`accept.chain`, `accept.tree_rules`): an answer that hands the step to one is refused."""
     ex = exercise("02_speculative_sampling", 3)
     fails(ex, f"def my_accept(tree, logits, sampling, coins, **kw):\n    return accept.{rule}(tree, logits, sampling, "
           "coins=coins)\n", ns02_chain)  # fmt: skip
@@ -397,6 +402,12 @@ def test_partial_step_and_window_figure(decode):
     assert list(fig.layout.yaxis.categoryarray) == names
     bonus = next(t for t in fig.data if t.name == ROLE_NAMES["target"])
     assert list(bonus.y) == names[: len(bonus.y)] and all(h.startswith("step ") for h in bonus.hovertext)
+    assert fig.layout.yaxis.title.text  # the rows are named: steps, one target forward each
+    from specdec_lab.text import visible
+    from specdec_lab.viz.timeline import timeline_rows
+
+    rows = timeline_rows(window, None, max_steps=3)  # every token box labelled whole, none cut short with "…"
+    assert list(bonus.text) == [visible(r["bonus"]) for r in rows if r["bonus"] is not None]
     with pytest.raises(ValueError):
         step_window(decode, len(decode.steps))
 

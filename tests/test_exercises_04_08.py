@@ -307,7 +307,9 @@ def _ns_06():
     from specdec_lab.sampling import Sampling
     from specdec_lab.trees import Tree, pick_budget, tree_options
 
-    logits = torch.tensor([1.2, 0.8, 0.4, 0.4, 0.0, -0.3, -0.6, -1.4])  # there: δ·e^-H < ε, T moves the set
+    # at Ex 1's T = 1.2, ε = 0.12: δ·e^-H < ε, and T = 1, ε alone, the larger threshold or section 4's (ε, δ) each
+    # move the set
+    logits = torch.tensor([0.1, 1.2, -1.3, 0.5, -0.7, -0.2, -1.0, -1.6])
 
     def step(n, tree=True):  # a CPU-like step: every token past the first adds 10% of a single-token step
         return 0.030 * (1 + 0.1 * (n - 1))
@@ -327,15 +329,20 @@ def test_06_exercise_1_the_typical_threshold():
     ex = cells("06_medusa_decoding", 1)
     with pytest.raises(ExerciseError, match="no answer yet"):
         run(ex, _ns_06(), None)
-    head = "p = torch.softmax(target_table(()) / temperature, dim=-1)\nH = float(-(p * p.log()).sum())\n"
+    head = "p = torch.softmax(target_table(ex_prefix) / ex_temperature, dim=-1)\nH = float(-(p * p.log()).sum())\n"
     _fails(ex, _ns_06, {
-        "the library's rule in scope": "answer = [x for x in range(drift_vocab) if len(rule(Tree.chain(0, [x]), "
-        "torch.stack([target_table(())] * 2), Sampling(temperature=temperature)).path) == 2]",
-        "no temperature": "p = torch.softmax(target_table(()), dim=-1)\nH = float(-(p * p.log()).sum())\n"
-        "answer = [x for x in range(len(p)) if float(p[x]) > min(epsilon, delta * math.exp(-H))]",
-        "ε alone": head + "answer = [x for x in range(len(p)) if float(p[x]) > epsilon]",
+        "the library's rule in scope": "answer = [x for x in range(drift_vocab) if len(typical_rule(ex_epsilon, "
+        "ex_delta)(Tree.chain(0, [x]), torch.stack([target_table(ex_prefix)] * 2), "
+        "Sampling(temperature=ex_temperature)).path) == 2]",
+        "section 4's rule in scope": "answer = [x for x in range(drift_vocab) if len(rule(Tree.chain(0, [x]), "
+        "torch.stack([target_table(ex_prefix)] * 2), Sampling(temperature=ex_temperature)).path) == 2]",
+        "no temperature": "p = torch.softmax(target_table(ex_prefix), dim=-1)\nH = float(-(p * p.log()).sum())\n"
+        "answer = [x for x in range(len(p)) if float(p[x]) > min(ex_epsilon, ex_delta * math.exp(-H))]",
+        "ε alone": head + "answer = [x for x in range(len(p)) if float(p[x]) > ex_epsilon]",
         "the larger of the two thresholds": head + "answer = [x for x in range(len(p)) "
-        "if float(p[x]) > max(epsilon, delta * math.exp(-H))]",
+        "if float(p[x]) > max(ex_epsilon, ex_delta * math.exp(-H))]",
+        "section 4's thresholds": head + "answer = [x for x in range(len(p)) "
+        "if float(p[x]) > min(epsilon, delta * math.exp(-H))]",
     })  # fmt: skip
     run(ex, _ns_06(), ex["solution"])
 

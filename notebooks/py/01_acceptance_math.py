@@ -180,12 +180,15 @@ pd.DataFrame(
 #     speedup(α, k, c) = (1 − α^{k+1}) / ((1 − α)(kc + 1)).
 #
 # Longer drafts emit more tokens but each extra draft token is less likely to survive (α^i) and costs c:
-# when c > 0 the speedup has an interior optimum k*(α, c). At c = 0 (or a c small against 1 − α) it keeps growing
-# up to the longest draft the search tries, `k_max`: there the surface below marks its optimal-k line with
+# when c > 0 the speedup has an interior optimum k*(α, c). At c = 0 (or a c small against 1 − α) it never falls
+# with k, so wherever α is large enough for the extra drafts to count, the optimum lies at or beyond the longest
+# draft the search tries, `k_max`: there the surface below marks its optimal-k line with
 # black diamonds ("at the search cap: k* ≥ k_max"), the table shows "k* ≥ k_max (search cap)", and the heat map
 # of k* after the table labels its colour bar "≥ k_max (the search cap)" — a limit of the search, not an
 # optimum. There is no closed
-# form for the integer optimum, but the objective is unimodal in k, so `theory.optimal_k` scans it.
+# form for the integer optimum, but the objective is unimodal in k, so `theory.optimal_k` scans it; it counts
+# a gain smaller than a relative $10^{-9}$ as a tie and gives the tie to the shorter draft (measured costs
+# carry float rounding), which matters for small α at c = 0, as the note under the heat map shows.
 
 # %%
 from specdec_lab.viz.acceptance import speedup_surface_figure
@@ -225,6 +228,33 @@ from specdec_lab.viz.acceptance import optimal_k_figure
 fig = optimal_k_figure(k_max=k_max)
 print(f"saved {save_figure(fig, '01_optimal_k', FIGURES).html.name}")  # the name: no machine's path in the output
 fig
+
+# %%
+from IPython.display import Markdown
+
+_hm = fig.data[0]  # the heat map's own grid: its c = 0 row, read back rather than recomputed
+_x, _y, _z = np.asarray(_hm.x), np.asarray(_hm.y), np.asarray(_hm.z)
+_row = _z[int(np.argmin(np.abs(_y)))]  # k* along c = 0
+_short = (_row < k_max) & (_x > 0)  # α > 0 whose k* stops below the cap
+if _short.any():
+    _gain = max(  # what the cap would add over the row's k*: the size of the "tie"
+        expected_speedup(a, k_max, 0.0) / expected_speedup(a, int(kb), 0.0) - 1
+        for a, kb in zip(_x[_short], _row[_short], strict=True)
+    )
+    _steps = "rises unevenly (here and there one step down)" if np.any(np.diff(_row) < 0) else "rises step by step"
+    _capped = _x[(_row == k_max) & (_x > 0)]
+    _reach = f"reaches the cap only from α ≈ {_capped.min():.2f}" if _capped.size else "never reaches the cap"
+    _note = (
+        f"The heat map's c = 0 row {_reach}; for "
+        f"0 < α ≤ {_x[_short].max():.2f} it shows k* = {int(_row[_short].min())}…{int(_row[_short].max())}, and it "
+        f"{_steps}. That is the tie rule, not an optimum: at c = 0 more drafts never hurt, but for small α "
+        f"each one adds only α^(k+1) tokens, and drafting up to the cap instead would add at most a relative "
+        f"{_gain:.1e} to the speedup there, inside the $10^{{-9}}$ that `optimal_k` calls a tie. Read that corner "
+        "as \"any k will do\"."
+    )
+else:
+    _note = "The heat map's c = 0 row sits at the search cap for every α > 0: at c = 0 more drafts never hurt."
+Markdown(_note)
 
 # %%
 from IPython.display import Markdown
@@ -625,7 +655,8 @@ _ = check("k* on the example curve at α = 0.75", answer,
 # - With independent acceptances a chain of k drafts emits E[L] = (1 − α^{k+1}) / (1 − α) tokens per step, the
 #   bonus included; the Monte Carlo agrees with the formula, in mean and in distribution.
 # - When drafting costs something (c > 0) the speedup has an interior optimum in k: longer drafts win more tokens
-#   but each survives with α^i and costs c; at c = 0 it grows up to the search's cap.
+#   but each survives with α^i and costs c; at c = 0 it never falls, so the optimum sits at the search's cap
+#   wherever α is large enough for the extra drafts to count.
 # - A verify forward that costs more than one token lowers the speedup and raises the α a draft needs before it
 #   pays; the measured form, not the textbook one, is what sizes a draft on a real machine.
 # - Papers report acceptance in different conventions — α per token, τ or "mean accepted" per step with the

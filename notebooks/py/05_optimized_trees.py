@@ -265,9 +265,11 @@ fig
 # parent comes before its children, so the first $n$ nodes of that order are prefix-closed — a valid
 # tree — and, being the $n$ largest values, no other $n$-node set (tree or not) has a larger sum. Greedy
 # picks exactly those nodes: the next node in the order always has its parent chosen, so it is on the
-# frontier. The DP needs no such argument; it agrees to the last bit, and would still be right for
-# factors > 1 (e.g. weights that are not probabilities), where greedy is not. The same argument says no
-# Cartesian tree can beat the greedy tree of its size; how far below it each one lies, from the table:
+# frontier. The DP needs no such argument; its E[L] equals greedy's up to float rounding (this section's first
+# cell asserts a difference below `1e-12` at every budget: the two sum their nodes' values in different orders),
+# and it would still be right for factors > 1 (e.g. weights that are not probabilities), where greedy is not.
+# The same argument says no Cartesian tree can beat the greedy tree of its size; how far below it each one lies,
+# from the table:
 
 # %%
 from specdec_lab.lab.course import compare
@@ -333,7 +335,8 @@ Markdown(
 # ## 5. How many nodes on this machine?
 #
 # More nodes raise E[L] but a verify forward of n + 1 tokens costs t(n + 1), plus the heads' cost
-# h(depth). `choose_budget` maximises the predicted rate E[L](n) / (t(n + 1) + h) over n = 0..64 (n = 0
+# $t_{\text{heads}}(d)$ for a tree of depth $d$ (a cost, not section 1's head index $h$). `choose_budget` maximises
+# the predicted rate $E[L](n) / (t(n + 1) + t_{\text{heads}}(d))$ over n = 0..64 (n = 0
 # is plain decoding). This is Sequoia's hardware-aware sizing ([Chen et al. 2024](https://arxiv.org/abs/2402.12374))
 # on a measured curve. First the cost curve of **branching** trees on this CPU (a tree mask, not the model's
 # causal one):
@@ -684,9 +687,9 @@ Markdown(
 #
 # 2. How can a predicted speed-up exceed the tree's E[L]?
 #
-#    <details><summary>Answer</summary>speed-up = E[L] · t(1) / (t(n + 1) + h). Where a forward of n + 1 tokens
-#    plus the heads costs less than a single-token forward — a dip in the cost curve — the time per step falls
-#    while the tokens per step rise, so tokens per second grow by more than E[L].</details>
+#    <details><summary>Answer</summary>speed-up = E[L] · t(1) / (t(n + 1) + $t_{\text{heads}}(d)$). Where a
+#    forward of n + 1 tokens plus the heads costs less than a single-token forward — a dip in the cost curve —
+#    the time per step falls while the tokens per step rise, so tokens per second grow by more than E[L].</details>
 #
 # 3. Under a flat cost curve, why does `choose_budget` take (nearly) the whole budget?
 #
@@ -702,10 +705,10 @@ Markdown(
 # %% [markdown] tags=["exercise-1"]
 # ### Exercise 1 ★ — E[L] of a small tree by hand
 #
-# For the tree of rank paths `small_tree` below — low ranks that section 2's greedy tree mostly never picks, so
-# its `steps` do not list their gains — compute E[L] = 1 + Σ over nodes of the product of `A[d, r_d]` along the
-# node's rank path (`A` is the (K, S) accuracy matrix of section 1; row d is head d + 1), from that definition:
-# the check refuses an answer that calls `expected_length` or section 2's `value`.
+# For the tree of rank paths `small_tree` below — mostly low ranks; a node that section 2's greedy tree also picks
+# has its gain in `steps`, the others have none there — compute E[L] = 1 + Σ over nodes of the product of
+# `A[d, r_d]` along the node's rank path (`A` is the (K, S) accuracy matrix of section 1; row d is head d + 1),
+# from that definition: the check refuses an answer that calls `expected_length` or section 2's `value`.
 # Reference: `specdec_lab.trees.expected_length`.
 
 # %% tags=["exercise", "exercise-1"]
@@ -764,8 +767,8 @@ _ = check("the 20 most valuable nodes (independent model)", answer, _watch["gree
 # top 3, each with head 2's top 2: `cartesian_paths([3, 2])`, 9 nodes, depth 2), on this CPU's curve: from the
 # cost curve `curve` (call it: `curve(m)` = t(m) in seconds, m tokens), the heads' cost per depth `head_seconds` (a dict
 # depth → seconds) and the tree's E[L] under `A`, compute the speed-up the cost model predicts over plain decoding,
-# E[L] · t(1) / (t(n + 1) + h(depth)), with n = the tree's nodes. Reference: `specdec_lab.trees.pick_budget` on
-# the plain option and this one.
+# E[L] · t(1) / (t(n + 1) + $t_{\text{heads}}(d)$), with n = the tree's nodes and d its depth. Reference:
+# `specdec_lab.trees.pick_budget` on the plain option and this one.
 
 # %% tags=["exercise", "exercise-3"]
 from specdec_lab.trees import TreeOption, pick_budget  # noqa: F401 - pick_budget: watched below

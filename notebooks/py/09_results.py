@@ -318,7 +318,7 @@ else:
             f"the paired 95% interval of its speedup over theirs (a bootstrap over the prompts) lies above 1, the "
             f"closest being {worst_case} ({vs_best_95[worst_case][0]:.2f}–{vs_best_95[worst_case][1]:.2f}×)")  # fmt: skip
 lines = [head + lead + " (the learned drafters and the hybrid ran in another file, below)"]
-anchor_seen = {}  # ours / theirs -> (ratio, interval, file, machine): compared with the later file's below
+anchor_seen = {}  # ours / theirs -> (ratio, interval, file, machine, prompt ids): compared with the later file's below
 for col, label in (("autoregressive / hf_generate", "our plain loop"), ("prompt_lookup / hf_prompt_lookup",
                    "our prompt lookup"), ("draft / hf_assisted", "our draft model")):  # fmt: skip
     src = vs_anchor_full if col in vs_anchor_full.index else vs_anchor
@@ -329,7 +329,8 @@ for col, label in (("autoregressive / hf_generate", "our plain loop"), ("prompt_
                               [x for x in res_src["rows"] if x["method"] == theirs_m])  # fmt: skip
         src_file = (anchors_file if src is vs_anchor_full else results_file).rsplit("/", 1)[-1]
         notes = [("traced run, " if src is vs_anchor else "") + f"`{src_file}`, {machine_label(res_src['machine'])}"]
-        anchor_seen[col] = (r, iv, src_file, machine_label(res_src["machine"]))
+        anchor_seen[col] = (r, iv, src_file, machine_label(res_src["machine"]),
+                            {x["question_id"] for x in res_src["rows"] if x["method"] == ours_m})
         if iv is not None:
             notes.append(f"paired 95% interval {iv[0]:.2f}–{iv[1]:.2f}: "
                          + ("within noise of it" if iv[0] <= 1 <= iv[1] else "faster" if iv[0] > 1 else "slower"))  # fmt: skip
@@ -364,7 +365,7 @@ display(learned_speedup.style.format("{:.2f}x").set_caption(
     f"{machine_label(learned['machine'])}, --repeats {learned['config'].get('repeats', 1)}"))  # fmt: skip
 # the anchors again, in this file: our loop against transformers' on this file's machine, beside the ratios above
 anchor_lines = []
-for col, (r_then, iv_then, file_then, mach_then) in anchor_seen.items():
+for col, (r_then, iv_then, file_then, mach_then, qs_then) in anchor_seen.items():
     ours_m, theirs_m = col.split(" / ")
     rows_o = [x for x in learned["rows"] if x["method"] == ours_m]
     rows_t = [x for x in learned["rows"] if x["method"] == theirs_m]
@@ -372,19 +373,31 @@ for col, (r_then, iv_then, file_then, mach_then) in anchor_seen.items():
         continue
     r_now = learned_speedup.loc[ours_m, "overall"] / learned_speedup.loc[theirs_m, "overall"]
     iv_now = speedup_interval(rows_o, rows_t)
+    line = (f"our {ours_m} against transformers' {theirs_m}: {r_now:.2f}× on {machine_label(learned['machine'])} "
+            f"(`{learned_file.rsplit('/', 1)[-1]}`, {len(rows_o)} prompts"
+            + (f", paired 95% interval {iv_now[0]:.2f}–{iv_now[1]:.2f}" if iv_now else "")
+            + f") against {r_then:.2f}× on {mach_then} (`{file_then}`, {len(qs_then)} prompt{'s' * (len(qs_then) != 1)}"
+            + (f", {iv_then[0]:.2f}–{iv_then[1]:.2f}" if iv_then else "") + ")")  # fmt: skip
+    # two files on other prompt sets differ by their prompts too: compare on the prompts both ran, where there are any
+    same_o = [x for x in rows_o if x["question_id"] in qs_then]
+    same_t = [x for x in rows_t if x["question_id"] in qs_then]
+    if {x["question_id"] for x in rows_o} != qs_then and len(same_o) >= 2 and len(same_t) >= 2:
+        tps_o, tps_t = ([sum(x[k] for x in rs) for k in ("new_tokens", "seconds")] for rs in (same_o, same_t))
+        r_now, iv_now = (tps_o[0] / tps_o[1]) / (tps_t[0] / tps_t[1]), speedup_interval(same_o, same_t)
+        line += (f"; the prompt sets differ, so on the {len(same_o)} prompts both ran, {learned_file.rsplit('/', 1)[-1]} "
+                 f"gives {r_now:.2f}×" + (f" ({iv_now[0]:.2f}–{iv_now[1]:.2f})" if iv_now else ""))  # fmt: skip
+        cause = "the two machines (and sittings), on the same prompts"
+    elif {x["question_id"] for x in rows_o} != qs_then:
+        iv_now, cause = None, ""  # no common prompts to pair: machines and prompts cannot be told apart
+    else:
+        cause = "the two machines (and sittings), on the same prompts"
     if iv_now is None or iv_then is None:
-        verdict = "no paired interval to compare them by"
+        verdict = "no paired interval on the same prompts to compare them by"
     elif iv_now[0] <= iv_then[1] and iv_then[0] <= iv_now[1]:
         verdict = "the two paired 95% intervals overlap: they agree within their noise"
     else:
-        verdict = ("the two paired 95% intervals do not overlap: they disagree, a difference between the two machines "
-                   "(and sittings), not noise")
-    anchor_lines.append(
-        f"our {ours_m} against transformers' {theirs_m}: {r_now:.2f}× on {machine_label(learned['machine'])} "
-        f"(`{learned_file.rsplit('/', 1)[-1]}`"
-        + (f", paired 95% interval {iv_now[0]:.2f}–{iv_now[1]:.2f}" if iv_now else "")
-        + f") against {r_then:.2f}× on {mach_then} (`{file_then}`"
-        + (f", {iv_then[0]:.2f}–{iv_then[1]:.2f}" if iv_then else "") + f") — {verdict}")
+        verdict = f"the two paired 95% intervals do not overlap: they disagree, a difference between {cause}, not noise"
+    anchor_lines.append(f"{line} — {verdict}")
 if anchor_lines:
     display(Markdown("The anchors in this file beside those above (each ratio is our tokens/s over transformers', "
                      "so a ratio above 1 is our loop faster): " + "; ".join(anchor_lines) + "."))
@@ -685,6 +698,12 @@ if device_curve.strip():
         points = {int(n): float(t) for n, t in (item.split(":") for item in device_curve.split(",") if item.strip())}
         whatif_curves["your curve"] = curve_from_points(points, device="user")
 whatif = {name: redecide_bench(traced, c, reference=t_own) for name, c in whatif_curves.items()}
+# Medusa's sizer sets its draft-node budget: the forward verifies that many nodes plus the root, n = budget + 1
+# (`trees.pick_budget` prices verify_cost(budget + 1)), so its parameter is n − 1, not the tree's n
+SIZE_LABEL = {"tree nodes n": "draft nodes n − 1"}
+for table_w in whatif.values():
+    for r_w in table_w:
+        r_w["size"] = SIZE_LABEL.get(r_w["size"], r_w["size"])
 # "size used"/"size chosen" are the sizer's own parameter (a chain's k, Medusa's draft nodes n − 1, lookahead's
 # window W), a mean over the steps it governs in each prompt, then over prompts (`redecide.redecide_bench`)
 whatif_table = whatif_frame(whatif, label="measured").rename(
@@ -737,6 +756,7 @@ measured_full = {r["method"]: r["measured_speedup"] for r in whatif["run's own"]
 ranking = ranking_frame(measured_full, projections, label="measured").drop(index="autoregressive", errors="ignore")
 fig = ranking_figure(ranking, f"Measured on {machine_label(mach_t)} vs on a flat curve:<br>the run's decisions "
                      "re-priced, and re-decided")  # fmt: skip
+fig.update_yaxes(title_text="method (highest measured speedup on top)")
 print(f"saved {save_figure(fig, '09_flat_ranking', FIGURES)}")
 fig
 
@@ -745,6 +765,11 @@ sized = [r for r in whatif["run's own"] if r["recorded_size"] is not None]
 # relative change of each re-chosen size against the mean size the run used; "near" = within the model's own error
 moved = {r["method"]: r["chosen_size"] / r["recorded_size"] - 1 for r in sized if r["recorded_size"]}
 SIZE_TOL = 0.10  # a re-chosen size within this share of the run's mean size counts as near it
+SIZE_FLOOR = 0.5  # ... and so does one within half a unit of the integer the rule sets per step (a k, a node, a cell)
+shift = {r["method"]: r["chosen_size"] - r["recorded_size"] for r in sized if r["recorded_size"]}
+near_rel = [m for m in moved if abs(moved[m]) <= SIZE_TOL]
+near_abs = [m for m in moved if m not in near_rel and abs(shift[m]) <= SIZE_FLOOR]
+small_abs = all(max(r["recorded_size"], r["chosen_size"]) < 1 for r in sized if r["method"] in near_abs)
 gap = max((abs(r["predicted_speedup"] / r["measured_speedup"] - 1) for r in whatif["run's own"]), default=0.0)
 flat_rows = {r["method"]: r for r in whatif["flat"]}
 # ties: methods whose speedups lie within the run's own spread (half the 95% interval, per method) are written ≈
@@ -769,23 +794,27 @@ def highest(col):
 
 # the model checked against the run it models: sizes re-chosen on the run's own curve beyond SIZE_TOL of what the
 # run used, and re-decided speedups further from the measured ones than the run's own spread
-size_miss = [m for m in moved if abs(moved[m]) > SIZE_TOL]
+size_miss = [m for m in moved if m not in near_rel and m not in near_abs]
 speed_miss = {r["method"]: r["predicted_speedup"] / r["measured_speedup"] - 1 for r in whatif["run's own"]
               if r["method"] != "autoregressive"
               and abs(r["predicted_speedup"] / r["measured_speedup"] - 1) > half_width(traced, r["method"])}  # fmt: skip
 gains = {m: r["predicted_speedup"] / r["repriced_speedup"] for m, r in flat_rows.items() if m != "autoregressive"}
 top_gain = max(gains, key=gains.get)
-grew = [f"{m} ({flat_rows[m]['size']} {r['recorded_size']:.1f} → {flat_rows[m]['chosen_size']:.1f})"
+grew = [f"{m} ({flat_rows[m]['size']}: {r['recorded_size']:.1f} → {flat_rows[m]['chosen_size']:.1f})"
         for m, r in ((r["method"], r) for r in sized) if flat_rows[m]["chosen_size"] > r["recorded_size"]]  # fmt: skip
 display(Markdown(
     f"On the run's own curve ({machine_label(mach_t)}) the rules re-choose sizes "
     + "; ".join(f"{m} {r['recorded_size']:.2f} → {r['chosen_size']:.2f} ({moved[m]:+.0%})" for m, r in
                 ((r["method"], r) for r in sized) if m in moved)
     + " against the mean sizes the run used: "
-    + (f"near them (within {SIZE_TOL:.0%}, a set tolerance) for " + ", ".join(m for m in moved if abs(moved[m]) <= SIZE_TOL)
-       if any(abs(v) <= SIZE_TOL for v in moved.values()) else f"none of them within {SIZE_TOL:.0%} (a set tolerance)")
-    + ("; further off for " + ", ".join(m for m in moved if abs(moved[m]) > SIZE_TOL) if any(abs(v) > SIZE_TOL for v
-       in moved.values()) else "")
+    + (f"near them (within {SIZE_TOL:.0%}, a set tolerance) for " + ", ".join(near_rel)
+       if near_rel else f"none of them within {SIZE_TOL:.0%} (a set tolerance)")
+    + (f"; near in absolute terms for {', '.join(near_abs)} (a move of at most {SIZE_FLOOR:g}, under one step of the "
+       "integer the rule sets per step"
+       + (", with both sizes below one: the rule drafts nothing on most steps, used and re-chosen, and a relative "
+          "change of a size near zero says little)" if small_abs else ")")
+       if near_abs else "")
+    + ("; further off for " + ", ".join(size_miss) if size_miss else "")
     + (". **The check on the model fails for " + ", ".join(size_miss) + "**: on the very curve the run paid, their "
        "sizing rules, fed the acceptance the run recorded, choose other sizes than the run did, so their re-decided "
        "sizes below carry that miss" if size_miss else ". The check on the model holds for every sized method")
@@ -906,6 +935,20 @@ if falls:
     tau_short = {w.method: float(own_lit[w.method].median()) / w.tau for w in falls if len(own_lit[w.method])}
     no_lit = [w.method for w in falls if w.method not in tau_short]
     cost_loss = {w.method: 1 / (w.factors["verify"] * w.factors["proposer"] * w.factors["loop"]) for w in falls}
+    # r is a ratio of measured seconds, never clamped: where it prints as 1.00, show the mix of forwards behind it
+    r_one = []
+    for w in falls:
+        if f"{w.r:.2f}" != "1.00":
+            continue
+        by_n = {}
+        for s_w in (s for row in traced_rows(traced) if row["method"] == w.method for s in steps_of(row)):
+            by_n.setdefault(s_w.nodes, []).append(s_w.t_verify)
+        n_steps = sum(len(v) for v in by_n.values())
+        parts = [f"n = {n}: {len(v) / n_steps:.0%} of its steps at ×{sum(v) / len(v) / w.t1:.3f}"
+                 for n, v in sorted(by_n.items(), key=lambda kv: -len(kv[1]))]
+        r_one.append(f"{w.method}'s ×{w.factors['verify']:.2f} is no clamp: r = {w.r:.4f} is its verify seconds per "
+                     f"step over t(1), a mix of forwards timed in this run — {', '.join(parts[:3])} of t(1)"
+                     + (f", and {len(parts) - 3} other sizes" if len(parts) > 3 else ""))  # fmt: skip
     weighs = "; ".join(compare_sentence(
         tau_short[m], cost_loss[m], "{m}: the τ gap (×{a:.2f}, its published median over ours) weighs more than the "
         "step's costs (×{b:.2f})", "{m}: the step's costs (×{b:.2f}) weigh more than the τ gap (×{a:.2f}, its published "
@@ -926,6 +969,7 @@ if falls:
         + "; ".join(f"{m}: ×{w.factors['verify']:.2f} for its {w.mean_nodes:.1f}-token forward, "
                     f"×{w.factors['proposer']:.2f} for its proposer, ×{w.factors['loop']:.2f} for the loop"
                     for m, w in ((w.method, w) for w in falls))
+        + (f" ({'; '.join(r_one)})" if r_one else "")
         + ". The largest loss per method: "
         + ", ".join(f"{m} — {biggest[m]}" for m in biggest)
         + f". The published speedups span {span(lit_speed, '{:.1f}')}× on accelerators, where "

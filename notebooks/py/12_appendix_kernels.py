@@ -286,13 +286,21 @@ if lost:
     worst = max(behind, key=behind.get)
     within = [n for n in lost if behind[n] <= noise_level]
     parts.append(
-        f"Where it lost it trailed the fastest by {statistics.median(behind.values()):.0%} in the median (most at "
-        f"n = {worst}: {behind[worst]:.0%}, behind {linear_cmp.fastest(worst)}); "
-        + (
-            f"{'all' if len(within) == len(lost) else len(within)} of those gaps "
-            f"{'is' if len(within) == 1 < len(lost) else 'are'} within the noise floor ({noise_level:.0%})."
-            if within
-            else f"each gap is larger than the noise floor ({noise_level:.0%})."
+        (
+            f"Where it lost it trailed the fastest by {statistics.median(behind.values()):.0%} in the median (most at "
+            f"n = {worst}: {behind[worst]:.0%}, behind {linear_cmp.fastest(worst)}); "
+            + (
+                f"{'all' if len(within) == len(lost) else len(within)} of those gaps "
+                f"{'is' if len(within) == 1 else 'are'} within the noise floor ({noise_level:.0%})."
+                if within
+                else f"each gap is larger than the noise floor ({noise_level:.0%})."
+            )
+        )
+        if len(lost) > 1
+        else (
+            f"Where it lost (n = {worst} only) it trailed the fastest, {linear_cmp.fastest(worst)}, by "
+            f"{behind[worst]:.0%}: " + ("within" if within else "larger than")
+            + f" the noise floor ({noise_level:.0%})."
         )
     )
     beyond = [n for n in lost if behind[n] > noise_level]
@@ -479,15 +487,47 @@ t1_gap = max(t1.values()) / min(t1.values()) - 1
 shape = {n: [c(n) / c(1) for c in curves.values()] for n in reads}
 shape_gap = {n: max(r) / min(r) - 1 for n, r in shape.items()}
 shape_apart = [n for n in reads if shape_gap[n] > 2 * noise_level]
+
+
+def falls_after(name: str, n: int) -> list[int]:
+    """The larger sizes whose median `name` ran faster than its t(n): more rows for less time, so at least one of
+    the two medians is off (or that kernel has a slow path at n rows; one run cannot tell which)."""
+    return [m for m in sizes if m > n and curves[name](m) < curves[name](n)]
+
+
+# a gap that rests on such a point (without that setup the others' shapes agree within the floor) is not read as a
+# change of shape: a curve that falls with more rows is one noisy median as likely as another kernel
+bumpy = {n: [s for s in curves if falls_after(s, n)] for n in shape_apart}
+steady = {n: [r for s, r in zip(curves, shape[n], strict=True) if s not in bumpy[n]] for n in shape_apart}
+rests = [n for n in shape_apart if bumpy[n] and len(steady[n]) > 1
+         and max(steady[n]) / min(steady[n]) - 1 <= 2 * noise_level]  # fmt: skip
+shape_read = [n for n in shape_apart if n not in rests]
+shape_text = (
+    f"differed between setups by more than twice that floor (the noise of a ratio of two medians) at "
+    f"{sizes_text(shape_read)}: another kernel, another break-even there"
+    if shape_read
+    else "differed between setups by more than twice that floor (the noise of a ratio of two medians) only where a "
+    "curve fell with more rows (below): this run shows no change of shape it can read"
+    if rests
+    else "differed between setups by no more than twice that floor (the noise of a ratio of two medians) at any n "
+    "read: this run shows no change of shape beyond the noise"
+)  # fmt: skip
+for n in rests:
+    notes = "; ".join(
+        f"{s}'s t({n}) lay above its own t({m}) ({curves[s](n) * 1e3:.1f} against {curves[s](m) * 1e3:.1f} ms)"
+        for s in bumpy[n] for m in falls_after(s, n)[:1]
+    )  # fmt: skip
+    shape_text += (
+        f". At n = {n} the gap rests on a curve that falls with more rows — {notes} — and without "
+        f"{' and '.join(bumpy[n])} the other setups' t({n})/t(1) agree within that floor: a forward over more rows "
+        "that takes less time is one noisy median or that kernel's own slow path at so few rows, and one run cannot "
+        f"tell which, so this run does not read a moved break-even at n = {n} from it"
+    )
 display(Markdown(
     f"Across the {len(curves)} setups t(1) ranged from {min(t1.values()) * 1e3:.1f} to {max(t1.values()) * 1e3:.1f} ms "
     + (f"(a {t1_gap:.0%} gap, beyond section 1's noise floor of {noise_level:.0%}: another kernel, another t(1))"
        if t1_gap > noise_level else f"(a {t1_gap:.0%} gap, within section 1's noise floor of {noise_level:.0%})")
-    + "; t(n)/t(1) — the shape — "
-    + (f"differed between setups by more than twice that floor (the noise of a ratio of two medians) at "
-       f"{sizes_text(shape_apart)}: another kernel, another break-even there."
-       if shape_apart else "differed between setups by no more than twice that floor (the noise of a ratio of two "
-       "medians) at any n read: this run shows no change of shape beyond the noise.")
+    + "; t(n)/t(1) — the shape — " + shape_text + "."
 ))  # fmt: skip
 
 bench_records = {f.name: json.loads(f.read_text()) for f in sorted(Path(bench_file).parent.glob("*.json"))}
@@ -522,21 +562,47 @@ Markdown(
 #   put it for speculative sampling).
 #
 # `python -m specdec_lab.bench.step_variants` measured t(n) of each build in one loop (each repeat runs every
-# build once, the order rotated; the file predates section 5: its int4 builds hold the fp32 LM head and separate
-# products) and stored it with its machine, which the table's caption and the figure's
-# title name (it need not be the machine of this notebook's "Ran on" line). The table gives each build's t(1),
+# build once, the order rotated) and stored it with its machine, which the table's caption and the figure's
+# title name (it need not be the machine of this notebook's "Ran on" line). The file records no LM-head setting: a
+# file committed before section 5's levers ran its quantized builds with the defaults of that day, the fp32 LM head
+# and separate products, and the table names them so (`+head=fp32`, compiled `+unfused`; the caption says which),
+# as the bench tables below do, so that one name means one build everywhere. The table gives each build's t(1),
 # the tokens per second of one token a step (1/t(1)), t(n)/t(1) at a few sizes, and the seconds its first
 # forwards took (`warm-up s`: compiling is paid there).
 
 # %% tags=["nbval-ignore-output"]
 import json
+import subprocess
 from pathlib import Path
 
+from specdec_lab.bench.builds import Build
 from specdec_lab.bench.step_variants import variant_curves
 from specdec_lab.viz.results import machine_label
 
+
+def committed_at(path: str, fmt: str = "%ct") -> str:
+    """When the file was last committed (git's `fmt`: %ct seconds, %cs the date), or '' without git history."""
+    try:
+        out = subprocess.run(["git", "log", "-1", f"--format={fmt}", "--", Path(path).name], cwd=Path(path).parent,
+                             capture_output=True, text=True, timeout=20, check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
 record = json.loads(Path(variants_file).read_text())
-variants = variant_curves(record)
+# the file records no LM-head setting nor stacked products: committed before section 5's levers (the profile file),
+# its quantized builds held the defaults of their day, the fp32 head and separate products; each is named so, as
+# `bench.report.by_build` names the bench files' builds, so that a name means one build in every section
+variants_t, levers_t = committed_at(variants_file), committed_at(profile_file)
+pre_levers = bool(variants_t and levers_t) and int(variants_t) < int(levers_t)
+held_name = {
+    name: Build(v["weights"], v["compile"], "fp32", not v["compile"]).name
+    if pre_levers and v["weights"] != "fp32" and "head" not in v else name
+    for name, v in record["variants"].items()
+}  # fmt: skip
+variants = {held_name[name]: c for name, c in variant_curves(record).items()}
+variant_records = {held_name[name]: v for name, v in record["variants"].items()}
 variants_machine = machine_label(record["machine"])
 step_table = pd.DataFrame(
     {
@@ -544,15 +610,51 @@ step_table = pd.DataFrame(
             "t(1) ms": c(1) * 1e3,
             "tokens/s at one token a step": 1 / c(1),
             **{f"t({n})/t(1)": c(n) / c(1) for n in (2, 4, 8, 16)},
-            "warm-up s": record["variants"][name].get("warmup_seconds"),
+            "warm-up s": variant_records[name].get("warmup_seconds"),
         }
         for name, c in variants.items()
     }
 ).T.rename_axis("build")
-step_table.style.format("{:.2f}", na_rep="–").set_caption(
+renamed = [f"{old} as {new}" for old, new in held_name.items() if old != new]
+display(step_table.style.format("{:.2f}", na_rep="–").set_caption(
     f"{Path(variants_file).name}: measured on {variants_machine}, context {record['context']}, "
-    f"{record['repeats']} repeats"
-)  # fmt: skip
+    f"{record['repeats']} repeats" + (f"; the file's {', '.join(renamed)} (committed before section 5's levers: "
+                                      "the fp32 LM head, separate products)" if renamed else "")
+))  # fmt: skip
+
+# the shape of each quantized build's curve against fp32's (exercise 3 asks what it does to speculation); the file
+# keeps medians only, no spread, so the yardstick is this run's own floor for a ratio of two medians (section 3)
+fp32_name = next(iter(variants))  # the fp32 eager build, the file's first row
+quantized = [name for name, v in variant_records.items() if v["weights"] != "fp32"]
+shape_tol = 2 * noise_level
+shape_parts = []
+steeper_everywhere = []
+for n in (4, 8, 16):
+    base_ratio = variants[fp32_name](n) / variants[fp32_name](1)
+    ratios = {q: variants[q](n) / variants[q](1) for q in quantized}
+    said = {q: compare(r, base_ratio, "steeper", "flatter", "within", rel_tol=shape_tol) for q, r in ratios.items()}
+    count = {w: sum(v == w for v in said.values()) for w in ("steeper", "flatter", "within")}
+    head = (f"at n = {n} the quantized builds' t(n)/t(1) ran {min(ratios.values()):.2f}–{max(ratios.values()):.2f} "
+            f"against {fp32_name}'s {base_ratio:.2f}: ")  # fmt: skip
+    if count["steeper"] == len(ratios):
+        steeper_everywhere.append(n)
+        shape_parts.append(head + "every one steeper, beyond the yardstick")
+    elif count["flatter"] == len(ratios):
+        shape_parts.append(head + "every one flatter, beyond the yardstick")
+    elif count["within"] == len(ratios):
+        shape_parts.append(head + "every one within the yardstick, no order")
+    else:
+        shape_parts.append(head + ", ".join(f"{count[w]} {w}" for w in ("steeper", "flatter", "within") if count[w])
+                           + f" of the {len(ratios)}")  # fmt: skip
+if quantized:
+    display(Markdown(
+        f"The curves' shapes in {Path(variants_file).name}, quantized against {fp32_name} (the file keeps "
+        f"medians only; the yardstick is twice this run's section-1 noise floor, {shape_tol:.0%}, the noise of a "
+        "ratio of two medians here — another run's, so a rough one): " + "; ".join(shape_parts) + ". "
+        + (f"Where they are steeper ({sizes_text(steeper_everywhere)}), fewer bytes cut t(1) more than t(n): a "
+           "draft that deep buys less from speculation on a quantized build than on fp32 (exercise 3)."
+           if steeper_everywhere else "At no n read was every quantized curve steeper than fp32's beyond it.")
+    ))  # fmt: skip
 
 # %% [markdown]
 # The file's fp32 row and section 1's "measured plan" time the same fp32 forward at the same context, but in two
@@ -560,24 +662,11 @@ step_table.style.format("{:.2f}", na_rep="–").set_caption(
 # now. The next cell sets the two t(1) side by side.
 
 # %% tags=["nbval-ignore-output"]
-import subprocess
-
 from specdec_lab.lab.provenance import same_machine
-
-
-def committed_on(path: str) -> str:
-    """The date the file was last committed (git), or '' where no git history is at hand."""
-    try:
-        out = subprocess.run(["git", "log", "-1", "--format=%cs", "--", Path(path).name], cwd=Path(path).parent,
-                             capture_output=True, text=True, timeout=20, check=False)  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
-
 
 base_name = next(iter(variants))  # the fp32 eager build, the file's first row
 file_t1, live_t1 = variants[base_name](1) * 1e3, curves["measured plan"](1) * 1e3
-when = committed_on(variants_file)
+when = committed_at(variants_file, "%cs")
 file_run = (
     f"{Path(variants_file).name}: {'a machine reporting the same CPU' if same_machine(record['machine']) else 'another machine'}, "
     f"{variants_machine}, {record['repeats']} repeats, " + (f"committed {when}" if when else "no date recorded")
@@ -867,7 +956,23 @@ if best is not None:
         f"The fastest speculative method equal to its build's output on every prompt, {best.method}, ran at "
         f"{best.tokens_per_s:.1f} tokens/s: {best.tokens_per_s / llama:.2f}× llama.cpp's plain decoding. "
     )
-Markdown(text + "One run, one machine: the ratios are paired per prompt, their spread is the bench's to give.")
+text += "One run, one machine: the ratios are paired per prompt, their spread is the bench's to give. "
+# the same build and the same anchor in section 4's last file: tokens/s move between runs (the machine's load, the
+# code of the day), so a "× llama.cpp" is read within one run, never across two
+earlier_run = json.loads(Path(builds_bench_files[-1]).read_text())
+earlier = pd.DataFrame(by_build(earlier_run))
+earlier_plain = earlier[(earlier.method == "autoregressive") & (earlier.build == old_build)].tokens_per_s
+earlier_llama = earlier[earlier.method == "llamacpp"].tokens_per_s
+if len(earlier_plain) and len(earlier_llama):
+    e_plain, e_llama = float(earlier_plain.iloc[0]), float(earlier_llama.iloc[0])
+    text += (
+        f"Section 4's {Path(builds_bench_files[-1]).name} ran plain decoding on the same {old_build} build at "
+        f"{e_plain:.1f} tokens/s and llama.cpp at {e_llama:.1f} ({e_plain / e_llama:.2f}×); {Path(levers_bench_file).name} at "
+        f"{plain_by_build[old_build]:.1f} and {llama:.1f} ({plain_by_build[old_build] / llama:.2f}×). Tokens per second move between runs with the "
+        "machine's load and the code of the day, so each \"× llama.cpp\" here is read within its own run, never "
+        "against the other's. "
+    )
+Markdown(text.strip())
 
 # %% [markdown]
 # ## Check your understanding
@@ -1007,12 +1112,12 @@ _ = check("the row counts where every layer runs torch's stock kernel", answer,
 #
 # Divide the numerator and the denominator by t(1): the speed-up is $E[L] / (k\,c + t(k + 1)/t(1))$, since the
 # draft costs a fixed share c of t(1). A cheaper step buys more from speculation only if its t(k + 1)/t(1) is
-# lower — a flatter curve, not a lower t(1). Whether fewer bytes of weights flatten or steepen the curve at
-# k + 1 is not settled at k + 1 = 4 by the file: there its builds' t(n)/t(1) differ by a few percent, with no
-# spread recorded. At 8 and 16 tokens the quantized builds' curves rise more steeply than fp32's in the table of
-# section 4 — their dequantisation work grows with the rows — so for deep drafts fewer bytes buy less than
-# they cut from t(1). Which build comes out highest is a reading of one run's curves, as firm as that run's
-# repeats.
+# lower — a flatter curve, not a lower t(1). Whether fewer bytes of weights flatten or steepen the curve is a
+# measurement, not a rule: the sentence under section 4's builds table reads each quantized build's t(n)/t(1)
+# against fp32's at 4, 8 and 16 tokens, against a yardstick for the noise (the file records medians only). Where
+# a quantized curve is steeper at k + 1, its extra rows pay the dequantisation again, and fewer bytes buy less
+# from speculation than they cut from t(1). Which build comes out highest is a reading of one run's curves, as
+# firm as that run's repeats.
 # </details>
 
 # %% tags=["exercise", "exercise-3"]

@@ -174,17 +174,14 @@ display(pd.DataFrame({
     "share r (drafted / decoded)": share,
 }).rename_axis("B").round(2))  # fmt: skip
 dearest = max(share, key=share.get)
-_exps = [exponent[b] for b in sorted(exponent)]
-# does it rise at every step of B, or only overall?
-_steady = all(x < y for x, y in zip(_exps, _exps[1:], strict=False))
+# every B's exponent is listed; the file records no spread, so neighbouring B are not ordered (the prose above)
 _path = ", ".join(f"{exponent[b]:.2f} at B = {b}" for b in sorted(exponent))
 Markdown(
     compare(
         exponent[large], exponent[small],
-        (f"The exponent rises from {{b:.2f}} at B = {small} to {{a:.2f}} at B = {large}, at every step of B: the wider "
-         "the batch, the more of a step's time its tokens decide. ") if _steady else
-        (f"The exponent is {{b:.2f}} at B = {small} and {{a:.2f}} at B = {large}, but not at every step of B ({_path}): "
-         f"overall, at the widest batch more of a step's time is decided by its tokens than at B = {small}. "),
+        f"The exponent is {{b:.2f}} at B = {small} and {{a:.2f}} at B = {large} ({_path}; with no spread recorded, "
+        f"only the widest batch against the narrowest is read here, not neighbouring B): at the widest batch more of "
+        f"a step's time is decided by its tokens than at B = {small}. ",
         f"The exponent is {{b:.2f}} at B = {small} and {{a:.2f}} at B = {large}: the batch did not bring the step "
         "closer to compute-bound on the file's machine. ",
     )
@@ -649,7 +646,7 @@ from specdec_lab.lab.course import ExerciseError, is_stub
 n_rows = len(batch.grid[0])
 if not is_stub(padding) and (not isinstance(padding, list) or len(padding) != n_rows):
     raise ExerciseError(f"padding per row: not yet — give a list of {n_rows} counts, one per row")
-check("padding steps in total", sum(padding) if isinstance(padding, list) else padding,
+check("padding steps in total (against what `batch.active` implies)", sum(padding) if isinstance(padding, list) else padding,
       len(batch.active) * n_rows - sum(batch.active), close=lambda a, r: a == r)  # what batch.active implies
 # per row, from the prompts' own step counts: a row pads every batch step its prompts did not decode
 _row_of = {cell[0]: b for step in batch.grid for b, cell in enumerate(step) if cell is not None}

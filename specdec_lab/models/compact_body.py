@@ -27,7 +27,7 @@ from .fast_linear import FastLinear, small_linear
 from .quant import COMPUTE, QuantLinear, quant_mm
 from .row_invariance import FORMS
 
-__all__ = ["FAMILY", "CompactBody", "CompileUnavailable", "check_family", "decoder_block", "decoder_layer"]
+__all__ = ["FAMILY", "CompactBody", "CompileUnavailable", "check_family", "decoder_block", "decoder_layer", "slot_ones"]
 
 FAMILY = ("llama", "mistral", "qwen2")  # config.model_type values whose layers `CompactBody` reproduces
 
@@ -113,7 +113,10 @@ class CompactBody(nn.Module):
         return (weights, [lin.bias for lin in lins], packed, self.ln1[i], self.ln2[i], kernels)
 
     def prologue(self, tokens, positions, start, tree_mask, capacity: int):
-        """-> x (B, H) embeddings, cos/sin (B, D) rotations, bias (B, C) additive mask, slots (B,)."""
+        """-> x (B, H) embeddings, cos/sin (B, D) rotations, bias (B, C) additive mask, slots (B,).
+
+        The ones block `_slot_ordered_pv` sums its normaliser with is not made here: a constant inside the
+        graph would be folded away (module docstring of `slot_ones`); the caller passes it."""
         b = tokens.shape[0]
         x = F.embedding(tokens, self.embed)  # (B, H)
         freqs = positions[:, None].float() * self.inv_freq[None]  # (B, D/2)
@@ -140,20 +143,21 @@ class CompactBody(nn.Module):
     def dims(self) -> tuple:
         return (self.n_heads, self.n_kv, self.head_dim, self.scaling, self.eps, self.attention)
 
-    def forward(self, tokens, positions, start, tree_mask, ks: list[torch.Tensor], vs: list[torch.Tensor]):
+    def forward(self, tokens, positions, start, tree_mask, ks: list[torch.Tensor], vs: list[torch.Tensor], ones):
+        """ones: `slot_ones(C)`, an input (not a constant) so that the normaliser's sum stays in slot order."""
         x, cos, sin, bias, slots = self.prologue(tokens, positions, start, tree_mask, ks[0].shape[2])
         hs = [x]
         for i in range(len(self.linears)):
-            x = decoder_layer(x, cos, sin, bias, slots, ks[i], vs[i], *self.layer_args(i, x.shape[0]), self.dims)
+            x = decoder_layer(x, cos, sin, bias, slots, ones, ks[i], vs[i], *self.layer_args(i, x.shape[0]), self.dims)
             hs.append(x)
         return self.epilogue(x, hs)
 
 
-def decoder_block(x, cos, sin, bias, slots, kcs, vcs, args: list, dims: tuple):
+def decoder_block(x, cos, sin, bias, slots, ones, kcs, vcs, args: list, dims: tuple):
     """`decoder_layer` over consecutive layers; -> (x, [each layer's output])."""
     hs = []
     for kc, vc, a in zip(kcs, vcs, args, strict=True):
-        x = decoder_layer(x, cos, sin, bias, slots, kc, vc, *a, dims)
+        x = decoder_layer(x, cos, sin, bias, slots, ones, kc, vc, *a, dims)
         hs.append(x)
     return x, hs
 
@@ -193,9 +197,10 @@ def _linear(x, weight, bias, packed, kernel: str):
     return small_linear(x, weight, bias, kernel=kernel)
 
 
-def decoder_layer(x, cos, sin, bias, slots, kc, vc, ws, bs, packed, ln1, ln2, kernels: tuple, dims: tuple):
+def decoder_layer(x, cos, sin, bias, slots, ones, kc, vc, ws, bs, packed, ln1, ln2, kernels: tuple, dims: tuple):
     """One Llama decoder layer on B rows x (B, H); writes its K/V into kc, vc (1, H_kv, C, D) at `slots`.
 
+    ones: `slot_ones(C)` (the slot-ordered forms' normaliser, `_slot_ordered_pv`).
     ws, bs, packed: the 7 linears' (q, k, v, o, gate, up, down) weights, biases, packed copies; kernels:
     the `fast_linear` kernel of each for B rows; dims: (heads, K/V heads, head dim, scaling, eps, attention
     form: "bmm" | "ordered" | "products", row_invariance.py).
@@ -213,14 +218,17 @@ def decoder_layer(x, cos, sin, bias, slots, kc, vc, ws, bs, packed, ln1, ln2, ke
     v = v.reshape(b, n_kv, d).transpose(0, 1)
     q = q * cos + _rotate_half(q) * sin
     k = k * cos + _rotate_half(k) * sin
-    kc[0].index_copy_(1, slots, k)  # the cache buffers are updated in place
-    vc[0].index_copy_(1, slots, v)
+    # the cache buffers are updated in place. Written on the 4-d buffer, not on its view kc[0]: inductor
+    # re-inplaces the functionalized copy of a graph input it can see whole, but wrote kc[0].index_copy_ as
+    # clone the whole layer's cache, scatter the B rows, copy it back — passes over C slots, not B
+    kc.index_copy_(2, slots, k[None])
+    vc.index_copy_(2, slots, v[None])
     # grouped-query attention without copying K/V: the g query heads of a K/V head share its keys
     qg = q.reshape(n_kv, g * b, d)  # (Hkv, g·B, D); head h = kv·g + r
     scores = _attend(qg, kc[0].transpose(1, 2), form, g) * scaling  # (Hkv, g·B, C)
     scores = scores.view(n_kv, g, b, cap) + bias
     if form in ("ordered", "products"):  # softmax and p·V summed in slot order (row_invariance.py)
-        o = _slot_ordered_pv(scores.view(n_kv, g * b, cap), vc[0])
+        o = _slot_ordered_pv(scores.view(n_kv, g * b, cap), vc[0], ones)
     else:
         probs = torch.softmax(scores.float(), dim=-1).to(x.dtype).view(n_kv, g * b, cap)
         o = _attend(probs, vc[0], form, g)
@@ -245,19 +253,32 @@ def _attend(a, m, form: str, g: int):
     return a @ m
 
 
-def _slot_ordered_pv(scores, v):
+def _slot_ordered_pv(scores, v, ones):
     """softmax(scores) @ v with both sums over the C cache slots in slot order: scores (Hkv, R, C) with −inf
-    at masked slots, v (Hkv, C, D) -> (Hkv, R, D).
+    at masked slots, v (Hkv, C, D), ones `slot_ones(C)` (C, ONES) -> (Hkv, R, D).
 
-    o = Σ_j e_j v_j / Σ_j e_j with e_j = exp(s_j − max s). Appending a ones column to v makes the
-    normaliser the (D+1)-th output of the same reduction, which inductor runs as one sequential loop over j
-    for each output (vectorised across outputs, not across slots). A masked slot adds an exact zero, so a
-    tree node whose ancestors sit at slots (0, 2, 7) sums the same terms in the same order as one-row
-    decoding with them at (0, 1, 2): the result does not depend on where the other branches' keys lie."""
+    o = Σ_j e_j v_j / Σ_j e_j with e_j = exp(s_j − max s). Inductor runs each reduction as one sequential loop
+    over j for each output (vectorised across the D outputs, not across slots), so a masked slot adds an
+    exact zero and a tree node whose ancestors sit at slots (0, 2, 7) sums the same terms in the same order as
+    one-row decoding with them at (0, 1, 2): the result does not depend on where the other branches' keys
+    lie. The normaliser Σ_j e_j must be summed the same way: as Σ_j e_j · 1 over a (C, ONES) block of ones
+    (a vector's width of outputs), whose loop is the numerators' loop. Summed as `e.sum(-1)` — or over a
+    ones constant, which inductor folds into that — it would be vectorised across slots, a lane per slot
+    residue, and a node's terms would meet in another order than one-row decoding's. (Appending the ones
+    column to v instead, `torch.cat([v, 1])`, costs a copy of the whole V cache per layer and call.)"""
     e = torch.exp(scores - scores.amax(-1, keepdim=True))  # (Hkv, R, C); the max is exact in any order
-    v1 = torch.cat([v, torch.ones_like(v[..., :1])], -1)  # (Hkv, C, D + 1)
-    nd = (e[:, :, :, None] * v1[:, None, :, :]).sum(-2)  # (Hkv, R, D + 1): numerators, then the normaliser
-    return nd[..., :-1] / nd[..., -1:]
+    num = (e[:, :, :, None] * v[:, None, :, :]).sum(-2)  # (Hkv, R, D)
+    den = (e[:, :, :, None] * ones[None, None]).sum(-2)[..., :1]  # (Hkv, R, 1): lane 0 of ONES equal sums
+    return num / den
+
+
+ONES = 16  # columns of the normaliser's ones block: one AVX-512 vector of fp32 (two of AVX2)
+
+
+def slot_ones(capacity: int, dtype=torch.float32, device=None) -> torch.Tensor:
+    """The (C, ONES) ones block `_slot_ordered_pv` sums the softmax normaliser with; pass it into a compiled
+    graph as an input — created inside the graph it is a constant that inductor folds away."""
+    return torch.ones(capacity, ONES, dtype=dtype, device=device)
 
 
 @torch.library.custom_op("specdec_lab::onednn_linear", mutates_args=())

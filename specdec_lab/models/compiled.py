@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..kv_cache import KVCache
-from .compact_body import CompactBody, CompileUnavailable, check_family, decoder_block
+from .compact_body import CompactBody, CompileUnavailable, check_family, decoder_block, slot_ones
 from .quant import QuantLinear
 from .row_invariance import attention_form, invariant_kernels
 
@@ -120,6 +120,8 @@ class CompiledStep:
     compile_seconds: float = 0.0
     compiled: set = field(default_factory=set)
     _fns: dict = field(default_factory=dict, repr=False)
+    _ones: dict = field(default_factory=dict, repr=False)  # (capacity, dtype, device) -> slot_ones
+    _seen: set = field(default_factory=set, repr=False)  # call signatures run before (`forward`: guards skipped)
 
     def _fn(self):
         if not self._fns:
@@ -137,12 +139,16 @@ class CompiledStep:
                 blk = torch.compile(decoder_block, fullgraph=True, dynamic=False, options=options)
                 prologue = torch.compile(body.prologue, fullgraph=True, dynamic=False)
 
-                def run(tokens, positions, start, tree_mask, ks, vs):
+                block_args: dict = {}  # (first layer, rows) -> the block's layer_args: the plans are fixed by now
+
+                def run(tokens, positions, start, tree_mask, ks, vs, ones):
                     x, cos, sin, bias, slots = prologue(tokens, positions, start, tree_mask, ks[0].shape[2])
                     hs = [x]
                     for i in range(0, len(ks), k):
-                        args = [body.layer_args(j, x.shape[0]) for j in range(i, i + k)]
-                        x, h = blk(x, cos, sin, bias, slots, ks[i : i + k], vs[i : i + k], args, body.dims)
+                        args = block_args.get((i, x.shape[0]))
+                        if args is None:
+                            args = block_args[i, x.shape[0]] = [body.layer_args(j, x.shape[0]) for j in range(i, i + k)]
+                        x, h = blk(x, cos, sin, bias, slots, ones, ks[i : i + k], vs[i : i + k], args, body.dims)
                         hs += h
                     return body.epilogue(x, hs)
 
@@ -205,11 +211,15 @@ class CompiledStep:
         # one graph per bucket x capacity, for every model in the process: more than dynamo's
         # default of 8 compiled variants of one function (CompactBody.forward)
         limits = {"recompile_limit": RECOMPILE_LIMIT, "accumulated_recompile_limit": RECOMPILE_LIMIT}
-        args = (tokens, positions, torch.tensor(start, device=dev), tree_mask.to(dev),
-                [layer._k for layer in layers_], [layer._v for layer in layers_])  # fmt: skip
+        args = (tokens, positions, torch.tensor(start, device=dev), tree_mask.to(dev), [layer._k for layer in layers_],
+                [layer._v for layer in layers_], self._ones_for(layers_[0]._v))  # fmt: skip
+        # a call like one made before (bucket, capacity, grad mode): dynamo checks only the guards that tell
+        # its cached graphs apart (shapes, modes), not the hundreds of tensor guards of the weights (the
+        # static-step contract: the same model and buffers call by call) — a few hundred µs a token
+        sig = (key, torch.is_inference_mode_enabled(), torch.is_grad_enabled())
         try:
             with torch._dynamo.config.patch(**limits):
-                hidden, states = self._fn()(*args)
+                hidden, states = self._call(args, skip_guards=sig in self._seen)
         except Exception as err:  # an op or a toolchain inductor rejects: say so once, then eager (verify_tree)
             if t0 is None:
                 raise  # a graph that compiled and ran before: a real error
@@ -224,11 +234,32 @@ class CompiledStep:
         if t0 is not None:
             self.compile_seconds += time.perf_counter() - t0
             self.compiled.add(key)
+        self._seen.add(sig)
         for layer in layers_:  # the real nodes are written; the dummies' slots lie past the new length
             layer.length = start + n
         if not feature_layers:
             return hidden[:n], None
         return hidden[:n], torch.stack([states[layer][:n] for layer in feature_layers], dim=1)  # (N, F, H)
+
+    def _call(self, args: tuple, skip_guards: bool):
+        """The compiled body on `args`; skip_guards: with dynamo's `skip_guard_eval_unsafe` stance, and where
+        that finds no graph for the call after all (a guard it skipped mattered), once more with every guard."""
+        if skip_guards:
+            try:
+                with torch.compiler.set_stance("default", skip_guard_eval_unsafe=True):
+                    return self._fn()(*args)
+            except RuntimeError as err:
+                if "skip_guard_eval_unsafe" not in str(err):
+                    raise
+        return self._fn()(*args)
+
+    def _ones_for(self, v: torch.Tensor) -> torch.Tensor:
+        """The (C, ONES) ones block for a V cache buffer v (1, H_kv, C, D) (`compact_body.slot_ones`), made once
+        per capacity, dtype and device."""
+        key = (v.shape[2], v.dtype, v.device)
+        if key not in self._ones:
+            self._ones[key] = slot_ones(v.shape[2], v.dtype, v.device)
+        return self._ones[key]
 
     def _prepare(self, cache: KVCache, needed: int) -> None:
         """Allocate (an empty prompt: nothing prefilled) or grow the buffers to a power-of-two capacity."""

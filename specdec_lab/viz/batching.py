@@ -122,14 +122,14 @@ def rows_mask_figure(mask, lengths, title: str = "One forward over every row: wh
 
     b = mask.shape[0]
     fig = make_subplots(rows=1, cols=b, subplot_titles=[f"row {r} (P_b = {lengths[r]})" for r in range(b)],
-                        horizontal_spacing=0.04)  # fmt: skip
+                        horizontal_spacing=0.06)  # fmt: skip
     for r in range(b):
         seen = (mask[r, 0] == 0).int().tolist()  # (N, S) 1 where the node attends
         cells = go.Heatmap(z=seen, colorscale=[[0, "#f4f4f4"], [1, "#1f4e99"]], showscale=False,
                            hovertemplate="node %{y}, slot %{x}: %{z}<extra></extra>")  # fmt: skip
         fig.add_trace(cells, row=1, col=r + 1)
         fig.add_vline(x=lengths[r] - 0.5, line_dash="dash", line_color="#d62728", row=1, col=r + 1)
-        fig.update_yaxes(autorange="reversed", dtick=1, row=1, col=r + 1, title_text="node" if r == 0 else None)
+        fig.update_yaxes(autorange="reversed", dtick=1, row=1, col=r + 1, title_text="node")
         fig.update_xaxes(title_text="cache slot", row=1, col=r + 1)
     fig.update_layout(template=TEMPLATE, title=title, width=WIDTH, height=330)
     return fig

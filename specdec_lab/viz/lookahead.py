@@ -266,7 +266,7 @@ def lookahead_mask_figure(
         width=min(950, max(size + 80, 620)),  # at most the output area of a laptop screen
         height=26 * len(labels) + 220,
         margin={"t": 190},
-        xaxis={"type": "category", "side": "top", "tickangle": -60},
+        xaxis={"type": "category", "side": "top", "tickangle": -60, "title": "key node"},
         yaxis={"type": "category", "autorange": "reversed", "title": "query node"},
     )
     return fig

@@ -175,6 +175,7 @@ def cost_figure(
                 mode="markers",
                 marker={"color": color, "size": 9},
                 text=labels,
+                name=f"grid points on {name}",
                 showlegend=False,
                 hovertemplate="%{text}: n̄ = %{x:.1f}, ×%{y:.2f}<extra></extra>",
             ),
@@ -188,7 +189,7 @@ def cost_figure(
         )
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray", row=2, col=1)
     fig.update_xaxes(title_text="tokens in one forward n", row=1, col=1)
-    fig.update_xaxes(tickangle=-60, tickfont={"size": 9}, row=2, col=1)
+    fig.update_xaxes(title_text="grid point (W, N, G)", tickangle=-60, tickfont={"size": 9}, row=2, col=1)
     fig.update_yaxes(title_text="× t(1)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="speed-up", rangemode="tozero", row=2, col=1)
     fig.update_layout(
@@ -229,7 +230,7 @@ def paper_sizes_figure(results: dict, title: str | None = None) -> go.Figure:
                 row=1, col=col,
             )  # fmt: skip
     fig.add_hline(y=1.0, line_dash="dash", line_color="gray", row=1, col=2)
-    fig.update_xaxes(tickangle=-35)
+    fig.update_xaxes(tickangle=-35, title_text="prompt: category (question id)")
     fig.update_yaxes(title_text="mean accepted τ<br>(tokens per forward, bonus incl.)", row=1, col=1)
     fig.update_yaxes(title_text="× autoregressive", row=1, col=2)
     where = (results.get("machine") or {}).get("cpu") or "a CPU"  # the bench's machine, not the one drawing it

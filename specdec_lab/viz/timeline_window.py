@@ -17,7 +17,8 @@ import re
 
 import plotly.graph_objects as go
 
-from .timeline import timeline_figure
+from ..text import visible
+from .timeline import ROLE_NAMES, timeline_figure, timeline_rows
 
 __all__ = ["is_partial", "first_partial_step", "window_start", "step_window", "timeline_window_figure"]
 
@@ -79,4 +80,18 @@ def timeline_window_figure(
             trace.hovertext = [_renumber(h, first) for h in trace.hovertext]
     names = [f"step {first + i}" for i in range(len(window.steps))]
     fig.update_yaxes(categoryarray=names)
+    fig.update_yaxes(title_text="step (one target forward)", row=1, col=1)  # shared: the right panel's rows too
+    # each token box whole (a long piece shrinks to fit its box rather than being cut short), in the order
+    # timeline_figure fills its token traces: per row, its drafted nodes, then its bonus
+    labels: dict[str, list[str]] = {role: [] for role in ROLE_NAMES}
+    for r in timeline_rows(window, tokenizer, max_steps=count):
+        for role, piece in r["drafted"]:
+            labels[role].append(visible(piece))
+        if r["bonus"] is not None:
+            labels["target"].append(visible(r["bonus"]))
+    by_name = {ROLE_NAMES[role]: texts for role, texts in labels.items()}
+    for trace in fig.data:
+        texts = by_name.get(trace.name)
+        if texts is not None and trace.text is not None and len(trace.text) == len(texts):
+            trace.text = texts
     return fig

@@ -72,6 +72,8 @@ builds_bench_files: list[str] = [  # bench runs over builds (section 4), each it
 ]
 profile_file: str = "../data/bench/avx512-profile-head-fused.json"  # python -m specdec_lab.bench.profile_step (§5)
 levers_bench_file: str = "../data/bench/avx512-file-bytes-21.json"  # the head and fusion levers, llama.cpp (§5)
+step_levers_file: str = "../data/bench/avx512-step-levers.json"  # what a call pays besides its kernels (§5)
+step_bench_file: str = "../data/bench/avx512-step-levers-21.json"  # every method on the new step, llama.cpp (§5)
 
 # %%
 from specdec_lab import load_model
@@ -973,6 +975,129 @@ if len(earlier_plain) and len(earlier_llama):
         "against the other's. "
     )
 Markdown(text.strip())
+
+# %% [markdown]
+# ### What a call pays besides its kernels
+#
+# With the bytes cut, a kernel-level profile of the compiled step (inductor's per-kernel profiling, a cache of
+# 1024 slots) still showed time that no weight accounts for, and three places in the code it came from:
+#
+# - **Copies of the cache inside the graph.** Each layer wrote its new K/V rows with `kc[0].index_copy_(…)`;
+#   inductor turned that in-place write into *clone the whole cache, scatter the B rows, copy it back*, and the
+#   attention's normaliser (a column of ones appended to V, so that Σ e_j is summed in slot order, section 2)
+#   copied the whole V cache once more. The cache is now written on its whole 4-d buffer (inductor writes
+#   only the B rows in place) and the normaliser is summed over a separate block of ones passed into the graph
+#   — the same sums in the same order, bit for bit (`compact_body._slot_ordered_pv`).
+# - **Python per call.** Every block rebuilt its 6 layers' argument lists on every call; now once per bucket.
+# - **Guards.** Before running a graph, dynamo checks its guards — the shapes, dtypes and modes of the hundreds
+#   of weight tensors a block takes — 6 times a token. A call like one made before now checks only the
+#   guards that tell its graphs apart (dynamo's `skip_guard_eval_unsafe` stance, with a fall-back to every
+#   guard; `specdec_lab.models.compiled`, module docstring).
+#
+# `step_levers_file` times each change on top of the one before, one process per version of the code (a git
+# worktree each), the versions rotated over rounds: plain decoding's tokens/s and one compiled forward of 1
+# and 8 tokens.
+
+# %% tags=["nbval-ignore-output"]
+step_levers = json.loads(Path(step_levers_file).read_text())
+lever_rows = []
+for label, v in step_levers["variants"].items():
+    row = {"code": label}
+    for key, name in (("ar_tokens_per_s", "plain tokens/s"), ("step_ms_b1", "forward ms, 1 token"),
+                      ("step_ms_b8", "forward ms, 8 tokens")):  # fmt: skip
+        runs = v[key]["runs"]
+        row[name] = v[key]["median"]
+        row[name + " spread"] = (max(runs) - min(runs)) / v[key]["median"] if v[key]["median"] else float("nan")
+    lever_rows.append(row)
+lever_table = pd.DataFrame(lever_rows).set_index("code")
+display(Markdown(f"**{Path(step_levers_file).name}**, measured on {machine_label(step_levers['machine'])}: "
+                 f"{step_levers['command']}"))  # fmt: skip
+lever_table.round(3)
+
+# %% tags=["nbval-ignore-output"]
+def lever_sentence(table: pd.DataFrame, column: str, higher_is_better: bool) -> str:
+    """Each change against the code before it: the median ratio, judged against the larger of the two rows'
+    spreads (max − min over the rounds, relative to the median)."""
+    parts = []
+    names = list(table.index)
+    for before_name, after_name in zip(names, names[1:], strict=False):
+        a, b = table.loc[before_name], table.loc[after_name]
+        ratio = b[column] / a[column] if higher_is_better else a[column] / b[column]
+        noise = max(a[column + " spread"], b[column + " spread"])
+        verdict = "within the rounds' spread" if abs(ratio - 1) <= noise else ("faster" if ratio > 1 else "slower")
+        parts.append(f"{after_name.lstrip('+ ')}: {ratio:.2f}× ({verdict}, spread {noise:.0%})")
+    return "; ".join(parts)
+
+
+first, last = lever_table.iloc[0], lever_table.iloc[-1]
+Markdown(
+    f"Plain decoding, each change against the code before it — {lever_sentence(lever_table, 'plain tokens/s', True)}. "
+    f"All together: {last['plain tokens/s']:.1f} tokens/s against {first['plain tokens/s']:.1f} "
+    f"({last['plain tokens/s'] / first['plain tokens/s']:.2f}×); one forward of 1 token "
+    f"{first['forward ms, 1 token']:.1f} → {last['forward ms, 1 token']:.1f} ms, of 8 tokens "
+    f"{first['forward ms, 8 tokens']:.1f} → {last['forward ms, 8 tokens']:.1f} ms. None of them reads a byte less "
+    "of weights: they are what the step paid on top of the bytes."
+)
+
+# %% [markdown]
+# One more bench run (`step_bench_file`) timed every method on the new step — the int4 build with the Q8_0
+# head, the stacked products and the three changes above — beside llama.cpp's plain decoding of the same file,
+# rotated per prompt. Each "× llama.cpp" is paired per prompt (a bootstrap interval over the prompts), and
+# every speculative method is compared with this build's autoregressive output (`identical`).
+
+# %% tags=["nbval-ignore-output"]
+from specdec_lab.bench.report import speedup_interval
+
+step_run = json.loads(Path(step_bench_file).read_text())
+step_methods = pd.DataFrame(by_build(step_run))
+llama_rows = [r for r in step_run["rows"] if r["method"] == "llamacpp"]
+step_llama = float(step_methods[step_methods.method == "llamacpp"].tokens_per_s.iloc[0])
+step_ours = step_methods[step_methods.build != "anchor"].copy()
+
+
+def vs_llama(label: str) -> tuple[float, float] | None:
+    return speedup_interval([r for r in step_run["rows"] if r["method"] == label], llama_rows)
+
+
+step_ours["× llama.cpp"] = step_ours.tokens_per_s / step_llama
+step_ours["× llama.cpp, 95%"] = [
+    "[{:.2f}, {:.2f}]".format(*iv) if (iv := vs_llama(m)) else "–" for m in step_ours.method
+]
+display(Markdown(f"**{Path(step_bench_file).name}**: {step_run['prompts_done']} prompts, "
+                 f"{step_run['config']['max_new_tokens']} new tokens, measured on "
+                 f"{machine_label(step_run['machine'])}; llama.cpp {step_llama:.1f} tokens/s"))  # fmt: skip
+step_ours.set_index("method")[["build", "tokens_per_s", "× llama.cpp", "× llama.cpp, 95%", "speedup_own",
+                               "identical"]].round(2)  # fmt: skip
+
+# %% tags=["nbval-ignore-output"]
+TARGET_PLAIN, TARGET_BEST = 0.8, 1.2  # issue 57's targets, × llama.cpp's plain decoding
+plain_new = step_ours[step_ours.method == "autoregressive"].iloc[0]
+exact_step = step_ours[(step_ours.method != "autoregressive") & (step_ours.identical == 1.0)]
+best_step = exact_step.loc[exact_step.tokens_per_s.idxmax()] if len(exact_step) else None
+
+
+def against(label: str, target: float) -> str:
+    iv = vs_llama(label)
+    if iv is None:
+        return "no interval"
+    if iv[0] >= target:
+        return f"above {target}× beyond the interval [{iv[0]:.2f}, {iv[1]:.2f}]"
+    if iv[1] < target:
+        return f"below {target}× beyond the interval [{iv[0]:.2f}, {iv[1]:.2f}]"
+    return f"{target}× inside the interval [{iv[0]:.2f}, {iv[1]:.2f}]: not settled by this run"
+
+
+text = (f"Plain decoding on the new step: {plain_new.tokens_per_s:.1f} tokens/s, {plain_new['× llama.cpp']:.2f}× "
+        f"llama.cpp's plain decoding ({against('autoregressive', TARGET_PLAIN)}). ")  # fmt: skip
+not_identical = sorted(step_ours[step_ours.identical < 1.0].method)
+if best_step is not None:
+    text += (f"The fastest speculative method equal to this build's output on every prompt, {best_step.method}, "
+             f"{best_step.tokens_per_s:.1f} tokens/s: {best_step['× llama.cpp']:.2f}× "
+             f"({against(best_step.method, TARGET_BEST)}). ")  # fmt: skip
+if not_identical:
+    text += f"Not identical on every prompt: {', '.join(not_identical)} (the table's `identical`). "
+text += "Both against this run's own llama.cpp rows; the machine is named above."
+Markdown(text)
 
 # %% [markdown]
 # ## Check your understanding

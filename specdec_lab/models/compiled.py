@@ -41,6 +41,16 @@ without it; `python -m specdec_lab.bench.compile_levers` times them, the whole-g
 against the shipped blocks in one loop, each with its compile seconds (results in data/curves/, not here). Trees
 larger than the largest bucket are cut to it by the loop (`Tree.truncate_nodes`).
 
+What a call costs besides its kernels (issue 57's profile, `python -m specdec_lab.bench.profile_step`): dynamo
+evaluates every guard of a graph before running it — for a block, the shapes, dtypes and modes of hundreds of
+weight tensors — several times a token. The step is static by contract (one model, its buffers, a bucket and a
+capacity), so a call whose (bucket, capacity, grad mode) ran before runs under dynamo's
+`skip_guard_eval_unsafe` stance, which checks only the guards that tell the cached graphs apart; where that
+finds no graph (a guard it skipped mattered after all) the call is made again with every guard (`_call`). Each
+block's per-layer arguments are built once per bucket, not per call. Inside the graph the K/V writes and the
+attention's sums are written so that inductor touches only the B new rows of the cache and reads it once
+(`compact_body.decoder_layer`, `_slot_ordered_pv`).
+
 Where compiling is not possible (no C++ compiler, an architecture outside the Llama family, a sliding
 window), `compiled_step` raises `CompileUnavailable` with the reason and `generate(..., compile=True)` warns
 and decodes eagerly; where torch.compile itself fails on a graph (an op or a toolchain inductor rejects), the

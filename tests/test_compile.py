@@ -269,3 +269,25 @@ def test_compile_levers_time_every_option_in_one_loop(target):
     assert record["whole"]["options"] == {"block": 0} and record["whole"]["compile_seconds"] > 0
     curves = {name: CostCurve.from_dict(v) for name, v in record.items()}  # each lever's curve, in the record
     assert all(c.sizes == [1, 2] and c.context == 4 and min(c.seconds) > 0 for c in curves.values())
+
+
+def test_a_call_seen_before_skips_guards_and_a_new_grad_mode_still_gets_its_graph(target, step):
+    """`CompiledStep` runs a call whose (bucket, capacity, grad mode) it ran before with dynamo's guards skipped;
+    the same call under another grad mode (a graph dynamo must tell apart) still finds or compiles its own, and
+    every mode gives the same hidden states. The cache is written at exactly the new slots (the in-place write)."""
+    tree = random_tree(random.Random(3), 5)
+    ctx = torch.arange(12) * 5 % 256
+    outs, modes = [], [torch.inference_mode, torch.no_grad, torch.inference_mode, torch.no_grad]
+    for mode in modes:
+        cache = KVCache.for_model(target, capacity=step.capacity)
+        with mode():
+            prefill(target, cache, ctx)
+            before = cache.layers[0]._v.clone()
+            hidden, _ = step.forward(cache, tree.tokens, 12 + tree.depths, tree.mask)
+            outs.append(hidden.clone())
+            after = cache.layers[0]._v.clone()
+        changed = (before != after).any(-1).any(1)[0]  # (C,) slots whose values moved
+        assert changed.nonzero().flatten().tolist() == list(range(12, 12 + 8))  # the bucket's 8 slots, no others
+    assert len({sig[1:] for sig in step._seen if sig[0] == (8, step.capacity)}) >= 2  # both modes ran, each seen
+    for out in outs[1:]:
+        assert torch.equal(out, outs[0])

@@ -165,6 +165,10 @@ def test_02_exercise_2_is_not_passed_by_handing_back_p():
         "    return torch.stack([kept, (1 - kept.sum()) * residual(p, q, 0)])"
     )
     fails(ex, with_reference, ns02_position)
+    imported = (  # the reference the markdown names, imported under a name of the answer's own
+        "from specdec_lab.lab.chain_exercise import branch_reference as _b\ndef branches(p, q):\n    return _b(p, q)"
+    )
+    fails(ex, imported, ns02_position)
     ns = ns02_position()
     run(ex["exercise"], ex["solution"], ex["check"], namespace=ns)
     assert "branch_reference" not in ns  # the reference stays under a private module name: not in scope for a rerun
@@ -224,6 +228,20 @@ def test_02_exercise_3_refuses_the_library_rule(rule):
     ex = exercise("02_speculative_sampling", 3)
     fails(ex, f"def my_accept(tree, logits, sampling, coins, **kw):\n    return accept.{rule}(tree, logits, sampling, "
           "coins=coins)\n", ns02_chain)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "call",
+    ['accept.ACCEPT_RULES["multi_draft"](tree, logits, sampling, coins=coins)',
+     'accept.get_accept_rule("multi_draft")(tree, logits, sampling, coins=coins)',
+     'accept.tree_rules._walk(tree, logits, sampling, coins, "sampled")',
+     "__import__('specdec_lab.accept.tree_rules', fromlist=['x']).accept_exact(tree, logits, sampling, coins=coins)"],
+)  # fmt: skip
+def test_02_exercise_3_refuses_a_library_rule_reached_another_way(call):
+    """A rule reached through the registry, a private walker or an import of the answer's own runs the library's
+    code: the check records it by its code, not its name."""
+    ex = exercise("02_speculative_sampling", 3)
+    fails(ex, f"def my_accept(tree, logits, sampling, coins, **kw):\n    return {call}\n", ns02_chain)
 
 
 def test_02_exercise_3_refuses_a_rule_that_never_accepts():
@@ -329,6 +347,18 @@ def test_03_exercise_2_stub_fails_and_solution_passes():
         "    torch.optim.Adam([w], lr=lr).step()\n    return w.detach()\n" + SURVIVES
     )
     fails(ex, copied, ns03)
+    aliased = (  # the same, under an alias bound outside the function: no name of it in the function's code
+        "from torch.optim import Adam as _A\n"
+        "def adam_first_update(grad):\n    w = torch.zeros_like(grad, requires_grad=True)\n    w.grad = grad.clone()\n"
+        "    _A([w], lr=lr).step()\n    return w.detach()\n" + SURVIVES
+    )
+    fails(ex, aliased, ns03)
+    list_by_adam = (  # a right update, but the list computed with torch.optim.Adam directly
+        RIGHT_ADAM + "def _adam(x):\n    w = torch.zeros_like(x, requires_grad=True)\n    w.grad = x.clone()\n"
+        "    torch.optim.Adam([w], lr=lr).step()\n    return w.detach()\n"
+        "survives = [i for i in range(len(g)) if not torch.isclose(_adam(lam * g)[i], _adam(g)[i], rtol=1e-3, atol=0)]"
+    )
+    fails(ex, list_by_adam, ns03)
     fails(ex, "survives = [4, 5]", ns03)  # the list alone: the update function is still a stub
     passes(ex, ns03)
 

@@ -343,6 +343,7 @@ def test_06_exercise_1_the_typical_threshold():
         "if float(p[x]) > max(ex_epsilon, ex_delta * math.exp(-H))]",
         "section 4's thresholds": head + "answer = [x for x in range(len(p)) "
         "if float(p[x]) > min(epsilon, delta * math.exp(-H))]",
+        "every token": "answer = list(range(drift_vocab))",
     })  # fmt: skip
     run(ex, _ns_06(), ex["solution"])
 

@@ -144,10 +144,21 @@ def test_10_exercise_2_the_vocabulary_that_buys_the_most():
     fails(ex, None, ns10_vocab)
     # the coverage ignored: a drafter could name every token
     fails(ex, "answer = {m: max([1.0] + [(1 - alpha ** (k + 1)) / (1 - alpha) / (k * c + 1) for k in range(1, 17)]) "
-          "for m, c in zip(tradeoff.sizes, tradeoff.c)}", ns10_vocab)  # fmt: skip
+          "for m, c in zip(tradeoff.sizes, tradeoff.c)}\nbest = max(answer, key=answer.get)", ns10_vocab)  # fmt: skip
     # the reference called: refused whatever its value
     fails(ex, "answer = {m: chain_speedup(alpha * cov, c)[0] for m, c, cov in "
-          "zip(tradeoff.sizes, tradeoff.c, tradeoff.coverage)}", ns10_vocab)  # fmt: skip
+          "zip(tradeoff.sizes, tradeoff.c, tradeoff.coverage)}\nbest = max(answer, key=answer.get)",
+          ns10_vocab)  # fmt: skip
+    # the verify step left out of a step's cost: k draft steps alone
+    fails(ex, "answer = {m: max([1.0] + [(1 - (alpha * cov) ** (k + 1)) / (1 - alpha * cov) / max(k * c, 1e-9) "
+          "for k in range(1, 17)]) for m, c, cov in zip(tradeoff.sizes, tradeoff.c, tradeoff.coverage)}\n"
+          "best = max(answer, key=answer.get)", ns10_vocab)  # fmt: skip
+    right = ("answer = {m: max([1.0] + [(1 - (alpha * cov) ** (k + 1)) / (1 - alpha * cov) / (k * c + 1) "
+             "for k in range(1, 17)]) for m, c, cov in zip(tradeoff.sizes, tradeoff.c, tradeoff.coverage)}\n")
+    # the right speed-ups, the winner guessed as either end (here it is neither)
+    for guess in ("max(tradeoff.sizes)", "min(tradeoff.sizes)"):
+        fails(ex, right + f"best = {guess}", ns10_vocab)
+    fails(ex, right + "best = max(answer.values())", ns10_vocab)  # the speed-up, not the M
     passes(ex, ns10_vocab)
 
 
@@ -195,17 +206,35 @@ def test_11_exercise_1_checked_where_the_target_probability_is_not_the_answer():
     fails(ex, "def emitted(ch):\n    first = enumerate_outcomes(lambda coins: next((j for j, a in enumerate(ch) "
           "if coins.accept(a, 1.0)), None))\n    return [first.get(j, 0.0) for j in range(len(ch))]\n"
           "answer = {n: emitted(c) for n, c in chance_sets.items()}", ns11)  # fmt: skip
+    # the right P(j), the question answered wrong: swapped, or "equal" for both sets
+    for dep in ("[False, True]", "[True, True]"):
+        fails(ex, right + f"answer = {{n: emitted(c) for n, c in chance_sets.items()}}\n"
+              f"equals_p = dict(zip(chance_sets, {dep}))", ns11)  # fmt: skip
     passes(ex, ns11)
 
 
 def test_11_exercise_2_not_the_residual_printed_above():
     ex = exercise("11_sampling_on_trees", 2)
     fails(ex, None, ns11_sampled)
+    right_dep = "\ndepends = True"
     # the residual after the first sampled sibling, in scope from exercise 1: the root's, at T = 1
-    fails(ex, "answer = torch.tensor(sampled['steps'][1]['residual'])", ns11_sampled)
-    fails(ex, "answer = residual(p_ctx, q_ctx, x)", ns11_sampled)  # the reference called
-    # the one-hot residual: x's mass removed, q ignored
-    fails(ex, "answer = p_ctx.clone(); answer[x] = 0; answer = answer / answer.sum()", ns11_sampled)
+    fails(ex, "answer = torch.tensor(sampled['steps'][1]['residual'])" + right_dep, ns11_sampled)
+    fails(ex, "answer = residual(residual(p_ctx, q_ctx, x1), q_ctx, x2)" + right_dep, ns11_sampled)  # reference called
+    # the chain's residual once: only the first rejection
+    fails(ex, "left = (p_ctx - q_ctx).clamp(min=0.0)\nanswer = left / left.sum()" + right_dep, ns11_sampled)
+    # the multi-draft rule twice: q left unchanged after x1 was drawn
+    fails(ex, "left = (p_ctx - q_ctx).clamp(min=0.0)\nr1 = left / left.sum()\nleft = (r1 - q_ctx).clamp(min=0.0)\n"
+          "answer = left / left.sum()" + right_dep, ns11_sampled)  # fmt: skip
+    # q2 with x2 removed too (the third sibling's q, not the one x2 was drawn from)
+    fails(ex, "left = (p_ctx - q_ctx).clamp(min=0.0)\nr1 = left / left.sum()\nq2 = q_ctx.clone()\nq2[[x1, x2]] = 0\n"
+          "q2 = q2 / q2.sum()\nleft = (r1 - q2).clamp(min=0.0)\nanswer = left / left.sum()" + right_dep,
+          ns11_sampled)  # fmt: skip
+    # the one-hot residual twice: the rejected tokens' mass removed, q ignored
+    fails(ex, "answer = p_ctx.clone(); answer[[x1, x2]] = 0; answer = answer / answer.sum()" + right_dep, ns11_sampled)
+    # the right residual, the question answered as on a chain (no dependence on the rejected token)
+    fails(ex, "left = (p_ctx - q_ctx).clamp(min=0.0)\nr1 = left / left.sum()\nq2 = q_ctx.clone()\nq2[x1] = 0\n"
+          "q2 = q2 / q2.sum()\nleft = (r1 - q2).clamp(min=0.0)\nanswer = left / left.sum()\ndepends = False",
+          ns11_sampled)  # fmt: skip
     passes(ex, ns11_sampled)
 
 

@@ -208,7 +208,7 @@ def ns14() -> dict:
             {"method": "eagle3", "k": 4, "survival": [0.44, 0.18, 0.11, 0.08], "drafted": 0.97, "draft_cost": 0.07,
              "steps": 208, "tokens": 390}]  # fmt: skip
     lab = pd.DataFrame(runs).set_index("method")
-    lab["E[L] at k"] = 1 + lab["survival"].map(sum)
+    lab["τ at k"] = 1 + lab["survival"].map(sum)
     rows = [{"batch_size": b, "methods": {"eagle3": {"k": k, "speedup": 1.1}}} for b, k in ((1, 1), (2, 1), (4, 2))]
     record = {
         "policy": {"lab": {"runs": runs}, "by_batch_size": rows},
@@ -230,7 +230,7 @@ def test_14_exercise_1_expected_tokens_from_survival_shares():
     ex = exercise("14_serving", 1)
     fails(ex, None, ns14)
     fails(ex, "expected_2 = sum(lab.loc[method, 'survival'][:2])", ns14)  # no bonus
-    fails(ex, "expected_2 = lab.loc[method, 'E[L] at k']", ns14)  # the table's, at the lab's whole k
+    fails(ex, "expected_2 = lab.loc[method, 'τ at k']", ns14)  # the table's, at the lab's whole k
     fails(ex, "import math\nexpected_2 = 1 + sum(math.prod(lab.loc[method, 'survival'][:i]) for i in (1, 2))",
           ns14)  # survival read as per-position rates  # fmt: skip
     fails(ex, "expected_2 = policy.predicted_speedup(policy.LabRun(**{**record['policy']['lab']['runs'][1], "

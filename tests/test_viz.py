@@ -278,6 +278,25 @@ def test_save_figure_png_with_chromium(tmp_path, curve):
     assert saved.png is not None and saved.png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_quiet_loggers_touches_only_existing_loggers_and_restores_them(capsys):
+    """kaleido's driver logs a traceback for a message it ignores; the export quiets the driver's own loggers
+    (never creating one: the driver expects its own logger class) and restores their levels afterwards."""
+    import logging
+
+    own = logging.getLogger("specdec_quiet_probe.child")
+    own.setLevel(logging.INFO)
+    before = set(logging.Logger.manager.loggerDict)
+    with figures._quiet_loggers("specdec_quiet_probe", "no_such_library_here"):
+        assert own.level == logging.CRITICAL
+        try:
+            raise ValueError("ignored message")
+        except ValueError:
+            own.exception("decoding message. Ignoring")
+    assert own.level == logging.INFO
+    assert set(logging.Logger.manager.loggerDict) == before, "quieting created a logger"
+    assert "Traceback" not in capsys.readouterr().err
+
+
 # ---- widgets ------------------------------------------------------------------------------------------
 def test_dashboard_callback_with_a_tiny_model():
     pytest.importorskip("ipywidgets")

@@ -85,7 +85,8 @@
 #
 # The **bonus token** is the token the target supplies itself after the last accepted draft: its argmax under
 # greedy decoding, a sample from p (or, after a rejection, from the residual of notebook 02) under sampling.
-# Every step emits one, so a step never emits nothing.
+# Every step emits one — so no step emits nothing — except a step cut short by end-of-text: when an accepted
+# draft is the end-of-text token, the step stops there and emits no bonus (notebook 08 counts such steps).
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: fewer repeats/tokens
@@ -168,6 +169,8 @@ fig.update_layout(xaxis_title="position in the step: drafts 1 to k, then the bon
 #   section 3.
 
 # %%
+import statistics
+
 from IPython.display import Markdown
 
 shown = demo.steps[first : first + 6]
@@ -182,6 +185,16 @@ Markdown(
        f"{demo.steps[partial].proposed} drafted tokens (question 1 at the end asks what it emitted)."
        if partial is not None else
        "No step of these decodes accepted only part of its draft: each kept all of its drafts or none.")
+    + "".join(
+        f" Step {i}'s verify took {s.t_verify * 1e3:.0f} ms, {s.t_verify / same:.1f}× the median of the decode's "
+        f"{len(others)} other steps that verified as many tokens ({same * 1e3:.0f} ms): an outlier of that one "
+        "forward, not what verifying that many tokens costs (read the right panel with that in mind)."
+        for i, s in enumerate(shown, start=first)
+        for others in [[o.t_verify for j, o in enumerate(demo.steps) if j != i and o.proposed == s.proposed]]
+        if len(others) >= 2
+        for same in [statistics.median(others)]
+        if s.t_verify > 2 * same  # twice the typical forward of its size: beyond any repeat spread section 3 sees
+    )
 )  # fmt: skip
 
 # %% [markdown]
@@ -294,9 +307,10 @@ Markdown(
 # ## 3. What does verifying *n* tokens cost? Measure it.
 #
 # Decoding a small model is **memory-bound**: each forward streams all the weights from memory, and the
-# arithmetic for a few extra tokens rides along almost for free. So a forward over *n* tokens costs much
-# less than *n* forwards — that gap is the whole reason speculation pays. But it is not free either, and
-# on a CPU the shape of the curve is machine-specific. So we measure it: the median of `repeats` timed
+# arithmetic for a few extra tokens shares that one pass over the weights instead of paying for a pass of its
+# own. So a forward over *n* tokens can cost much less than *n* forwards — that gap is the whole reason
+# speculation pays. But the extra tokens are not free either (how much they add here, the table and the
+# sentence under the figure say), and on a CPU the shape of the curve is machine-specific. So we measure it: the median of `repeats` timed
 # forwards for each size, after 64 cached tokens, the sizes interleaved within each repeat.
 #
 # Timings are noisy on a shared machine: if other processes keep the cores busy, torch's worker threads
@@ -416,7 +430,9 @@ Markdown(
 # numbers), drafting *k* pays when E[L] > t(k+1)/t(1). Solving for α on the measured
 # curve — read between two measured sizes, linearly, where k + 1 was not measured itself (the tables' column
 # "t(k+1) is" says which) — and where the measured t(k+1) is no more than t(1), any α pays, even α = 0: a draft that is never
-# accepted still costs nothing, since the step emits its bonus token either way.
+# accepted still costs nothing, since the step emits its bonus token either way. Where t(k+1) lies within the
+# repeats' spread of t(1), on either side, the run cannot tell the two apart: the table marks such a break-even α
+# as within noise of 0.
 
 # %%
 import math
@@ -442,11 +458,15 @@ even = {  # the smallest α at which a free chain of k drafts pays here: 0 where
     k: 0.0 if ratio[k] <= 1 else next((a for a in alphas if expected_tokens_per_step(a, k) >= ratio[k]), math.nan)
     for k in ks
 }
+band1 = {k: max(noise.at(1), noise.at(k + 1)) for k in ks}  # the wider of t(1)'s and t(k+1)'s repeat spreads
+level = [k for k in ks if math.isclose(curve(k + 1), curve(1), rel_tol=band1[k])]  # t(k+1) within noise of t(1)
 break_even = pd.DataFrame(
     {
         "t(k+1)/t(1)": [round(ratio[k], 3) for k in ks],
         "break-even α": [
-            f"0 (t({k + 1}) ≤ t(1))" if ratio[k] <= 1 else "never (cost > k+1)" if math.isnan(even[k]) else f"{even[k]:.3f}"
+            f"{even[k]:.3f}, within noise of 0 (t({k + 1}) ≈ t(1))" if k in level and ratio[k] > 1
+            else f"0 (t({k + 1}) ≤ t(1))" if ratio[k] <= 1
+            else "never (cost > k+1)" if math.isnan(even[k]) else f"{even[k]:.3f}"
             for k in ks
         ],
         "speed-up at α=0.8": [round(expected_tokens_per_step(0.8, k) / ratio[k], 2) for k in ks],
@@ -456,20 +476,17 @@ break_even = pd.DataFrame(
 )
 display(break_even)
 
-free = [k for k in ks if ratio[k] <= 1]
-paid = [k for k in ks if ratio[k] > 1 and not math.isnan(even[k])]
+paid = [k for k in ks if ratio[k] > 1 and k not in level and not math.isnan(even[k])]  # dearer beyond noise
 sentences = []
-band1 = {k: max(noise.at(1), noise.at(k + 1)) for k in free}  # the wider of t(1)'s and t(k+1)'s repeat spreads
-level = [k for k in free if math.isclose(curve(k + 1), curve(1), rel_tol=band1[k])]  # ≤ t(1), within noise
-below = [k for k in free if k not in level]  # below t(1) by more than either spread
+below = [k for k in ks if ratio[k] <= 1 and k not in level]  # below t(1) by more than either spread
 if level:
     sentences.append(
-        f"For k = {', '.join(map(str, level))} this run measured t(k+1) ≤ t(1) (t(k+1)/t(1) = "
-        f"{', '.join(f'{ratio[k]:.3f}' for k in level)}), within the repeats' spread "
-        f"({', '.join(f'{band1[k]:.0%}' for k in level)}): the measurement cannot tell t(k+1) from t(1), so verifying "
-        "the extra tokens cost nothing measurable and the break-even α is 0 here — a rejected guess loses nothing "
-        "and an accepted one is a token for free. Another run may put the ratio a little above 1, and the "
-        "break-even α a little above 0."
+        f"For k = {', '.join(map(str, level))} this run measured t(k+1)/t(1) = "
+        f"{', '.join(f'{ratio[k]:.3f}' for k in level)}, within the repeats' spread "
+        f"({', '.join(f'{band1[k]:.0%}' for k in level)}) of 1: the measurement cannot tell t(k+1) from t(1), so "
+        "verifying the extra tokens cost nothing measurable and the break-even α is 0 within noise — a rejected "
+        "guess loses nothing measurable and an accepted one is a token for free. Another run may put the ratio a "
+        "little to either side of 1, and the break-even α at or a little above 0."
     )
 if below:
     sentences.append(
@@ -521,8 +538,10 @@ sentences.append(
 Markdown(" ".join(sentences))
 
 # %% [markdown]
-# `theory.optimal_k(α, c, k_max, verify_cost=t)` picks the *k* that maximizes expected tokens per second,
-# E[L] / t(k+1). That is how prompt lookup's default `draft_length="cost"` chooses its draft length
+# `theory.optimal_k(α, T_draft, k_max, verify_cost=t)` picks the *k* that maximizes expected tokens per second,
+# E[L] / (k·T_draft + t(k+1)), seconds throughout (called without `verify_cost`, its second argument is the
+# ratio c and every verify costs one target step: notebook 01). Prompt lookup's drafts are free, so the table
+# below passes T_draft = 0 and the objective is E[L] / t(k+1). That is how prompt lookup's default `draft_length="cost"` chooses its draft length
 # each step, with α estimated online from its recent acceptances; *k* = 0 means "don't speculate".
 # The curve above was measured at a 64-token context; as a generation grows, the loop's own timings correct
 # it per size and add what the loop itself spends per step (`cost.StepCost`, the one price every method's
@@ -690,6 +709,34 @@ ar_tol = max(0.1, ar_spread)
 ar_gap = abs(seconds["autoregressive"] - ar_predicted)  # read against the smaller of the two: the stricter reading
 ar_within = ar_tol * min(seconds["autoregressive"], ar_predicted) / max(seconds["autoregressive"], ar_predicted)
 ctx0 = len(run.result.prompt_tokens)  # the autoregressive forwards run after ctx0 .. ctx0 + new tokens cached
+# Where the gap between measured and predicted goes, from the first autoregressive run's own trace (exact parts):
+# its verify forwards against n × t(1), the loop's time outside the forwards, and the timed runs' median against it
+base = run.baseline
+n_ar = base.forwards
+ar_verify = sum(s.t_verify for s in base.steps)  # the single-token forwards, timed inside the loop
+ar_verify_med = pd.Series([s.t_verify for s in base.steps]).median()
+ar_parts = {  # seconds: the three add up to the measured minus the predicted time
+    "verify": ar_verify - n_ar * curve(1),  # its verify forwards against n × t(1)
+    "loop": base.seconds - base.prefill_seconds - ar_verify,  # the loop's time outside the forwards
+    "runs": seconds["autoregressive"] - base.seconds,  # the timed runs' median against that first run
+}
+ar_label = {
+    "verify": "the verify forwards' excess over t(1)",
+    "loop": "the loop's own time outside the forwards",
+    "runs": "the difference between the timed runs and the first run",
+}
+ar_big = max(ar_parts, key=lambda name: abs(ar_parts[name]))
+ar_why = (
+    f"Where the {seconds['autoregressive'] - ar_predicted:+.2f} s go, from the first autoregressive run's trace: "
+    f"its {n_ar} verify forwards (after {ctx0} to {ctx0 + len(base.tokens)} cached tokens, a median of "
+    f"{ar_verify_med * 1e3:.1f} ms each against t(1) = {curve(1) * 1e3:.1f} ms after 64: "
+    + compare(ar_verify_med, curve(1), "above it", "below it", within="within t(1)'s own repeat spread",
+              rel_tol=noise.at(1))
+    + f") took {ar_parts['verify']:+.2f} s against {n_ar} × t(1); the loop's own time outside the forwards "
+    f"(proposing, accepting, trimming the cache, bookkeeping) added {ar_parts['loop']:+.2f} s "
+    f"({ar_parts['loop'] / n_ar * 1e3:.1f} ms per step); and the timed runs' median differs from that first run by "
+    f"{ar_parts['runs']:+.2f} s (run-to-run noise). The largest of these three parts is {ar_label[ar_big]}. "
+)
 display(stats)
 Markdown(
     f"Prompt lookup needed **{run.result.forwards} target forwards instead of {run.baseline.forwards}** "
@@ -701,18 +748,17 @@ Markdown(
     + compare(seconds["autoregressive"], ar_predicted,
               "The autoregressive runs took {a:.2f} s, more than the {b:.2f} s that the prefill plus their "
               f"{run.baseline.forwards} forwards at t(1) predict, by {ar_gap / ar_predicted:.0%} of the prediction, more "
-              f"than {ar_tol:.0%} (the runs' own spread is {ar_spread:.0%}): "
-              f"t(1) was measured after 64 cached tokens, these forwards run after {ctx0} to "
-              f"{ctx0 + len(run.baseline.tokens)}, and t(1)'s own repeats spread by {noise.at(1):.0%}, so the "
-              "prediction is rough; the measured ratio is the number to read, and "
+              f"than {ar_tol:.0%} (the runs' own spread is {ar_spread:.0%}). " + ar_why.replace("{", "{{").replace("}", "}}")
+              + "The prediction is rough; the measured ratio is the number to read, and "
               + compare(speedup, fewer, "it is above the {b:.2f}× fewer forwards, which only timing noise explains",
                         "it is below the {b:.2f}× fewer forwards, since both pay the prefill, a forward over k+1 "
                         "tokens costs t(k+1), not t(1), and the loop spends time of its own",
                         within="it is about the {b:.2f}× fewer forwards", rel_tol=0.02),
               "The autoregressive runs took {a:.2f} s, less than the {b:.2f} s that the prefill plus their "
               f"{run.baseline.forwards} forwards at t(1) predict, by {ar_gap / seconds['autoregressive']:.0%} of their "
-              f"own time, more than {ar_tol:.0%} (the runs' own spread is {ar_spread:.0%}): "
-              f"section 3's t(1), whose repeats spread by {noise.at(1):.0%}, is what is rough here, not the ratio",
+              f"own time, more than {ar_tol:.0%} (the runs' own spread is {ar_spread:.0%}). "
+              + ar_why.replace("{", "{{").replace("}", "}}")
+              + "The prediction is rough; the measured ratio is the number to read",
               within="The autoregressive runs took {a:.2f} s, as the prefill plus their "
               f"{run.baseline.forwards} forwards at t(1) predict ({{b:.2f}} s, {ar_gap / ar_predicted:.0%} apart, within "
               f"the runs' own spread of {ar_tol:.0%}), so the measured ratio stands; "
@@ -874,7 +920,8 @@ dashboard
 #
 #    No. A step emits at most k + 1 tokens (every draft accepted, plus the bonus), so at α = 1 it would only
 #    break even, and at any α < 1 it would lose. Speculation lives in the gap between t(k+1)/t(1) and k + 1
-#    of section 3's curve: the memory-bound regime, where extra tokens in one forward are nearly free.
+#    of section 3's curve: the memory-bound regime, where extra tokens in one forward cost less than extra
+#    forwards would (how much less on this machine, section 3's table says).
 #
 #    </details>
 

@@ -28,8 +28,8 @@
 # - **derive** α = Σ min(p, q) = 1 − TV(p, q) and show that speculative sampling emits tokens distributed
 #   exactly as p;
 # - **compute** E[L], the expected tokens per step, for a given α and k, and check it by Monte Carlo;
-# - **find** the optimal draft length k* for α and c, first with a free verify forward, then on a measured cost
-#   curve;
+# - **find** the optimal draft length k* for α and c, first with a free verify forward, then on a cost curve
+#   t(n) (an example curve here; notebook 00 measures your machine's);
 # - **convert** between the conventions papers report (α per token; τ and "mean accepted" per step) and apply
 #   the formulas to published numbers.
 #
@@ -147,7 +147,7 @@ for a in (0.0, 0.5, 0.8, 0.95, 1.0):
         rows.append({"α": a, "k": k, "formula": expected_tokens_per_step(a, k), "z (simulated − formula)": (sims.mean() - naive) / max(sims.std() / np.sqrt(len(sims)), 1e-12)})
 table = pd.DataFrame(rows)
 assert (table["z (simulated − formula)"].abs() < 5).all()
-table.pivot(index="α", columns="k", values="formula").round(3)
+table.pivot(index="α", columns="k", values="formula").map(lambda v: f"{v:.3f}")  # one format: 1.000, not 1.0
 
 # %%
 from specdec_lab.viz.acceptance import monte_carlo_figure
@@ -180,9 +180,10 @@ pd.DataFrame(
 #     speedup(α, k, c) = (1 − α^{k+1}) / ((1 − α)(kc + 1)).
 #
 # Longer drafts emit more tokens but each extra draft token is less likely to survive (α^i) and costs c:
-# when c > 0 the speedup has an interior optimum k*(α, c). At c = 0 (or a c small against 1 − α) it never falls
-# with k, so wherever α is large enough for the extra drafts to count, the optimum lies at or beyond the longest
-# draft the search tries, `k_max`: there the surface below marks its optimal-k line with
+# when c > 0 and α < 1 the speedup has an interior optimum k*(α, c), since E[L] stays below 1/(1 − α) while kc + 1
+# grows without bound. At c = 0 it never falls with k; at a c small against 1 − α it still falls, but only past a k*
+# that can lie beyond the longest draft the search tries, `k_max`. Wherever the search's best k is that cap, the
+# optimum lies at or beyond it: there the surface below marks its optimal-k line with
 # black diamonds ("at the search cap: k* ≥ k_max"), the table shows "k* ≥ k_max (search cap)", and the heat map
 # of k* after the table labels its colour bar "≥ k_max (the search cap)" — a limit of the search, not an
 # optimum. There is no closed
@@ -319,8 +320,8 @@ for a in (0.3, 0.45, 0.6, 0.7, 0.8):
             "α": a,
             "k* (unit verify cost)": k_unit,
             "speedup (unit)": round(expected_speedup(a, k_unit, t_draft / curve(1)), 2),
-            "k* (measured curve)": k_meas,
-            "speedup (measured)": round(measured_speedup(a, k_meas, curve(1), t_draft, curve), 2),
+            "k* (example curve)": k_meas,
+            "speedup (example curve)": round(measured_speedup(a, k_meas, curve(1), t_draft, curve), 2),
             "pays at k = max(k*, 1)?": speculation_pays(a, max(k_meas, 1), curve(1), t_draft, curve),
         }
     )
@@ -337,7 +338,7 @@ skipped = (
     else "follows the measured cost"
 )
 unit_s = [expected_speedup(r["α"], r["k* (unit verify cost)"], t_draft / curve(1)) for r in rows]
-meas_s = [measured_speedup(r["α"], r["k* (measured curve)"], curve(1), t_draft, curve) for r in rows]
+meas_s = [measured_speedup(r["α"], r["k* (example curve)"], curve(1), t_draft, curve) for r in rows]
 bound = (
     "the textbook formula (a verify that costs one target step) is an upper bound on the measured form's speedup "
     "at every α of the table, since every t(k + 1) on it costs more than t(1)"
@@ -410,7 +411,8 @@ with pd.option_context("display.max_colwidth", None):  # whole cell texts, none 
     display(summary_table(few))
 
 # %% [markdown]
-# The acceptance column uses each paper's own convention, and they differ by one token:
+# The acceptance column uses each paper's own convention, and they measure different things: a probability per
+# drafted token (α), or tokens per target call with the bonus counted (τ, mean accepted):
 #
 # * **α** (Leviathan et al., arXiv 2211.17192, Corollary 3.6) is this notebook's α: the probability that
 #   *one* drafted token is accepted, α = E[Σ min(p, q)]. Tokens per target call follow from it and the
@@ -614,18 +616,19 @@ _ = check("k* for α = 0.75, c = 81/457", answer, _watch["optimal_k"](alpha3, c3
           hint="Compute the speedup for every k from 0 to k_max and keep the k of the largest.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-4"]
-# ### Exercise 4 ★★★ — the optimal draft length on a measured cost curve
+# ### Exercise 4 ★★★ — the optimal draft length on a cost curve
 #
 # Section 4's example curve, with a cheaper draft than its table's: the verify forward over k + 1 tokens costs
 # `curve(k + 1)` seconds and a draft step `t_draft4` seconds (set in the cell below: about half the table's,
 # chosen so that two draft lengths give the same rate). At α = `alpha4` (the cell below), find the k among the
 # candidates `ks4` (again longest first) that maximizes tokens per second, E[L] / (k·t_draft4 + t(k + 1)), with
 # E[L] from section 2 (ties: the shorter k, whatever the candidates' order — count two rates within a relative
-# 1e-9 as tied, as float rounding of measured costs can split them). The reference is `optimal_k(alpha4, t_draft4, k_max, verify_cost=curve)`, the rule the
+# 1e-9 as tied, as float rounding of costs can split them). The reference is `optimal_k(alpha4, t_draft4, k_max, verify_cost=curve)`, the rule the
 # draft proposer runs every step; the check refuses an answer that calls it (E[L] from
-# `expected_tokens_per_step` is fine here). The curve is measured at n = 1, 2, 3, 4, 5, 8: `curve` interpolates
-# linearly between those sizes and extrapolates past n = 8 from the last two, so a k* above 7 would rest on
-# extrapolated costs; at this α the answer's verify, t(k* + 1), stays within the measured range.
+# `expected_tokens_per_step` is fine here). The example curve gives t(n) at n = 1, 2, 3, 4, 5, 8 (made up, like
+# its draft time: no measurement behind it): `curve` interpolates linearly between those sizes and extrapolates
+# past n = 8 from the last two, so a k* above 7 would rest on extrapolated costs; at this α the answer's verify,
+# t(k* + 1), stays within the sizes the curve gives.
 
 # %% tags=["exercise", "exercise-4"]
 _watch = watch(globals(), "optimal_k")  # the reference: not for the answer

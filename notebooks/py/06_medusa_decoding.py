@@ -192,7 +192,10 @@ print(f"tree='auto' picked n = {choice.budget} nodes, depth {choice.depth}: rank
 print(f"measured on this prompt: mean accepted {med.mean_accepted:.2f} ({len(med.tokens)} tokens in {med.forwards} "
       "target forwards after the prefill)")
 calibrated = {n: opt.expected_length for n, opt in choice.options.items()}  # E[L](n) before any correction
-fig = budget_figure(choice, title=f"tree='auto' as the decode ended: n = {choice.budget}, depth {choice.depth}, "
+reprice_every = proposer.config.adapt_every  # it prices before steps 0, reprice_every, 2·reprice_every, …: choice = last
+priced_at = ((proposer.steps - 1) // reprice_every) * reprice_every if proposer.steps else 0  # steps it had seen at that pricing
+fig = budget_figure(choice, title=f"tree='auto' at its last pricing (after {priced_at} of {proposer.steps} steps): "
+                                  f"n = {choice.budget}, depth {choice.depth}, "
                                   f"E[L] = {choice.expected_length:.2f} (corrected by this prompt's ρ_d; "
                                   f"calibrated {calibrated[choice.budget]:.2f})")
 print(f"saved {save_figure(fig, '06_tree_budget', FIGURES)}")
@@ -201,6 +204,7 @@ fig
 # %% tags=["nbval-ignore-output"]
 import math
 
+import numpy as np
 from IPython.display import Markdown
 
 from specdec_lab.cost.noise import measure_cost_curve_with_noise
@@ -232,10 +236,31 @@ what = ("plain decoding: no tree pays" if choice.budget == 0 else
         f"a tree of {choice.budget} nodes, depth {choice.depth}")  # fmt: skip
 A = proposer.drafter.accuracies.model(proposer.config.accuracy)  # (K, S) the heads' calibrated accuracies
 gains = sorted((math.prod(float(A[k, r]) for k, r in enumerate(p)) for p in choice.trees[max(by_budget)]), reverse=True)
-rho = ", ".join(f"$\\rho_{d + 1}$ = {f:.2f}" for d, f in enumerate(med.proposer.get("correction", [])))
+final_rho = med.proposer.get("correction", [])  # ρ_d as the decode ended: after the last pricing, not used by it
+
+
+def pricing_rho():  # the ρ_d the last pricing used, read back from its table: E[L](n) − 1 = Σ_d ρ_d · P_d(n)
+    rows = [(choice.options[r["budget"]].by_depth, r["expected_length"]) for r in choice.table if r["budget"] > 0]
+    width = len(final_rho) or 1
+    X, y = np.zeros((len(rows), width)), np.array([e - 1.0 for _, e in rows])
+    for i, (by_depth, _) in enumerate(rows):
+        for d, v in enumerate(by_depth):
+            X[i, min(d, width - 1)] += v
+    used = X.any(axis=0)  # depths some row of the table reaches: only those factors are pinned down
+    return np.linalg.lstsq(X[:, used], y, rcond=None)[0].tolist() if rows and used.any() else []
+
+
+def rho_said(factors):
+    return ", ".join(f"$\\rho_{d + 1}$ = {f:.2f}" for d, f in enumerate(factors))
+
+
+rho = rho_said(pricing_rho())
 corrected = (
-    " (These $E[L]$ are the decode's own, each depth's term scaled by what this prompt accepted there"
-    + (f": {rho}" if rho else "") + f". Calibrated alone, as notebook 05 computes it, the choice's $E[L]$ is "
+    f" (These $E[L]$ are the decode's own at its last pricing, after {priced_at} of its {proposer.steps} steps, each "
+    "depth's term scaled by what this prompt had accepted there by then"
+    + (f": {rho}" if rho else "")
+    + (f"; by the decode's end, {rho_said(final_rho)}" if final_rho and priced_at < proposer.steps else "")
+    + f". Calibrated alone, as notebook 05 computes it, the choice's $E[L]$ is "
     f"{calibrated[choice.budget]:.3f} and the {max(by_budget)}-node tree's {calibrated[max(by_budget)]:.3f}.)"
 )
 big = max(by_budget)
@@ -263,8 +288,11 @@ Markdown(
     f"$\\prod_j A_{{j, r_j}}$ (head $j$'s calibrated accuracy at rank $r_j$, along the node's path) to $E[L]$ (in the {max(by_budget)}-node tree: {gains[0]:.3f} for the best node, "
     f"{gains[-1]:.3f} for the last), because the heads are weak: head 1's top-1 is right "
     f"{float(proposer.drafter.accuracies.top[0, 0]):.0%} of the time on held-out text (`calibration.json`, "
-    "notebook 05), far below the Medusa paper's Vicuna-7B heads. That is why section 1 drew a fixed "
-    "demonstration tree: the tree that pays here may have nothing to show."
+    "notebook 05), far below the Medusa paper's Vicuna-7B heads. "
+    + ("Here the pick branches too (siblings at depth 1, and children below them); section 1 still draws a fixed "
+       "demonstration tree so that its picture does not depend on what a run's timings pick."
+       if choice.depth >= 2 and sum(len(p) == 1 for p in choice.paths) >= 2 else
+       "That is why section 1 drew a fixed demonstration tree: the tree that pays here has too little to show.")
 )  # fmt: skip
 
 # %% [markdown]
@@ -275,7 +303,9 @@ Markdown(
 # learns, and where no tree pays it probes the smallest one now and then. Every tree is exact; only the
 # speed depends on the choice. How many steps verified each tree size (nodes below the root) on this prompt;
 # 0 is a plain forward with no node below the root (where no tree paid, or where only one token was left to emit and
-# the loop cut the tree to its root), so the steps add up to the forwards printed in section 2:
+# the loop cut the tree to its root). Near `max_new_tokens` the loop likewise cuts a tree deeper than the tokens left
+# to its first depths (`Tree.truncate_depth`), so a step can verify fewer nodes than the pick without any new pricing.
+# The steps add up to the forwards printed in section 2:
 
 # %% tags=["nbval-ignore-output"]
 import pandas as pd
@@ -284,20 +314,25 @@ verified_sizes = {int(n): int(k) for n, k in med.proposer["budgets"].items()}
 if med.forwards > sum(verified_sizes.values()):
     verified_sizes[0] = med.forwards - sum(verified_sizes.values())
 print(f"{sum(verified_sizes.values())} steps = {med.forwards} target forwards after the prefill")
+cut_sizes = {sum(len(p) <= d for p in choice.paths): d for d in range(1, choice.depth)}  # the pick cut to depth d
+for n in sorted(verified_sizes):
+    if 0 < n < choice.budget and n in cut_sizes:
+        print(f"{n} nodes = the picked {choice.budget}-node tree cut to depth {cut_sizes[n]} (its nodes at depth "
+              f"<= {cut_sizes[n]}): the size a step verifies where the loop cut the tree near max_new_tokens")
 pd.Series(dict(sorted(verified_sizes.items())), name="steps").rename_axis("nodes verified").to_frame().T
 
 # %% [markdown]
 # Notebook 05 (section 5) chose a budget for the same heads with `choose_budget`: the calibrated accuracies on a
 # cost curve measured once, nothing learned from a decode. The same rule on this notebook's own measured curve
-# (the one `tree="auto"` started from) and its `max_budget`, beside the choice the decode ended with. The table
-# gives every budget's predicted speed-up both ways: on the curve alone, and as the decode ended (the figure above).
+# (the one `tree="auto"` started from) and its `max_budget`, beside the choice of the decode's last pricing. The table
+# gives every budget's predicted speed-up both ways: on the curve alone, and at the decode's last pricing (the figure above).
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab.trees import pick_budget
 
 at_start = pick_budget(proposer.options, measured, lambda d: proposer.drafter.head_seconds.get(d, 0.0) if d else 0.0)
 start_up = {r["budget"]: r["speedup"] for r in at_start.table}  # predicted speed-up per budget n, the curve alone
-end_up = {r["budget"]: r["speedup"] for r in choice.table}  # the same as the decode ended: the figure above
+end_up = {r["budget"]: r["speedup"] for r in choice.table}  # the same at the last pricing: the figure above
 # pair_noise (measured above, with `measured`): two rates differ beyond noise only by more than it
 
 
@@ -308,10 +343,20 @@ def margin(ups, pick, label):  # the pick against its runner-up, in predicted sp
                    "{a:.3f}×), more than the {t:.1%} by which two costs $t(n + 1)$ can differ from noise alone.",
                    label + " n = {p} and the runner-up n = {r} predict the same speed-up ({a:.3f}×).",
                    within=label + " the runner-up n = {r} predicts only {m:.1%} less speed-up than n = {p} "
-                   "({b:.3f}× against {a:.3f}×), within the {t:.1%} by which two costs $t(n + 1)$ can differ from noise alone: "
-                   "another run, or notebook 05 with its own curve, can pick either.",
-                   rel_tol=pair_noise, p=pick, r=runner_up, t=pair_noise,
+                   "({b:.3f}× against {a:.3f}×), within the {t:.1%} by which two costs $t(n + 1)$ can differ from noise alone; "
+                   "by that tolerance {ties}: this run's timings do not single out n = {p}, and another run, or "
+                   "notebook 05 with its own curve, can pick any of them.",
+                   rel_tol=pair_noise, p=pick, r=runner_up, t=pair_noise, ties=tied_with(ups, pick),
                    m=(ups[pick] - ups[runner_up]) / max(abs(ups[pick]), abs(ups[runner_up])))  # fmt: skip
+
+
+def tied_with(ups, pick):  # every budget whose predicted speed-up is within noise of the pick's, said the short way
+    ties = [n for n in ups if n != pick and math.isclose(ups[n], ups[pick], rel_tol=pair_noise)]
+    apart = [n for n in ups if n != pick and n not in ties]
+    if len(ties) > len(apart):
+        return (f"every budget of the row but n = {apart} is within noise of n = {pick}" if apart else
+                f"every budget of the row is within noise of n = {pick}")  # fmt: skip
+    return f"n = {ties} {'is' if len(ties) == 1 else 'are'} within noise of n = {pick}"
 
 
 def shape_of_curve():  # which t(m) differ from t(1) beyond noise (m = tokens verified, root included)
@@ -329,12 +374,28 @@ def shape_of_curve():  # which t(m) differ from t(1) beyond noise (m = tokens ve
             + f"; $t({top})/t(1)$ = {measured(top) / measured(1):.2f}. "
             + ("No size differs from $t(1)$ beyond that noise: this run's timings cannot say where the verify cost "
                "starts to rise, so the ranking of budgets below rests on the medians alone. " if not above else
-               f"The smallest size above $t(1)$ beyond noise is m = {min(above)}: a tree verified in a size "
-               "that ties $t(1)$ gets its nodes for free, one in a size above must earn its share of the forward. "))
+               rise_said(verdict)))
+
+
+def rise_said(verdict):  # where the verdict settles on "above" for good, and the isolated "above"s before it
+    sizes = sorted(verdict)
+    onset = next((m for i, m in enumerate(sizes) if all(verdict[x] == "above" for x in sizes[i:])), None)
+    early = [m for m in sizes if verdict[m] == "above" and (onset is None or m < onset)]
+    if onset is not None and not early:
+        return (f"From m = {onset} up every size stands above $t(1)$ beyond noise and every smaller one ties it: a "
+                "tree verified in a size that ties $t(1)$ gets its nodes at about the price of one token, one in a "
+                "larger size must earn its share of the forward. ")
+    settled = (f"only from m = {onset} up does every size stand above $t(1)$" if onset is not None else
+               "even the largest sizes do not all stand above $t(1)$")
+    return (f"The verdict is not monotone in m: m = {early} stand{'s' if len(early) == 1 else ''} above $t(1)$ while "
+            f"larger sizes tie it, and {settled}. Single sizes flip between \"above\" and \"within\" from run to "
+            "run at this noise (notebook 07, section 5, times the same curve), so this run's timings place no "
+            + ("threshold below that" if onset is not None else "threshold")
+            + "; the ranking of neighbouring budgets below rests on the medians. ")
 
 
 display(pd.DataFrame({"predicted speed-up, curve alone (05's rule)": start_up,
-                      "predicted speed-up, as the decode ended (figure above)": end_up})
+                      "predicted speed-up, at the last pricing (figure above)": end_up})
         .rename_axis("node budget n").round(3).T)  # fmt: skip
 kind_names = {"root": "root-only steps", "chain": "chain steps", "tree": "branching-tree steps"}
 own_time = ", ".join(f"{v * 1e3:.1f} ms on {kind_names.get(k, k)}" for k, v in proposer.cost.overheads.items()) or (
@@ -342,20 +403,20 @@ own_time = ", ".join(f"{v * 1e3:.1f} ms on {kind_names.get(k, k)}" for k, v in p
 Markdown(
     shape_of_curve()
     + compare(choice.budget, at_start.budget,
-            "On the measured curve alone (notebook 05's rule) the pick is n = {b}; after the {s} steps of this decode "
+            "On the measured curve alone (notebook 05's rule) the pick is n = {b}; after the first {s} steps of this decode (its last pricing) "
             "the cost model also knew the loop's own time per step ({o}, paid whatever the tree) and how "
-            "much more or less this prompt accepts per depth than the calibration said, and `tree=\"auto\"` ended "
-            "on a larger tree, n = {a}.",
-            "On the measured curve alone (notebook 05's rule) the pick is n = {b}; after the {s} steps of this decode "
+            "much more or less this prompt accepts per depth than the calibration said, and `tree=\"auto\"` moved "
+            "to a larger tree, n = {a}.",
+            "On the measured curve alone (notebook 05's rule) the pick is n = {b}; after the first {s} steps of this decode (its last pricing) "
             "the cost model also knew the loop's own time per step ({o}) and how much more or less this "
-            "prompt accepts per depth than the calibration said, and `tree=\"auto\"` ended on a smaller tree, "
+            "prompt accepts per depth than the calibration said, and `tree=\"auto\"` moved to a smaller tree, "
             "n = {a}.",
             within="On the measured curve alone (notebook 05's rule) the pick is n = {b} too: what the decode "
             "learned did not move it (the loop's own time per step, learned per kind of step: {o}; and the acceptance "
             "per depth on this prompt).",
-            s=med.forwards, o=own_time)
+            s=priced_at, o=own_time)
     + " " + margin(start_up, at_start.budget, "On the curve alone (the table's first row)")
-    + " " + margin(end_up, choice.budget, "As the decode ended (its second row, the figure above)")
+    + " " + margin(end_up, choice.budget, "At the decode's last pricing (its second row, the figure above)")
 )  # fmt: skip
 
 # %% [markdown]
@@ -460,6 +521,9 @@ auto_ran = ("The bench's `medusa` row is `tree=\"auto\"` sized anew on each prom
                + " of them" + (f" — the {root_only} forward{'s' if root_only != 1 else ''} with 0 nodes verified the "
                                "root alone: a prompt's last token, where the loop cuts every tree to depth 0, or a "
                                "step where nothing paid" if root_only > 0 else "")
+               + (". The smaller sizes beside the most common one are a pricing on one prompt that chose less, or a "
+                  "tree cut near `max_new_tokens` to the depths the tokens left allow (section 2)"
+                  if len([n for n in auto_budgets if 0 < n < max(auto_budgets, key=auto_budgets.get)]) else "")
                + ". " if auto_steps else ". "))  # fmt: skip
 names = {f"medusa:tree={demo_tree}": f"The demonstration tree `{demo_tree}`", "medusa:tree=chain:1": "The one-node chain"}
 Markdown(
@@ -751,6 +815,9 @@ accepted = [x for x in range(drift_vocab)
                                                               Sampling(temperature=ex_temperature)).path) == 2]  # fmt: skip
 _ = check("the tokens typical acceptance accepts", answer, accepted, close=lambda a, r: list(a) == r, watch=_watch,
           hint="Warp by the temperature before the softmax; the threshold is the smaller of ε and δ·exp(−H(p)).")
+print("the row tells a rule apart from accepting everything: the reference leaves some tokens out"
+      if len(accepted) < drift_vocab else
+      f"this row accepts all {drift_vocab} tokens: it cannot tell a threshold from accepting everything")  # fmt: skip
 
 # %% [markdown] tags=["exercise-2"]
 # ### Exercise 2 ★★ — greedy acceptance on a small tree
@@ -881,6 +948,6 @@ for what in made_up:
 #   (Cai et al. 2024): the heads, the tree and typical acceptance (section 2.3.1) of this notebook.
 # - [SpecInfer](https://arxiv.org/abs/2305.09781) (Miao et al. 2024): token-tree verification and multi-step
 #   speculative sampling, the exact rule of section 4.
-# - [EAGLE](https://arxiv.org/abs/2401.15077) (Li et al. 2024): top-$k$ draft trees sampled with the same one-hot
-#   rule (notebook 10).
+# - [EAGLE](https://arxiv.org/abs/2401.15077) (Li et al. 2024): top-$k$ draft trees, sampled with the same one-hot
+#   rule (notebook 11; notebook 10 builds and runs them greedily).
 # - [SpecTr](https://arxiv.org/abs/2310.15141) (Sun et al. 2023): several drafts verified by optimal transport.

@@ -349,11 +349,31 @@ if comparison:
             " Section 1 measured **{m}** on this prompt at {a:.2f}×, here {b:.2f}×: the runs differ — {n1} tokens, "
             + once + "; {n2} tokens and the fastest of {r} round(s) here — and lie {gap:.0%} apart, more than "
             "{tol:.0%} ({why}).",
-            within=" Section 1 measured **{m}** on this prompt at {a:.2f}×, here {b:.2f}×: within {tol:.0%} ({why}), "
-            "though the runs differ ({n1} tokens, " + once + "; {n2} tokens and the fastest of {r} round(s) here).",
+            within=" Section 1 measured **{m}** on this prompt at {a:.2f}×, here {b:.2f}×: within {tol:.0%} ({why}); "
+            "the runs also differ in their settings ({n1} tokens, " + once + "; {n2} tokens and the fastest of {r} "
+            "round(s) here).",
             rel_tol=noise, m=method, n1=max_new_tokens, n2=compare_tokens, r=compare_rounds, r1=repeats, tol=noise,
             why=noise_why,
             gap=abs(record["speedup"] - again.speedup) / max(record["speedup"], again.speedup))  # fmt: skip
+        # a speed-up is the method's tokens/s over the baseline's: say which of the two moved between the sections
+        own1, own2 = record["tokens_per_s"], again.tokens_per_s
+        base2_m = again.baseline_tokens_per_s
+        if all(x is not None and not math.isnan(x) and x > 0 for x in (own1, own2, base1, base2_m)):
+            f_own, f_base = own2 / own1, base2_m / base1
+            sentence += compare_sentence(
+                f_base, f_own,
+                " A speed-up is the method's tokens/s over the baseline's: between the sections **{m}**'s own "
+                "tokens/s went {o1:.1f} → {o2:.1f} (×{b:.2f}), the baseline's {b1:.1f} → {b2:.1f} (×{a:.2f}), "
+                "further apart than the noise ({tol:.0%}): the baseline gained on the method, so the speed-up "
+                "moved with the baseline.",
+                " A speed-up is the method's tokens/s over the baseline's: between the sections **{m}**'s own "
+                "tokens/s went {o1:.1f} → {o2:.1f} (×{b:.2f}), the baseline's {b1:.1f} → {b2:.1f} (×{a:.2f}), "
+                "further apart than the noise ({tol:.0%}): the method gained on the baseline, so the speed-up "
+                "moved with the method.",
+                within=" A speed-up is the method's tokens/s over the baseline's: between the sections **{m}**'s own "
+                "tokens/s went {o1:.1f} → {o2:.1f} (×{b:.2f}), the baseline's {b1:.1f} → {b2:.1f} (×{a:.2f}); the "
+                "speed-up moved by their ratio, and the two factors lie within the noise ({tol:.0%}) of each other.",
+                rel_tol=noise, m=method, o1=own1, o2=own2, b1=base1, b2=base2_m, tol=noise)  # fmt: skip
 Markdown(sentence)
 
 # %% [markdown]

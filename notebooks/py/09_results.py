@@ -75,6 +75,7 @@ full_file: str = "../data/bench/avx2-medusa-lookahead.json"  # all 56 prompts: A
 anchors_file: str = "../data/bench/avx2-tuned.json"  # all 56 prompts: AR, prompt lookup, draft, layer skip, hf_generate, hf_prompt_lookup
 curves_file: str = "../data/bench/avx2-results-traces-curves.json"  # verify curves measured beside the traced run
 learned_file: str = "../data/bench/avx512-nine-56-r2.json"  # all 56 prompts, --repeats 2: the single methods, eagle, hybrid, anchors
+bridge_file: str = "../data/bench/avx2-nine-56-r2.json"  # learned_file's protocol on the anchors' machine kind: splits machine from protocol
 rerun_methods: str = "autoregressive,prompt_lookup,draft,layer_skip,medusa,lookahead,jacobi,hf_generate,hf_assisted,hf_prompt_lookup"  # fmt: skip
 rerun_per_category: int = 1  # prompts per category (data/prompts.jsonl has 7 categories)
 rerun_limit: int = 0  # at most this many prompts (0: no limit)
@@ -318,7 +319,7 @@ else:
             f"the paired 95% interval of its speedup over theirs (a bootstrap over the prompts) lies above 1, the "
             f"closest being {worst_case} ({vs_best_95[worst_case][0]:.2f}–{vs_best_95[worst_case][1]:.2f}×)")  # fmt: skip
 lines = [head + lead + " (the learned drafters and the hybrid ran in another file, below)"]
-anchor_seen = {}  # ours / theirs -> (ratio, interval, file, machine, prompt ids): compared with the later file's below
+anchor_seen = {}  # ours / theirs -> (ratio, interval, file, machine, prompt ids, repeats): compared with the later file's below
 for col, label in (("autoregressive / hf_generate", "our plain loop"), ("prompt_lookup / hf_prompt_lookup",
                    "our prompt lookup"), ("draft / hf_assisted", "our draft model")):  # fmt: skip
     src = vs_anchor_full if col in vs_anchor_full.index else vs_anchor
@@ -330,7 +331,8 @@ for col, label in (("autoregressive / hf_generate", "our plain loop"), ("prompt_
         src_file = (anchors_file if src is vs_anchor_full else results_file).rsplit("/", 1)[-1]
         notes = [("traced run, " if src is vs_anchor else "") + f"`{src_file}`, {machine_label(res_src['machine'])}"]
         anchor_seen[col] = (r, iv, src_file, machine_label(res_src["machine"]),
-                            {x["question_id"] for x in res_src["rows"] if x["method"] == ours_m})
+                            {x["question_id"] for x in res_src["rows"] if x["method"] == ours_m},
+                            res_src["config"].get("repeats") or 1)
         if iv is not None:
             notes.append(f"paired 95% interval {iv[0]:.2f}–{iv[1]:.2f}: "
                          + ("within noise of it" if iv[0] <= 1 <= iv[1] else "faster" if iv[0] > 1 else "slower"))  # fmt: skip
@@ -354,7 +356,8 @@ display(Markdown("; ".join(lines) + "."))
 # ```
 #
 # The same methods (the checks below count them) on the other kind of machine of the runs (AVX2) are in
-# `data/bench/avx2-nine-56-r2.json`: set `learned_file` to it.
+# `data/bench/avx2-nine-56-r2.json` (`bridge_file`): set `learned_file` to it. It also separates, for the anchors
+# below, what the machine changes from what the sitting and the protocol (`--repeats`) change.
 
 # %% tags=["nbval-ignore-output"]
 learned = load(learned_file)
@@ -365,7 +368,24 @@ display(learned_speedup.style.format("{:.2f}x").set_caption(
     f"{machine_label(learned['machine'])}, --repeats {learned['config'].get('repeats', 1)}"))  # fmt: skip
 # the anchors again, in this file: our loop against transformers' on this file's machine, beside the ratios above
 anchor_lines = []
-for col, (r_then, iv_then, file_then, mach_then, qs_then) in anchor_seen.items():
+mach_now, rep_now = machine_label(learned["machine"]), learned["config"].get("repeats") or 1
+bridge = load(bridge_file)
+
+
+def ratio_on(res, qs, ours_m, theirs_m):
+    """(our tokens/s over theirs as a ratio of sums, paired 95% interval, prompts) on the prompts in qs."""
+    rs_o, rs_t = ([x for x in res["rows"] if x["method"] == m and x["question_id"] in qs] for m in (ours_m, theirs_m))
+    if len(rs_o) < 2 or len(rs_t) < 2:
+        return None
+    (to, so), (tt, st) = ([sum(x[k] for x in rs) for k in ("new_tokens", "seconds")] for rs in (rs_o, rs_t))
+    return (to / so) / (tt / st), speedup_interval(rs_o, rs_t), len(rs_o)
+
+
+def overlap(iv_a, iv_b):
+    return iv_a is not None and iv_b is not None and iv_a[0] <= iv_b[1] and iv_b[0] <= iv_a[1]
+
+
+for col, (r_then, iv_then, file_then, mach_then, qs_then, rep_then) in anchor_seen.items():
     ours_m, theirs_m = col.split(" / ")
     rows_o = [x for x in learned["rows"] if x["method"] == ours_m]
     rows_t = [x for x in learned["rows"] if x["method"] == theirs_m]
@@ -386,17 +406,34 @@ for col, (r_then, iv_then, file_then, mach_then, qs_then) in anchor_seen.items()
         r_now, iv_now = (tps_o[0] / tps_o[1]) / (tps_t[0] / tps_t[1]), speedup_interval(same_o, same_t)
         line += (f"; the prompt sets differ, so on the {len(same_o)} prompts both ran, {learned_file.rsplit('/', 1)[-1]} "
                  f"gives {r_now:.2f}×" + (f" ({iv_now[0]:.2f}–{iv_now[1]:.2f})" if iv_now else ""))  # fmt: skip
-        cause = "the two machines (and sittings), on the same prompts"
     elif {x["question_id"] for x in rows_o} != qs_then:
-        iv_now, cause = None, ""  # no common prompts to pair: machines and prompts cannot be told apart
-    else:
-        cause = "the two machines (and sittings), on the same prompts"
+        iv_now = None  # no common prompts to pair: machines and prompts cannot be told apart
+    # the two runs differ in their sitting, and maybe in machine and protocol: name every difference
+    apart = ["sitting"] + (["machine"] if mach_then != mach_now else []) + (
+        [f"protocol (--repeats {rep_then} against {rep_now})"] if rep_then != rep_now else [])  # fmt: skip
+    cause = "the two runs, which differ in " + (", ".join(apart[:-1]) + " and " + apart[-1] if len(apart) > 1 else apart[0])
     if iv_now is None or iv_then is None:
         verdict = "no paired interval on the same prompts to compare them by"
-    elif iv_now[0] <= iv_then[1] and iv_then[0] <= iv_now[1]:
+    elif overlap(iv_now, iv_then):
         verdict = "the two paired 95% intervals overlap: they agree within their noise"
     else:
-        verdict = f"the two paired 95% intervals do not overlap: they disagree, a difference between {cause}, not noise"
+        verdict = f"the two paired 95% intervals do not overlap: a difference between {cause}, not noise"
+        # a third run on the earlier file's machine kind with this file's protocol splits the machine from the rest
+        mid = ratio_on(bridge, qs_then, ours_m, theirs_m) if (
+            machine_label(bridge["machine"]) == mach_then and (bridge["config"].get("repeats") or 1) == rep_now
+            and mach_then != mach_now) else None  # fmt: skip
+        if mid is not None and mid[1] is not None:
+            r_mid, iv_mid, n_mid = mid
+            bname = bridge_file.rsplit("/", 1)[-1]
+            # differences of the ratios as printed (2 decimals), so the text's arithmetic adds up
+            step_m = ("within noise (the intervals overlap)" if overlap(iv_mid, iv_now)
+                      else f"by {round(r_now, 2) - round(r_mid, 2):+.2f} (the intervals are apart)")  # fmt: skip
+            step_s = ("within noise (the intervals overlap)" if overlap(iv_mid, iv_then)
+                      else f"by {round(r_mid, 2) - round(r_then, 2):+.2f} (the intervals are apart)")  # fmt: skip
+            verdict += (f". `{bname}` ran on {mach_then} with --repeats {rep_now}: {r_mid:.2f}× ({iv_mid[0]:.2f}–"
+                        f"{iv_mid[1]:.2f}, {n_mid} prompts). So between the two files, the machine alone (`{bname}` "
+                        f"to `{learned_file.rsplit('/', 1)[-1]}`, same protocol) moves the ratio {step_m}, and the "
+                        f"sitting and protocol on one machine kind (`{file_then}` to `{bname}`) move it {step_s}")  # fmt: skip
     anchor_lines.append(f"{line} — {verdict}")
 if anchor_lines:
     display(Markdown("The anchors in this file beside those above (each ratio is our tokens/s over transformers', "
@@ -699,12 +736,13 @@ if device_curve.strip():
         whatif_curves["your curve"] = curve_from_points(points, device="user")
 whatif = {name: redecide_bench(traced, c, reference=t_own) for name, c in whatif_curves.items()}
 # Medusa's sizer sets its draft-node budget: the forward verifies that many nodes plus the root, n = budget + 1
-# (`trees.pick_budget` prices verify_cost(budget + 1)), so its parameter is n − 1, not the tree's n
-SIZE_LABEL = {"tree nodes n": "draft nodes n − 1"}
+# (`trees.pick_budget` prices verify_cost(budget + 1)), so its parameter counts the nodes below the root: notebook
+# 00's k (a chain's draft length is the same count), `pick_budget`'s budget
+SIZE_LABEL = {"tree nodes n": "draft nodes k (below the root)"}
 for table_w in whatif.values():
     for r_w in table_w:
         r_w["size"] = SIZE_LABEL.get(r_w["size"], r_w["size"])
-# "size used"/"size chosen" are the sizer's own parameter (a chain's k, Medusa's draft nodes n − 1, lookahead's
+# "size used"/"size chosen" are the sizer's own parameter (a chain's k, Medusa's draft nodes k, lookahead's
 # window W), a mean over the steps it governs in each prompt, then over prompts (`redecide.redecide_bench`)
 whatif_table = whatif_frame(whatif, label="measured").rename(
     columns={"size used": "sizer's size used", "size chosen": "sizer's size chosen"}, level=1)
@@ -737,7 +775,7 @@ nodes_agree = [m for m, row in size_vs_nodes.iterrows()
                if abs(row["1 + share × draft tokens"] - row["nodes/forward (pooled, root included)"]) < 0.005]
 display(Markdown(
     "The sizer's size is not the waterfall's nodes per forward: it is the parameter the sizing rule sets (a chain's "
-    "draft length k, Medusa's draft nodes n − 1, lookahead's window W — cells per level, not nodes), averaged "
+    "draft length k, Medusa's draft nodes below the root — k as well, `pick_budget`'s budget — lookahead's window W — cells per level, not nodes), averaged "
     "over the steps the rule governs in each prompt and then over prompts, so a short prompt weighs as much as a "
     "long one; prompt lookup's rule governs only the steps that found a match. Nodes per forward pools every step, "
     "the root counted, and a step that drafted nothing verifies 1 node. "
@@ -761,6 +799,8 @@ print(f"saved {save_figure(fig, '09_flat_ranking', FIGURES)}")
 fig
 
 # %%
+from specdec_lab.proposers.registry import make_proposer, parse_method_spec
+
 sized = [r for r in whatif["run's own"] if r["recorded_size"] is not None]
 # relative change of each re-chosen size against the mean size the run used; "near" = within the model's own error
 moved = {r["method"]: r["chosen_size"] / r["recorded_size"] - 1 for r in sized if r["recorded_size"]}
@@ -800,8 +840,31 @@ speed_miss = {r["method"]: r["predicted_speedup"] / r["measured_speedup"] - 1 fo
               and abs(r["predicted_speedup"] / r["measured_speedup"] - 1) > half_width(traced, r["method"])}  # fmt: skip
 gains = {m: r["predicted_speedup"] / r["repriced_speedup"] for m, r in flat_rows.items() if m != "autoregressive"}
 top_gain = max(gains, key=gains.get)
-grew = [f"{m} ({flat_rows[m]['size']}: {r['recorded_size']:.1f} → {flat_rows[m]['chosen_size']:.1f})"
+# a sizer whose re-chosen size is the largest option its rule considers, on every prompt, hit a ceiling, not an
+# optimum: Medusa's rule looks at budgets up to its `max_budget` (`redecide._medusa`, `trees.tree_options`)
+size_cap = {}
+for r_c in whatif["flat"]:
+    spec_c = parse_method_spec(r_c["method"])
+    cap_c = getattr(make_proposer(spec_c.name, **spec_c.proposer).config, "max_budget", None) if spec_c.name == "medusa" else None
+    if cap_c is not None and r_c["chosen_size"] is not None and abs(r_c["chosen_size"] - cap_c) < 1e-9:
+        size_cap[r_c["method"]] = cap_c
+grew = [f"{m} ({flat_rows[m]['size']}: {r['recorded_size']:.1f} → {flat_rows[m]['chosen_size']:.1f}"
+        + (f", the largest budget its rule considers (`max_budget` = {size_cap[m]}) on every prompt: a ceiling the "
+           "rule stops at, not an optimum it found; a larger `max_budget` would let it look further, so its "
+           "re-decided flat speedup is what this cap allows" if m in size_cap else "") + ")"
         for m, r in ((r["method"], r) for r in sized) if flat_rows[m]["chosen_size"] > r["recorded_size"]]  # fmt: skip
+
+
+def below_one(m):
+    """What a mean size below one says about a method's steps, and its share of steps that drafted beside it."""
+    r_b = next(r for r in sized if r["method"] == m)
+    u = max(r_b["recorded_size"], r_b["chosen_size"])
+    text = f"{m}'s {r_b['size']} is zero on at least {1 - u:.0%} of the steps its rule sizes"
+    share_b = size_vs_nodes.loc[m, "share of steps that drafted"] if m in size_vs_nodes.index else None
+    if share_b is None:
+        return text
+    return text + f", and {m} drafts on {share_b:.0%} of its steps" + (
+        ", more than that size allows: it also drafts where that size is zero" if share_b > u else "")
 display(Markdown(
     f"On the run's own curve ({machine_label(mach_t)}) the rules re-choose sizes "
     + "; ".join(f"{m} {r['recorded_size']:.2f} → {r['chosen_size']:.2f} ({moved[m]:+.0%})" for m, r in
@@ -811,8 +874,8 @@ display(Markdown(
        if near_rel else f"none of them within {SIZE_TOL:.0%} (a set tolerance)")
     + (f"; near in absolute terms for {', '.join(near_abs)} (a move of at most {SIZE_FLOOR:g}, under one step of the "
        "integer the rule sets per step"
-       + (", with both sizes below one: the rule drafts nothing on most steps, used and re-chosen, and a relative "
-          "change of a size near zero says little)" if small_abs else ")")
+       + (", with both sizes below one, used and re-chosen: " + "; ".join(below_one(m) for m in near_abs)
+          + "; a relative change of a size near zero says little)" if small_abs else ")")
        if near_abs else "")
     + ("; further off for " + ", ".join(size_miss) if size_miss else "")
     + (". **The check on the model fails for " + ", ".join(size_miss) + "**: on the very curve the run paid, their "
@@ -831,7 +894,8 @@ display(Markdown(
     f"({highest('re-decided: flat')}), with the measurement's spread carried over."
     + (" The two views rank the methods alike" if order_priced == order_decided else
        " The two views rank the methods differently")
-    + f"; re-deciding gains most for **{top_gain}** (×{gains[top_gain]:.2f} over its re-priced speedup)"
+    + f"; re-deciding gains most for **{top_gain}** (×{gains[top_gain]:.2f} over its re-priced speedup"
+    + (", with its size at the cap named above" if top_gain in size_cap else "") + ")"
     + (f", one of the methods whose check failed above ({', '.join(size_miss)}): read its re-decided speedup, and any "
        "reordering it makes, as the model's projection with that miss in it" if top_gain in size_miss else
        (f"; the check failed for {', '.join(size_miss)}: read their re-decided speedups as the model's projection "

@@ -52,7 +52,8 @@
 #
 # - **Derive** the one-hot rule's acceptance chances for a sibling set and show that each sibling is emitted
 #   with exactly its target probability.
-# - **Compute** the residual a rule leaves after a rejected sibling, for one-hot and for sampled siblings.
+# - **Compute** the residual a rule leaves after a rejected sibling, for one-hot siblings and for siblings drawn
+#   from q, with or without replacement.
 # - **Check** a tree rule's exactness by enumerating every branch of its randomness, and tell an exact rule
 #   from a broken one by the total variation of what it emits.
 # - **Explain** why sampling keeps less of a method's greedy speed-up, and measure how much on the real model.
@@ -103,7 +104,8 @@ torch.set_num_threads(1)  # the toy models are thousands of tiny ops: one thread
 # ## 1 · The rules side by side on one toy tree
 #
 # The tree: three siblings at the root, two below the first, one below the second. Each rule is applied to
-# trees whose siblings were drawn the way it is exact for (the "siblings" column); traversal on all three draws.
+# trees whose siblings were drawn the way it is exact for (the "siblings" column); traversal on all three draws,
+# and one-hot on sampled siblings as well (its derivation holds for any fixed sibling list, however drawn).
 # "exact" says whether the rule is meant to be exact; "drafts accepted per step" is the exact expected number of
 # drafted tokens one step accepts, and "E[L]" adds the bonus: notebook 00's L, the tokens one step emits, so
 # E[L] = drafts accepted per step + 1; "TV from p" is the total variation between the exact distribution of the
@@ -118,16 +120,20 @@ import pandas as pd
 from specdec_lab.accept.exactness import step_accepted
 from specdec_lab.accept.toy import RULES, TOY_SHAPE, RuleCase, compare_rules, toy_models
 from specdec_lab.accept.traversal import accept_traversal
+from specdec_lab.accept.tree_rules import accept_one_hot
 from specdec_lab.sampling import Sampling
 
 sampling = Sampling(temperature=temperature, top_p=top_p if top_p < 1.0 else None)
 target, draft = toy_models(vocab, noise=draft_noise)
 print(f"toy target and draft over {vocab} tokens; tree: parents {TOY_SHAPE[0]}; sampling {sampling}")
 trav_wor = RuleCase("traversal", accept_traversal, "without_replacement")  # traversal on the third draw as well
-rows = compare_rules(target, draft, sampling, RULES[:-1] + [trav_wor] + RULES[-1:])
-for r in rows:  # compare_rules prices only its own RULES: the added case's acceptance, computed the same way
-    if (r["rule"], r["siblings"]) == (trav_wor.name, trav_wor.draw):
-        r["accepted_per_step"] = step_accepted(trav_wor.rule, target, draft, sampling, *TOY_SHAPE, trav_wor.draw)
+oh_sampled = RuleCase("one_hot", accept_one_hot, "sampled")  # one-hot on sampled siblings, q unused
+added = (oh_sampled, trav_wor)
+rows = compare_rules(target, draft, sampling, RULES[:1] + [oh_sampled] + RULES[1:-1] + [trav_wor] + RULES[-1:])
+for r in rows:  # compare_rules prices only its own RULES: the added cases' acceptance, computed the same way
+    for case in added:
+        if (r["rule"], r["siblings"]) == (case.name, case.draw):
+            r["accepted_per_step"] = step_accepted(case.rule, target, draft, sampling, *TOY_SHAPE, case.draw)
 table = pd.DataFrame(rows).set_index(["rule", "siblings"])
 table["TV from p"] = table.pop("tv").map(lambda v: "0 (to rounding)" if v < 1e-6 else f"{v:.3f}")
 table = table.rename(columns={"accepted_per_step": "drafts accepted per step"})
@@ -143,6 +149,7 @@ by = {(r["rule"], r["siblings"]): r for r in rows}
 one_hot, trav = by[("one_hot", "deterministic")], by[("traversal", "sampled")]
 multi, wor = by[("multi_draft", "sampled")], by[("without_replacement", "without_replacement")]
 typ = by[("typical", "deterministic")]
+oh_sampled_tv = by[("one_hot", "sampled")]["tv"]
 display(Markdown(
     f"On this tree every exact rule's TV is float rounding (largest: {max(r['tv'] for r in rows if r['exact']):.1e}), "
     f"typical's is {typ['tv']:.3f}. Sampled siblings verified with their q (multi-draft) accept "
@@ -153,7 +160,16 @@ display(Markdown(
     + compare(by[("traversal", "without_replacement")]["accepted_per_step"], wor["accepted_per_step"],
               "more ({a:.3f})", "fewer ({a:.3f})", "as many ({a:.3f})", rel_tol=1e-9)
     + ", "
-    f"and the deterministic top siblings with the one-hot rule {one_hot['accepted_per_step']:.3f}. "
+    f"and the deterministic top siblings with the one-hot rule {one_hot['accepted_per_step']:.3f}. The one-hot "
+    "rule on the sampled trees "
+    + ("is exact too (TV {:.1e}, float rounding)" if oh_sampled_tv < 1e-6 else "is not exact here (TV {:.3f})").format(
+        oh_sampled_tv)
+    + " and "
+    + compare(by[("one_hot", "sampled")]["accepted_per_step"], multi["accepted_per_step"],
+              "accepts more ({a:.3f}) than the multi-draft rule on them",
+              "accepts fewer ({a:.3f}) than the multi-draft rule on them",
+              "accepts as many ({a:.3f}) as the multi-draft rule on them", rel_tol=1e-9)
+    + ". "
     f"Typical accepts {typ['accepted_per_step']:.3f} — by emitting what p would not."
 ))  # fmt: skip
 
@@ -596,7 +612,8 @@ display(Markdown("A lookup step's first draft token is the text's next token at 
 #    the rule exact: a sibling's whole probability p(x) is spent on accepting it, so none is left for the bonus.
 #    </details>
 #
-# 2. The one-hot rule is exact on sampled siblings too. Then what does the multi-draft rule gain by using q?
+# 2. Section 1's `one_hot · sampled` row shows the one-hot rule exact on sampled siblings too. Then what does the
+#    multi-draft rule gain by using q?
 #
 #    <details><summary>Answer</summary>
 #
@@ -623,17 +640,20 @@ display(Markdown("A lookup step's first draft token is the text's next token at 
 # %% [markdown] tags=["exercise-1"]
 # ### Exercise 1 ★ — which sibling is emitted, given the chances
 #
-# Siblings are tried in order; once tried, sibling j is accepted with chance a_j. Sibling j is emitted when the
-# siblings before it were rejected and it is accepted: $P(j) = a_j \prod_{i<j} (1 - a_i)$. Compute it for two
+# Siblings are tried in order; once tried, sibling j is accepted with chance a_j, and the first sibling accepted
+# is emitted. Derive P(j), the chance that sibling j is the one emitted, from the chances, and compute it for two
 # sibling sets (`chance_sets`): section 2's deterministic siblings under the one-hot rule, and three siblings
 # *sampled* from q under the multi-draft rule, each tried with min(1, p_j(x)/q_j(x)) on the residual
 # (`accept.toy.residual_steps`). Write `emitted(chances)`, which returns `[P(1), P(2), ...]` for any list of
 # chances, and answer `{name: emitted(chances)}`; the check also calls `emitted` on chance lists of its own. The
 # reference walks the library's coins (`accept.exactness.enumerate_outcomes`, watched) over every branch of the
-# accept/reject draws. Compare the two sets with
-# the target's own p(x_j): for which is P(j) = p(x_j), and why not for the other?
+# accept/reject draws. Then compare the two sets with the target's own p(x_j) (`steps["p"]`, `sampled["p"]`,
+# indexed by the siblings' tokens `steps["tokens"]`, `sampled["tokens"]`): answer `equals_p`, `{name: True or
+# False}`, True where P(j) = p(x_j) for every sibling of that set. Why does it hold for one set and not the other?
 
 # %% tags=["exercise", "exercise-1"]
+import math
+
 from specdec_lab.accept.exactness import ScriptedCoins, enumerate_outcomes  # noqa: F401 - in scope, watched
 from specdec_lab.lab.course import watch
 
@@ -650,6 +670,7 @@ def emitted(chances: list[float]) -> list[float]:
 
 
 answer = ...  # {name: emitted(chances) for each of chance_sets}
+equals_p = ...  # {name: True where P(j) = p(x_j) for every sibling of that set}
 
 # %% tags=["solution", "exercise-1"]
 def emitted(chances: list[float]) -> list[float]:  # noqa: F811 - the stub's, filled in
@@ -661,6 +682,8 @@ def emitted(chances: list[float]) -> list[float]:  # noqa: F811 - the stub's, fi
 
 
 answer = {name: emitted(chances) for name, chances in chance_sets.items()}
+equals_p = {name: all(math.isclose(v, st["p"][x], abs_tol=1e-6) for v, x in zip(answer[name], st["tokens"], strict=True))
+            for name, st in zip(chance_sets, (steps, sampled), strict=True)}  # fmt: skip
 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 import math
@@ -691,23 +714,25 @@ _ = check("P(each sibling is emitted), on the two sets and on the check's own ch
           and all(_close_lists(a[0][n], r[0][n]) for n in r[0]) and all(map(_close_lists, a[1], r[1])),
           hint="Multiply a_j by the chance that every earlier sibling was rejected; p(x) is not the answer for sampled siblings.")  # fmt: skip
 reference = reference[0]
-for (name, probs), tokens, p_of in zip(reference.items(), (steps["tokens"], sampled["tokens"]), (steps["p"], sampled["p"]), strict=True):
-    gap = max(abs(v - p_of[x]) for v, x in zip(probs, tokens, strict=True))
-    print(f"{name}: P(j) " + ("equals p(x_j) for every sibling (to rounding)" if gap < 1e-6 else
-                               f"differs from p(x_j) by up to {gap:.3f}: given these drawn siblings, not p"))  # fmt: skip
+_equal = {name: max(abs(v - p_of[x]) for v, x in zip(probs, tokens, strict=True)) < 1e-6
+          for (name, probs), tokens, p_of in zip(reference.items(), (steps["tokens"], sampled["tokens"]),
+                                                 (steps["p"], sampled["p"]), strict=True)}  # fmt: skip
+_ = check("for which set P(j) = p(x_j)", equals_p, _equal,
+          close=lambda a, r: isinstance(a, dict) and a.keys() == r.keys() and all(a[n] in (True, False) and bool(a[n]) == r[n] for n in r),
+          hint="Compare your P(j) with p at each sibling's token, set by set.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-2"]
-# ### Exercise 2 ★★ — the residual after a rejected sampled sibling
+# ### Exercise 2 ★★ — the residual after two siblings drawn without replacement
 #
-# A sibling x drawn from q is rejected by the multi-draft rule (the chain's test of notebook 02, once per sibling).
-# Compute the distribution the next sibling is tested against — the residual that keeps the emitted token
-# distributed as p: what of p does a draw from q, accepted by the chain's test, not already cover? — as a tensor
-# over the toy vocabulary. Not at the root of
-# section 2 (whose residuals are printed above): here p and q are the target's and the draft's distributions one
-# token further, after `ctx`, at temperature $T = 0.7$ (`p_ctx`, `q_ctx` below). Take x = q's likeliest token. The check
-# compares with `specdec_lab.accept.tree_rules.residual(p, q, x)` (an answer that calls it is refused). Then
-# answer for yourself: does the residual depend on which x was rejected, and why? The check computes it for every
-# x and says why.
+# Two siblings were drawn from q *without replacement* (Recursive Speculative Decoding, the third bullet at the
+# top): x₁ first, then x₂ from q with x₁ removed. Both were rejected. Compute the distribution the *third* sibling
+# is tested against, as a tensor over the toy vocabulary. Two things change after each rejection: the target's
+# side (the residual, as on a chain) and the draft's side (which distribution the next sibling was drawn from);
+# the residual after x₂'s rejection is taken against the distribution x₂ was actually drawn from. Not at the root
+# of section 2: here p and q are the target's and the draft's distributions one token further, after `ctx`, at
+# temperature $T = 0.7$ (`p_ctx`, `q_ctx` below), with x₁, x₂ = q's two likeliest tokens. The check composes
+# `specdec_lab.accept.tree_rules.residual` (an answer that calls it is refused). Then set `depends` to True or
+# False: would this residual change if x₁ had been another token (x₂ kept)? The check computes that too.
 
 # %% tags=["exercise", "exercise-2"]
 import torch
@@ -717,27 +742,49 @@ from specdec_lab.lab.course import watch
 
 ctx, at_07 = (steps["tokens"][0],), Sampling(temperature=0.7)  # after q's likeliest root token, at T = 0.7
 p_ctx, q_ctx = target.probs(ctx, at_07), draft.probs(ctx, at_07)
-x = int(q_ctx.argmax())
+x1, x2 = q_ctx.argsort(descending=True)[:2].tolist()  # the two siblings, in draw order
 _watch = watch(globals(), "residual")
-answer = ...  # (V,) tensor: the residual after x's rejection
+answer = ...  # (V,) tensor: the distribution the third sibling is tested against
+depends = ...  # True or False: does it change with x1 (x2 kept)?
 
 # %% tags=["solution", "exercise-2"]
-left = (p_ctx - q_ctx).clamp(min=0.0)
+left = (p_ctx - q_ctx).clamp(min=0.0)  # after x1 ~ q: the part of p that q does not cover
+r1 = left / left.sum()
+q2 = q_ctx.clone()
+q2[x1] = 0.0  # x2 was drawn from q without x1
+q2 = q2 / q2.sum()
+left = (r1 - q2).clamp(min=0.0)  # after x2 ~ q2: the part of r1 that q2 does not cover
 answer = left / left.sum()
+depends = True  # q2 depends on x1
+
 
 # %% tags=["check", "exercise-2", "nbval-check-output"]
 _watch.begin_check()  # from here the references are the check's own
-_ = check("the residual after a rejection", answer, _watch["residual"](p_ctx, q_ctx, x), watch=_watch,
+
+
+def _q_without(q: torch.Tensor, tokens: list[int]) -> torch.Tensor:
+    """q with the earlier draws removed and renormalised, as `tree_rules.sibling_q` builds a later sibling's q."""
+    q = q.clone()
+    q[tokens] = 0.0
+    return q / q.sum()
+
+
+def _third(first: int) -> torch.Tensor:
+    """The library's residual before the third sibling, had the first sibling been `first` (x2 kept)."""
+    return _watch["residual"](_watch["residual"](p_ctx, q_ctx, first), _q_without(q_ctx, [first]), x2)
+
+
+_reference = _third(x1)
+_ = check("the residual before the third sibling", answer, _reference, watch=_watch,
           close=lambda a, r: a.shape == r.shape and torch.allclose(a.double(), r.double(), atol=1e-6),
-          hint="Notebook 02's residual after a rejected draft: the part of p that q does not already cover, "
-          "normalised.")  # fmt: skip
-# the question: the library's residual after rejecting each token of the vocabulary in turn
-_by_x = [_watch["residual"](p_ctx, q_ctx, x_other) for x_other in range(len(p_ctx))]
-_same = all(torch.allclose(r.double(), _by_x[0].double(), atol=1e-9) for r in _by_x)
-print(("the residual is the same whichever x was rejected: x was drawn from q and accepted with min(1, p/q), so "
-       "given a rejection the next token's distribution averages over every x q could have drawn — p's mass that q "
-       "does not cover, not x's own mass removed") if _same else
-      "the residual differs with x here: see `tree_rules.residual`")  # fmt: skip
+          hint="Two residuals in a row: the first against q, the second against the q x2 was drawn from (q without "
+          "x1, renormalised).")  # fmt: skip
+# the question: the same residual had the first sibling been each other token of the vocabulary (x2 kept)
+_differs = [f for f in range(len(p_ctx)) if f not in (x1, x2)
+            and not torch.allclose(_third(f).double(), _reference.double(), atol=1e-6)]  # fmt: skip
+_ = check("does the residual change with the first sibling", depends, bool(_differs),
+          close=lambda a, r: isinstance(a, bool) and a == r,
+          hint="Which of the two distributions in the second residual was built from x1?")  # fmt: skip
 
 # %% [markdown] tags=["exercise-3"]
 # ### Exercise 3 ★★★ — the one-hot rule, enumerated exactly

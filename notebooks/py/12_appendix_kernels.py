@@ -556,7 +556,7 @@ Markdown(
 #
 # * **compiling** it (`load_model(..., compile=True)`: `torch.compile`, inductor's C++ on a CPU) fuses the
 #   small operators between the matrix products — norms, rotary embeddings, activations — and removes
-#   Python's per-operator overhead, which for a model this small is a large share of a step;
+#   Python's per-operator overhead (how much of a step that was is the table below: t(1) eager against compiled);
 # * **fewer bytes of weights** (`load_model(..., weights="int8")` per output channel, `"int4"` in groups of
 #   32 loaded from the model file's own 4-bit blocks): a one-token step must stream every weight once, so
 #   its floor is the weights' bytes over the memory bandwidth (the memory wall, `specdec_lab.cost.memory_wall`:
@@ -631,7 +631,7 @@ quantized = [name for name, v in variant_records.items() if v["weights"] != "fp3
 shape_tol = 2 * noise_level
 shape_parts = []
 steeper_everywhere = []
-for n in (4, 8, 16):
+for n in (4, 8, 16, 32, 64):  # the sizes the figure below shows beyond 2
     base_ratio = variants[fp32_name](n) / variants[fp32_name](1)
     ratios = {q: variants[q](n) / variants[q](1) for q in quantized}
     said = {q: compare(r, base_ratio, "steeper", "flatter", "within", rel_tol=shape_tol) for q, r in ratios.items()}
@@ -754,7 +754,8 @@ Markdown(
 # the model's prediction (the cheaper the step, the smaller the gain) against the replay table, pair by pair: for every
 # method and every two builds, is the speed-up ("stays") lower on the build with the cheaper t(1)?
 by_t1 = sorted(variants, key=lambda v: variants[v](1))  # cheapest first
-tol = 0.01  # the file keeps medians only, no spread: speed-ups within 1% count as equal, not as an order
+tol = shape_tol  # the file keeps medians only: a replayed speed-up rests on ratios of its medians, judged as the
+# curves' shapes are above (twice this run's floor), never on a 1% gap
 held, broke, level = 0, {}, 0
 for i, cheap in enumerate(by_t1):
     for dear in by_t1[i + 1 :]:
@@ -772,7 +773,7 @@ Markdown(
     "against a cheaper t, and if fewer bytes shrink t(1) more than t(n), t(n)/t(1) grows. The replay table's "
     f"verdict (loop's own seconds staying as measured): over {pairs} comparisons (each method, each two builds with "
     f"different t(1)) the build with the cheaper step had the lower speed-up in {held}, about the same (within "
-    f"{tol:.0%}; the file records no spread) in {level}"
+    f"{tol:.0%}, the yardstick of the curves' shapes above: the file records no spread) in {level}"
     + (
         ", and the higher one in " + str(sum(map(len, broke.values()))) + ": "
         + "; ".join(
@@ -780,10 +781,12 @@ Markdown(
             f"for {'every method' if len(ms_) == len(methods) else ', '.join(ms_)}"
             for (cheap, dear), ms_ in broke.items()
         )
-        + ". So t(1) alone does not rank the gains: the shape of each curve (its t(n)/t(1), in the builds table above) "
-        "and the loop's own seconds decide with it (exercise 3)."
+        + ". Beyond the yardstick, t(1) alone did not rank these gains: the curve's shape and the loop's own seconds "
+        "weigh in (exercise 3)."
         if broke
-        else ", and the higher one in none: in this file the prediction held wherever the table could tell."
+        else (", and the higher one in none: in this file the prediction held wherever the table could tell."
+              if held else ": at this yardstick the replay cannot order the builds' gains at all — a run with a "
+              "spread per size would be needed to test the prediction.")
     )
 )  # fmt: skip
 
@@ -807,7 +810,7 @@ Markdown(
 # softmax and p·V in slot order, where another branch's masked slot adds an exact zero, so every node of a
 # tree rounds like one-row decoding along its path. The first table below is a run from before that change
 # (its `identical` for the hybrid's trees shows what the cause cost); the others ran after it, each titled
-# with its file and the machine it ran on; the last, with llama.cpp among its anchors, is summed up below. The
+# with its file and the machine it ran on; the last is summed up below. The
 # later runs timed autoregressive decoding on every build but each speculative method only on the builds they
 # were checking: a method a run did not time on a build shows as NaN in its tables (rows and columns with no
 # value at all are dropped). These files predate section 5's levers: each build is named by what its run held
@@ -815,7 +818,7 @@ Markdown(
 # head and separate products — not today's default `int4+compile`.
 
 # %% tags=["nbval-ignore-output"]
-from specdec_lab.bench.report import by_build
+from specdec_lab.bench.report import by_build, speedup_interval
 
 for builds_bench_file in builds_bench_files:
     builds_run = json.loads(Path(builds_bench_file).read_text())
@@ -916,10 +919,13 @@ after = profile["builds"]["int4+compile"]
 head_share = before["step_bytes_mb_by_part"]["head"] / before["step_bytes_mb"]
 Markdown(
     f"In the old build the head was {head_share:.0%} of the bytes a step read and its fp32 product "
-    f"{op_share(before, 'mkldnn::_linear_pointwise'):.0%} of the profiled time; the file's Q8_0 blocks read "
-    f"{after['step_bytes_mb_by_part']['head']:.0f} MB instead of {before['step_bytes_mb_by_part']['head']:.0f}. With "
+    f"{op_share(before, 'mkldnn::_linear_pointwise'):.0%} of the profiled time; the file's Q8_0 blocks, held as "
+    f"two int4 planes with a bf16 scale and zero per 32 inputs, read {after['step_bytes_mb_by_part']['head']:.0f} MB "
+    f"instead of {before['step_bytes_mb_by_part']['head']:.0f} (the blocks themselves, 34 bytes per 32 weights, are "
+    f"{49152 * 576 * 34 / 32 / 1e6:.0f} MB in the file: what llama.cpp reads). With "
     f"both levers a profiled token took {after['ms_per_token']:.1f} ms against {before['ms_per_token']:.1f} "
-    f"({before['ms_per_token'] / after['ms_per_token']:.2f}× less time; the profiler's own overhead is in both). What "
+    f"({1 - after['ms_per_token'] / before['ms_per_token']:.0%} less time, {before['ms_per_token'] / after['ms_per_token']:.2f}× "
+    f"as fast; the profiler's own overhead is in both). What "
     "the levers do to decoding, each apart, is the bench's to say, below."
 )
 
@@ -958,7 +964,14 @@ if best is not None:
         f"The fastest speculative method equal to its build's output on every prompt, {best.method}, ran at "
         f"{best.tokens_per_s:.1f} tokens/s: {best.tokens_per_s / llama:.2f}× llama.cpp's plain decoding. "
     )
-text += "One run, one machine: the ratios are paired per prompt, their spread is the bench's to give. "
+if best is not None:
+    iv = speedup_interval([r for r in levers_run["rows"] if r["method"] == best.label],
+                          [r for r in levers_run["rows"] if r["method"] == "llamacpp"])
+    if iv:
+        text += (f"Paired per prompt, {best.method} against llama.cpp: 95% interval [{iv[0]:.2f}, {iv[1]:.2f}] — "
+                 + ("above one beyond it. " if iv[0] > 1 else "below one beyond it. " if iv[1] < 1
+                    else "one lies inside it: this run does not tell the two apart. "))
+text += "One run, one machine. "
 # the same build and the same anchor in section 4's last file: tokens/s move between runs (the machine's load, the
 # code of the day), so a "× llama.cpp" is read within one run, never across two
 earlier_run = json.loads(Path(builds_bench_files[-1]).read_text())
@@ -1033,7 +1046,10 @@ first, last = lever_table.iloc[0], lever_table.iloc[-1]
 Markdown(
     f"Plain decoding, each change against the code before it — {lever_sentence(lever_table, 'plain tokens/s', True)}. "
     f"All together: {last['plain tokens/s']:.1f} tokens/s against {first['plain tokens/s']:.1f} "
-    f"({last['plain tokens/s'] / first['plain tokens/s']:.2f}×); one forward of 1 token "
+    f"({last['plain tokens/s'] / first['plain tokens/s']:.2f}×, "
+    + compare(last["plain tokens/s"], first["plain tokens/s"], "faster", "slower", "within the rounds' spread",
+              rel_tol=max(last["plain tokens/s spread"], first["plain tokens/s spread"]))
+    + f" of {max(last['plain tokens/s spread'], first['plain tokens/s spread']):.0%}); one forward of 1 token "
     f"{first['forward ms, 1 token']:.1f} → {last['forward ms, 1 token']:.1f} ms, of 8 tokens "
     f"{first['forward ms, 8 tokens']:.1f} → {last['forward ms, 8 tokens']:.1f} ms. None of them reads a byte less "
     "of weights: they are what the step paid on top of the bytes."
@@ -1046,8 +1062,6 @@ Markdown(
 # every speculative method is compared with this build's autoregressive output (`identical`).
 
 # %% tags=["nbval-ignore-output"]
-from specdec_lab.bench.report import speedup_interval
-
 step_run = json.loads(Path(step_bench_file).read_text())
 step_methods = pd.DataFrame(by_build(step_run))
 llama_rows = [r for r in step_run["rows"] if r["method"] == "llamacpp"]
@@ -1056,12 +1070,13 @@ step_ours = step_methods[step_methods.build != "anchor"].copy()
 
 
 def vs_llama(label: str) -> tuple[float, float] | None:
+    """× llama.cpp's plain decoding, paired per prompt: (low, high) of the 95% bootstrap interval."""
     return speedup_interval([r for r in step_run["rows"] if r["method"] == label], llama_rows)
 
 
 step_ours["× llama.cpp"] = step_ours.tokens_per_s / step_llama
 step_ours["× llama.cpp, 95%"] = [
-    "[{:.2f}, {:.2f}]".format(*iv) if (iv := vs_llama(m)) else "–" for m in step_ours.method
+    "[{:.2f}, {:.2f}]".format(*iv) if (iv := vs_llama(lab)) else "–" for lab in step_ours.label
 ]
 display(Markdown(f"**{Path(step_bench_file).name}**: {step_run['prompts_done']} prompts, "
                  f"{step_run['config']['max_new_tokens']} new tokens, measured on "
@@ -1088,12 +1103,12 @@ def against(label: str, target: float) -> str:
 
 
 text = (f"Plain decoding on the new step: {plain_new.tokens_per_s:.1f} tokens/s, {plain_new['× llama.cpp']:.2f}× "
-        f"llama.cpp's plain decoding ({against('autoregressive', TARGET_PLAIN)}). ")  # fmt: skip
+        f"llama.cpp's plain decoding ({against(plain_new.label, TARGET_PLAIN)}). ")  # fmt: skip
 not_identical = sorted(step_ours[step_ours.identical < 1.0].method)
 if best_step is not None:
     text += (f"The fastest speculative method equal to this build's output on every prompt, {best_step.method}, "
              f"{best_step.tokens_per_s:.1f} tokens/s: {best_step['× llama.cpp']:.2f}× "
-             f"({against(best_step.method, TARGET_BEST)}). ")  # fmt: skip
+             f"({against(best_step.label, TARGET_BEST)}). ")  # fmt: skip
 if not_identical:
     text += f"Not identical on every prompt: {', '.join(not_identical)} (the table's `identical`). "
 text += "Both against this run's own llama.cpp rows; the machine is named above."
@@ -1134,8 +1149,8 @@ Markdown(text)
 #    do not shrink with a faster target, so they weigh more against a cheaper t, and that lowers what each
 #    verified token buys. The other term is the curve's shape: a build whose t(n)/t(1) is lower (flatter)
 #    buys more per step, one whose t(n)/t(1) is higher buys less. Which way a given build's shape goes is
-#    for its measured curve to say, not a rule of fewer bytes — section 4's replay sentence shows a cheaper
-#    build beating a dearer one where its curve allowed it.
+#    for its measured curve to say, not a rule of fewer bytes — section 4's replay sentence says whether this
+#    run's data could tell either way.
 #    </details>
 #
 # ## Exercises
@@ -1280,7 +1295,7 @@ _ = check("each build's chain speed-up", answer, reference, watch=_watch,
 #   context, is a measurement against the noise (section 2's sentence), not a given.
 # - A cheaper step (compiled, fewer bytes of weights) and speculation multiply. The formula predicts that what
 #   speculation adds shrinks as the step gets cheaper (the loop's own seconds weigh more); section 4's replay
-#   sentence gives the data's verdict, pair by pair — t(1) alone does not decide, the curve's shape does with it.
+#   sentence gives the data's verdict pair by pair, against the same yardstick as the curves' shapes.
 #
 # ## Further reading
 #

@@ -79,7 +79,8 @@ FIGURES = start("../results/figures" if quick else "../figures", stem="14_servin
 # that price (`specdec_lab.serve.policy`, whose docstring has the whole formula).
 #
 # Two things come from measurement on this machine: S_i for each drafter, from our loop decoding a few benchmark
-# prompts with a fixed chain (the lab), and t(B, n), the step's price (notebook 13). `export_all` measures both,
+# prompts with a fixed chain (the lab), and t(B, n), the step's price (notebook 13's quantity; that notebook read
+# it from another machine's file, `export_all` measures it again here). `export_all` measures both,
 # prices every k at every B, and keeps for each method its best k at each B — or k = 0 where nothing pays.
 #
 # **Predict, then run:** on a 2-core CPU, will the best k grow or shrink from B = 1 to B = 16? Write down your
@@ -100,8 +101,8 @@ from specdec_lab.lab.course import compare
 
 
 def el_noise(run: dict) -> float:
-    """Twice the standard error of a lab run's E[L] over its steps, relative to E[L]: with prefix acceptance
-    E[1(i) 1(j)] = S_max(i, j), so Var(L) = Σ_i Σ_j S_max(i, j) − (Σ S_i)²."""
+    """Twice the standard error of a lab run's τ (its measured mean of L, 1 + Σ S_i) over its steps, relative to τ:
+    with prefix acceptance E[1(i) 1(j)] = S_max(i, j), so Var(L) = Σ_i Σ_j S_max(i, j) − (Σ S_i)²."""
     s_ = run["survival"]
     var = sum(s_[max(i, j)] for i in range(len(s_)) for j in range(len(s_))) - sum(s_) ** 2
     return 2 * (max(var, 0.0) / run["steps"]) ** 0.5 / (1 + sum(s_))
@@ -120,7 +121,7 @@ if _chosen in _means and len(_means) > 1:
         f"The pick: {_chosen} at {{a:.2f}}×, tied with the runner-up {_runner} ({{b:.2f}}×): the order between them "
         "is the lab's, not a measured difference.",
         within=f"The pick: {_chosen} at {{a:.2f}}× mean predicted speedup against the runner-up {_runner} at "
-        f"{{b:.2f}}× — within twice the lab's sampling error of E[L] ({{tol:.0%}}): a near tie that a re-measured lab "
+        f"{{b:.2f}}× — within twice the lab's sampling error of τ ({{tol:.0%}}): a near tie that a re-measured lab "
         "could turn around.",
         rel_tol=_tol, tol=_tol,
     )))  # fmt: skip
@@ -129,11 +130,12 @@ if _chosen in _means and len(_means) > 1:
 import pandas as pd
 
 lab = pd.DataFrame(record["policy"]["lab"]["runs"]).set_index("method")
-lab["E[L] at k"] = 1 + lab["survival"].map(sum)
-lab[["k", "survival", "drafted", "draft_cost", "E[L] at k", "steps"]]
+lab["τ at k"] = 1 + lab["survival"].map(sum)  # the lab's measured mean of L: 1 + Σ S_i over its steps
+lab[["k", "survival", "drafted", "draft_cost", "τ at k", "steps"]]
 
 # %% [markdown]
-# `survival` lists S_1 … S_k (per step); `drafted` is the share of steps that drafted at all (prompt lookup proposes nothing
+# `τ at k` is 1 + Σ S_i, the lab's measured mean of L at its k (τ as in notebook 00; the policy uses it as its
+# estimate of E[L]). `survival` lists S_1 … S_k (per step); `drafted` is the share of steps that drafted at all (prompt lookup proposes nothing
 # where the text has no match); `draft_cost` is c, the drafter's seconds per drafted token over one target step.
 
 # %% tags=["prediction"]
@@ -179,7 +181,13 @@ else:
     best = {r["batch_size"]: (r["methods"][chosen]["k"] or r["methods"][chosen].get("best_k"),
                               r["methods"][chosen]["speedup"] if r["methods"][chosen]["k"]
                               else r["methods"][chosen].get("best_speedup")) for r in rows}  # fmt: skip
-    path = ", ".join(f"{v:.2f}× (k = {k}) at B = {b}" for b, (k, v) in sorted(best.items()) if v is not None)
+    served_speedup = {r["batch_size"]: r["methods"][chosen]["speedup"] for r in rows}  # the figure's points
+    path = ", ".join(
+        (f"{v:.2f}× (k = {k}) at B = {b}" if ks[b] else
+         f"{served_speedup[b]:.2f}× (k = 0, plain decoding; its best k = {k} was predicted at {v:.2f}×, under the "
+         f"margin) at B = {b}")
+        for b, (k, v) in sorted(best.items()) if v is not None
+    )  # fmt: skip
     others = [m for m in k_of if m != chosen]
     risers = {m: [(x, y) for x, y in zip(sizes_b[:-1], sizes_b[1:], strict=True) if k_of[m][y] > k_of[m][x]]
               for m in others}  # fmt: skip
@@ -274,13 +282,15 @@ else:
 # %%
 from specdec_lab.viz.results import machine_label
 
+EMPTY_ARG = " '' "  # a command's empty argument (two spaces in the recorded string), shown as ''
 with open(serving_file) as f:
     bench = json.load(f)
 summary = bench["summary"]
 cfg = bench["config"]
 print(f"measured on: {machine_label(bench['machine'])} (this file's machine)\n"
       f"{len(cfg['prompts'])} prompts × {cfg['max_new_tokens']} new tokens, {cfg['repeats']} round(s) per "
-      f"concurrency, the fastest kept\ncommand: {bench.get('command', '(not recorded)')}")  # fmt: skip
+      f"concurrency, the fastest kept\nread from: {Path(serving_file).name} (the command's `--out` file, stored "
+      f"under data/bench)\ncommand: {bench.get('command', '(not recorded)').replace('  ', EMPTY_ARG)}")  # fmt: skip
 print("the policy exported for that run (not this notebook's section 1):", json.dumps(bench["policy"]["choice"]))
 # a concurrency above the number of prompts never has more requests in flight than there are prompts
 in_flight = {r["concurrency"]: min(r["concurrency"], len(cfg["prompts"])) for r in summary}
@@ -348,7 +358,10 @@ moved = rounds_moved(by(best_static[first])[first], by(best_static[last])[last])
 display(Markdown(compare(
     a, b,
     f"With a fixed k = {cfg['k']} the best drafter gave {{a:.2f}}× at {first} request ({best_static[first]}) and "
-    f"{{b:.2f}}× ({best_static[last]}) at concurrency {load(last)}: the more requests share a forward, the less a draft saves.",
+    f"{{b:.2f}}× ({best_static[last]}) at concurrency {load(last)}: speculation's gain fell with concurrency. This file "
+    "does not split that fall between what a draft saves and what a speculative server costs whether or not it "
+    "drafts (vLLM's drafter, rejection sampler and scheduler run every step); the policy table below shows a "
+    "speculative server at these loads beside the drafts it actually made.",
     f"With a fixed k = {cfg['k']} the best drafter gave {{a:.2f}}× at {first} request ({best_static[first]}) and "
     f"{{b:.2f}}× ({best_static[last]}) at concurrency {load(last)}: in this file's run concurrency did not wear the gain down.",
     f"With a fixed k = {cfg['k']} the best drafter gave {{a:.2f}}× at {first} request ({best_static[first]}) and "
@@ -371,7 +384,10 @@ display(Markdown(compare(
 with open(policy_file) as f:
     repriced = json.load(f)
 print(f"measured on: {machine_label(repriced['machine'])} (this file's machine)\n"
-      f"command: {repriced.get('command', '(not recorded)')}")  # fmt: skip
+      f"read from: {Path(policy_file).name} (the command's `--out` file, stored under data/bench)\n"
+      f"command: {repriced.get('command', '(not recorded)').replace('  ', EMPTY_ARG)}\n"
+      f"its export was priced with the engine's ratios from: "
+      f"{repriced['policy'].get('engine_prices', '(not recorded)')}")  # fmt: skip
 print("schedule, cost model alone ([first B, last B, k]):", bench["policy"]["schedule"])
 print("schedule, engine-priced      ([first B, last B, k]):", repriced["policy"]["schedule"])
 priced = by("policy", rows=repriced["summary"])
@@ -439,12 +455,23 @@ def why_low(c: int) -> str:
     if drafts_at[c] == 0 and n_drafts == 0:
         return head + (", and the engine recorded no drafts there, so a speculative server paid for something even "
                        "when it drafted nothing (what, this file does not measure)")  # fmt: skip
+    # an upper bound on drafting's share of the run's time: each draft token priced as a whole served token
+    drafted_share = n_tokens / served_n if served_n else None
+    lost = 1.0 - priced[c]["speedup_vs_vllm_plain"]
+    if drafts_at[c] == 0 and drafted_share is not None and lost > 0 and drafted_share < lost:
+        return (head + f", and the engine's counters record only {counted} there: even had each draft token cost "
+                f"as much time as plain decoding spends on a served token, drafting would account for at most "
+                f"{drafted_share:.1%} of the run's time, against the {lost:.0%} the server lost to plain decoding. "
+                "So at this load a speculative server was slower than plain decoding while it hardly drafted: it paid "
+                "for something other than its drafts (what, this file does not measure)")  # fmt: skip
     if drafts_at[c] == 0:
-        back = max(bands) if bands else None
+        ks_back = sorted({k for _, k in bands})
+        k_text = f"{ks_back[0]}" if len(ks_back) == 1 else f"{ks_back[0]} to {ks_back[-1]}" if ks_back else ""
         return (head + f", yet the engine's counters record {counted} there: vLLM "
                 "sets k by the requests running at each step"
-                + (f", and once {back[0]} or fewer run (requests finish, the last wave is smaller) the schedule drafts "
-                   f"k = {back[1]}" if back else "")
+                + (f", and once {max(bands)[0]} or fewer run (requests finish, the last wave is smaller) the schedule "
+                   f"drafts again (k = {k_text} by its bands; the counters' drafts averaged {n_tokens / n_drafts:.2f} "
+                   "tokens)" if bands and n_drafts else "")
                 + "; this file does not split the time between drafting and not drafting")  # fmt: skip
     return (head + f"; the engine's counters record {counted} there, and together "
             "they did not pay for drafting and verifying them")  # fmt: skip
@@ -603,8 +630,10 @@ display(Markdown(compare(
 )))  # fmt: skip
 
 # %% [markdown]
-# Then how do the engine's EAGLE-3 counters compare with the drafter's training record? The record
-# (`data/eagle/smollm2-135m/manifest.json`) gives its held-out *accuracy* per position (notebook 10's a_i): the
+# Then how do the engine's EAGLE-3 counters compare with the drafter's held-out accuracy? Notebook 10's section 1
+# (`data/eagle/position_accuracy.json`, the number notebook 10 compares proposers by) and the training record
+# (`data/eagle/smollm2-135m/manifest.json`, another subset of the same held-out set) give its held-out *accuracy*
+# per position (notebook 10's a_i): the
 # share of scored tokens where position i's top-1 guess is the target's, teacher-forced — the true tokens before
 # it fed in, whether or not the drafter would have guessed them — on distilled answers to held-out training
 # prompts. The counters give D_i, the share of drafts accepted up to position i, on the bench's prompts. The
@@ -616,12 +645,16 @@ display(Markdown(compare(
 # %%
 with open("../data/eagle/smollm2-135m/manifest.json") as f:
     manifest = json.load(f)
-heldout = manifest["heldout_accuracy_by_position"]
-record_examples = manifest.get("config", {}).get("eval_examples")  # held-out examples scored, not positions
+with open("../data/eagle/position_accuracy.json") as f:
+    nb10_record = json.load(f)
+# the reference: notebook 10's section 1 (its scored tokens per position known), the training record beside it
+heldout = nb10_record["sources"]["eagle"]["accuracy"]
+heldout_tokens = nb10_record["sources"]["eagle"]["count"][0]  # scored response tokens at position 1
 survival = [1.0, *vllm_rates["eagle3"]]
 conditional = [round(survival[i + 1] / survival[i], 4) for i in range(len(survival) - 1)]
 pd.DataFrame({"vLLM D_i (per draft)": vllm_rates["eagle3"], "vLLM D_i / D_(i-1)": conditional,
-              "training record (held-out)": heldout[: len(conditional)]},
+              f"notebook 10, section 1 ({nb10_record['examples']} held-out examples)": heldout[: len(conditional)],
+              "training record (held-out, its own subset)": manifest["heldout_accuracy_by_position"][: len(conditional)]},
              index=pd.Index(range(1, len(conditional) + 1), name="position"))  # fmt: skip
 
 # %%
@@ -630,22 +663,22 @@ later = max(abs(h - c) for h, c in zip(heldout[1:], conditional[1:], strict=Fals
 display(Markdown(compare(
     first_gap, later,
     f"Put as close to the record's quantity as the counters allow, the engine's rates after position 1 sit within "
-    f"{later:.2f} of the "
-    f"record; position 1 is {first_gap:.2f} below it — the bench's prompts are not the training prompts' held-out "
+    f"{later:.2f} of notebook 10's held-out accuracy; position 1 is {first_gap:.2f} below it — the bench's prompts are not the training prompts' held-out "
     "split. Our loop on the same prompts agrees with the engine (the vLLM-against-ours table earlier in this "
     "section): the gap is between two prompt sets and two closely related quantities, not between two engines.",
-    f"Put as close to the record's quantity as the counters allow, the engine's rates differ from the record by up to "
+    f"Put as close to the record's quantity as the counters allow, the engine's rates differ from notebook 10's "
+    f"held-out accuracy by up to "
     f"{later:.2f} after position 1 and by {first_gap:.2f} at position 1; our loop on the same prompts agrees with the "
     "engine (the vLLM-against-ours table earlier in this section): the gap is between two prompt sets and two closely "
     "related quantities, not between engines.",
-    f"Put as close to the record's quantity as the counters allow, the engine's rates sit {first_gap:.2f} below the "
-    f"record at position 1 and within {later:.2f} of it after; position 1's gap is not larger than the later ones by "
-    f"more than twice the sampling error of the engine's share over its {chat_drafts} drafts (the record scored "
-    + (f"{record_examples} held-out examples — its manifest's `eval_examples` — " if record_examples else "held-out examples ")
-    + "but does not record how many draft positions they held, so its own error is left out). Our loop on the same prompts agrees with the engine (the "
-    "vLLM-against-ours table earlier in this section): the gaps are between two prompt sets and two closely related "
-    "quantities, not between two engines.",
-    rel_tol=2 * math.sqrt(conditional[0] * (1 - conditional[0]) / chat_drafts)
+    f"Put as close to the record's quantity as the counters allow, the engine's rates sit {first_gap:.2f} below "
+    f"notebook 10's held-out accuracy at position 1 and within {later:.2f} of it after; position 1's gap is not larger "
+    f"than the later ones by more than twice the sampling error of the two shares (the engine's over its "
+    f"{chat_drafts} drafts, notebook 10's over {heldout_tokens} scored tokens). Our loop on the same prompts agrees "
+    "with the engine (the vLLM-against-ours table earlier in this section): the gaps are between two prompt sets and "
+    "two closely related quantities, not between two engines.",
+    rel_tol=2 * math.sqrt(conditional[0] * (1 - conditional[0]) / chat_drafts
+                          + heldout[0] * (1 - heldout[0]) / heldout_tokens)
     / max(abs(first_gap), abs(later)),
 )))  # fmt: skip
 
@@ -674,7 +707,7 @@ display(Markdown(compare(
 #    <details><summary>Answer</summary>At one request a step is bound by reading the weights, so verifying k + 1
 #    tokens costs little more than one. At sixteen the forward already processes sixteen rows and is closer to
 #    compute-bound, the regime where a drafted token's share of what decoding a token costs grows (notebook 13's
-#    table measures that share, r(B), at every B, and finds a discount left at each), while an accepted token saves no more than
+#    table measures that share, r(B), at every B on its file's machine, and finds a discount left at each), while an accepted token saves no more than
 #    before. Add the drafter's own step and vLLM's per-step work, which grow with the batch too, and the rejected
 #    drafts, which are pure loss: once the drafted tokens' total price passes what the accepted ones save, the
 #    config is slower. Whether and where that happened on this machine is section 4's serving table.</details>
@@ -690,7 +723,7 @@ display(Markdown(compare(
 #
 # From the lab's survival shares of EAGLE-3 (`method` below; `lab.loc[method, "survival"]`, S_1 … S_K, each the
 # share of steps whose draft was accepted up to position i), compute E[L] for a chain of k = 2: the tokens a step emits on
-# average, the bonus included. (The table's `E[L] at k` is for the lab's whole k, not 2.) The check prices it with
+# average, the bonus included. (The table's `τ at k` is for the lab's whole k, not 2.) The check prices it with
 # the policy on a flat curve (a step costs the same for any n, so the predicted speedup is E[L] when drafting is
 # free). The reference is `policy.predicted_speedup`, watched here.
 
@@ -790,8 +823,10 @@ check("tokens per drafting step", mean_accepted, reference["mean_accepted"], clo
 # - The engine's acceptance counters and our loop's traces measure the same per-draft rates D_i when both see the
 #   same token ids; a drafter's training record is a closely related but different quantity (accuracy given the
 #   positions before, teacher-forced) on other prompts, so it is no forecast of an engine's counters.
-# - Concurrency wears speculation down: the wider the batch, the less a draft saves, so a fixed k that pays for
-#   one request can lose at many — which is why the exported schedule sets k by running requests, down to k = 0.
+# - Concurrency can wear speculation down: the wider the batch, the less a draft saves, and a speculative server
+#   also carries per-step work of its own whether or not it drafts, so a fixed k that pays for one request can lose
+#   at many — which is why the exported schedule sets k by running requests, down to k = 0; section 4 measures
+#   where that happened on the file's machine.
 #
 # ## Further reading
 #

@@ -196,6 +196,7 @@ def by_build(results: dict, baseline: str = "autoregressive") -> list[dict]:
         summary = results["summary"][label]
         anchor = name.split(":", 1)[0] not in METHODS
         records.append({
+            "label": label,  # the run's own name for it (its rows' "method")
             "method": name,
             "build": (_held_name(cfg, build.weights, build.compile, build.head, build.fuse) if build is not None
                       else "anchor" if anchor else base),  # fmt: skip

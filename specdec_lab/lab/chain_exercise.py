@@ -5,6 +5,8 @@
     chain_rule_tv(rule)               exact total variation of the rule's first n tokens from sampling p
     all_accepted_probability(rule)    exact P(the first step accepts its whole chain): what the bonus after
                                       an all-accepted chain carries
+    guarded(fn, is_reference)         fn, recording every reference it runs, however it reached one
+    is_library_rule(code)             whether a code object is one of `accept`'s rules (or their walkers)
 
 A chain rule here has the library's tree-rule signature, rule(tree, logits, sampling, coins, **_), and draws every
 random choice through `coins` (`accept.tree_rules.Coins`: `accept(p_x, q_x)`, `sample(probs)`), so
@@ -20,8 +22,11 @@ an all-accepted chain from the wrong p, a rejection resampled from p) land order
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from types import CodeType
 
 import torch
 
@@ -40,6 +45,9 @@ __all__ = [
     "probe_rule",
     "chain_rule_tv",
     "all_accepted_probability",
+    "guarded",
+    "is_library_rule",
+    "is_branch_reference",
 ]
 
 TOY_VOCAB = 4  # tokens of the toy models
@@ -115,3 +123,49 @@ def all_accepted_probability(
 
     with _one_thread():
         return enumerate_outcomes(whole).get(True, 0.0)
+
+
+def guarded(fn: Callable, is_reference: Callable[[CodeType], bool]) -> tuple[Callable, list[str]]:
+    """(wrapper, ran): `fn` wrapped so that each call records, in `ran`, the qualified name of every function
+    it runs, at any depth, whose code `is_reference` picks. It watches code, not names: a reference reached
+    through an alias, an import, a registry (`accept.ACCEPT_RULES[...]`) or a private helper is recorded all the
+    same. `sys.setprofile` is on only for the duration of a call of `fn` (the previous profiler is put back)."""
+    ran: list[str] = []
+
+    def profile(frame, event, arg) -> None:
+        if event == "call" and is_reference(frame.f_code):
+            ran.append(frame.f_code.co_qualname)
+
+    def wrapper(*args, **kwargs):
+        previous = sys.getprofile()
+        sys.setprofile(profile)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            sys.setprofile(previous)
+
+    return wrapper, ran
+
+
+_ACCEPT_DIR = str(Path(Coins.__init__.__code__.co_filename).parent)  # the `accept` package's folder, as code names it
+_RULE_WALKERS = {"_walk", "_walk_one_hot", "_rule", "visit", "typical_with_coins"}  # what the rules hand a step to
+
+
+def is_library_rule(code: CodeType) -> bool:
+    """Whether `code` is one of the `accept` package's acceptance rules (`accept_*`, a `TypicalRule` call) or
+    the walkers they delegate to; `Coins`, `residual`, `Acceptance` and `warp_probs` are not rules."""
+    if str(Path(code.co_filename).parent) != _ACCEPT_DIR:
+        return False
+    return (
+        code.co_name.startswith("accept_")
+        or code.co_name in _RULE_WALKERS
+        or code.co_qualname == "TypicalRule.__call__"
+    )
+
+
+_BRANCH_CODES = {branch_reference.__code__, residual.__code__, acceptance_rate.__code__}
+
+
+def is_branch_reference(code: CodeType) -> bool:
+    """Whether `code` is `branch_reference` or a library function it is built from (`residual`, `acceptance_rate`)."""
+    return code in _BRANCH_CODES

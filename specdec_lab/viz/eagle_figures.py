@@ -82,8 +82,9 @@ def vocab_point(t: VocabTradeoff, m: int, alpha: float) -> str:
     row = t.at(m)
     speed, k = chain_speedup(alpha * row["coverage"], row["c"])
     chain = f"best chain k = {k}, {speed:.2f}× by the closed form" if k else "no chain pays by the closed form"
-    return (f"M = {m:,}: c_MAC = {row['c']:.3f}, coverage = {row['coverage']:.3f}; at α = {alpha:.2f} × coverage "
-            f"= {alpha * row['coverage']:.2f}: {chain}.")  # fmt: skip
+    return (f"M = {m:,}: c_MAC = {row['c']:.3f}, coverage = {row['coverage']:.3f}; at an acceptance "
+            f"α = {alpha * row['coverage']:.2f} (the assumed `alpha` = {alpha:.2f}, times the coverage): "
+            f"{chain}.")  # fmt: skip
 
 
 def vocab_callback(t: VocabTradeoff, alpha: float, shipped: int | None = None):

@@ -8,9 +8,11 @@ bytes when the data did not change. PNG export goes through kaleido, which needs
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,9 +53,36 @@ def _div_id(stem: str) -> str:
     return "fig-" + re.sub(r"[^A-Za-z0-9_-]+", "-", stem)
 
 
+@contextmanager
+def _quiet_loggers(*prefixes: str):
+    """Raise the existing loggers under the named prefixes to CRITICAL for the block, then restore them.
+
+    kaleido's browser driver (choreographer) logs a full traceback to stderr for a message it then ignores; in a
+    notebook that lands in the stored output as an error-looking block although the PNG was written. Only
+    loggers the libraries already made are touched: creating one here would hand them a plain `logging.Logger`
+    where they expect their own class (logistro's, with extra levels). A failed export still raises."""
+    manager = logging.Logger.manager
+    loggers = [lg for name, lg in list(manager.loggerDict.items())
+               if isinstance(lg, logging.Logger) and name.split(".")[0] in prefixes]  # fmt: skip
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
 def _write_png(fig, path: Path, width: int | None, height: int | None, scale: float) -> None:
     """Static export through kaleido (a separate function so tests can make it fail)."""
-    fig.write_image(path, format="png", width=width, height=height, scale=scale)
+    try:  # import the exporter first, so that its loggers exist (and are its own class) before they are quieted
+        import choreographer  # noqa: F401
+        import kaleido  # noqa: F401
+    except ImportError:
+        pass  # write_image raises its own clear error below
+    with _quiet_loggers("choreographer", "kaleido", "logistro"):
+        fig.write_image(path, format="png", width=width, height=height, scale=scale)
 
 
 def save_figure(

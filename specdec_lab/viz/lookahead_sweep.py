@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..cost.curve import CostCurve
-from .figures import TEMPLATE
+from .figures import TEMPLATE, legend_below
 
 __all__ = ["COLUMNS", "sweep_frame", "sweep_figure", "predicted_speedups", "cost_figure", "paper_sizes_figure"]
 
@@ -198,8 +198,8 @@ def cost_figure(
         barmode="group",
         width=940,
         height=800,
-        margin={"l": 60, "r": 20, "b": 40},
-        legend={"orientation": "h", "y": -0.16, "x": 0, "yanchor": "top"},
+        margin={"l": 60, "r": 20},
+        legend=legend_below(),
     )
     return fig
 
@@ -240,6 +240,6 @@ def paper_sizes_figure(results: dict, title: str | None = None) -> go.Figure:
         barmode="group",
         width=900,
         height=440,
-        legend={"orientation": "h", "y": -0.4, "x": 0},
+        legend=legend_below(),
     )
     return fig

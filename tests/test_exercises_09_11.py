@@ -153,8 +153,10 @@ def test_10_exercise_2_the_vocabulary_that_buys_the_most():
     fails(ex, "answer = {m: max([1.0] + [(1 - (alpha * cov) ** (k + 1)) / (1 - alpha * cov) / max(k * c, 1e-9) "
           "for k in range(1, 17)]) for m, c, cov in zip(tradeoff.sizes, tradeoff.c, tradeoff.coverage)}\n"
           "best = max(answer, key=answer.get)", ns10_vocab)  # fmt: skip
-    right = ("answer = {m: max([1.0] + [(1 - (alpha * cov) ** (k + 1)) / (1 - alpha * cov) / (k * c + 1) "
-             "for k in range(1, 17)]) for m, c, cov in zip(tradeoff.sizes, tradeoff.c, tradeoff.coverage)}\n")
+    right = (
+        "answer = {m: max([1.0] + [(1 - (alpha * cov) ** (k + 1)) / (1 - alpha * cov) / (k * c + 1) "
+        "for k in range(1, 17)]) for m, c, cov in zip(tradeoff.sizes, tradeoff.c, tradeoff.coverage)}\n"
+    )
     # the right speed-ups, the winner guessed as either end (here it is neither)
     for guess in ("max(tradeoff.sizes)", "min(tradeoff.sizes)"):
         fails(ex, right + f"best = {guess}", ns10_vocab)

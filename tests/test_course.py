@@ -25,6 +25,9 @@ def test_within_noise_is_its_own_sentence():
     assert compare(30.0, 29.5, ABOVE, BELOW, WITHIN, rel_tol=0.02) == "about equal"
     assert compare(30.0, 25.0, ABOVE, BELOW, WITHIN, rel_tol=0.02).startswith("30.0 ms is dearer")
     assert compare(25.0, 30.0, ABOVE, BELOW, WITHIN, rel_tol=0.02).startswith("25.0 ms is no dearer")
+    # "within 52%": the larger at most 1.52x the smaller (1.89 against 3.50 is 85% apart: not within)
+    assert compare(3.50, 1.89, ABOVE, BELOW, WITHIN, rel_tol=0.52).startswith("3.5 ms is dearer")
+    assert compare(2.80, 1.89, ABOVE, BELOW, WITHIN, rel_tol=0.52) == "about equal"
     assert compare(3.0, 3.0, ABOVE, BELOW, WITHIN) == "about equal"  # rel_tol 0: equal only
     assert compare(3.0, 3.0, ABOVE, BELOW) == "3.0 ms is no dearer than 3.0 ms"  # no `within`: not above
     assert compare(2, 1, "{a} over {b} at k = {k}", "", k=4) == "2 over 1 at k = 4"
@@ -73,6 +76,8 @@ def test_runs_in_reads_the_last_reproduce_run(tmp_path):
     record.write_text('{"machine": "M", "seconds": {"00_x": 95.0}}')
     assert runs_in("00_x", record) == "Runs in about 2 min with its defaults (the last `make reproduce`: M)."
     assert "not measured yet" in runs_in("01_y", record)
+    record.write_text('{"machine": "M", "seconds": {"00_x": 23.6}}')  # under a minute: seconds, not "about 1 min"
+    assert runs_in("00_x", record) == "Runs in about 24 s with its defaults (the last `make reproduce`: M)."
 
 
 def test_every_figure_function_uses_the_one_template():

@@ -35,11 +35,17 @@ def ns01() -> dict:
 def test_01_exercise_1_refuses_the_reference_and_a_tv_without_its_half():
     ex = exercise("01_acceptance_math", 1)
     fails(ex, None, ns01)
-    fails(ex, "import torch\nanswer = float(acceptance_rate(torch.tensor(p1), torch.tensor(q1)))", ns01)  # copied
-    fails(ex, "import torch\nanswer = 1 - float(tv_distance(torch.tensor(p1), torch.tensor(q1)))", ns01)  # copied
-    fails(ex, "answer = 1 - np.abs(p1 - q1).sum()", ns01)  # TV without its 1/2
-    fails(ex, "answer = 0.65", ns01)  # section 1's α (p, q), printed above the exercise
-    fails(ex, "answer = simulate_acceptance(p1, q1)['alpha']", ns01)  # section 1's simulator, watched
+    tv = "tv = 0.5 * np.abs(p1 - q1).sum()\n"  # a right TV, for the wrong α's below
+    fails(ex, tv + "import torch\nanswer = float(acceptance_rate(torch.tensor(p1), torch.tensor(q1)))", ns01)  # copied
+    fails(ex, tv + "import torch\nanswer = 1 - float(tv_distance(torch.tensor(p1), torch.tensor(q1)))", ns01)  # copied
+    fails(ex, "tv = np.abs(p1 - q1).sum()\nanswer = 1 - tv", ns01)  # TV without its 1/2
+    fails(ex, tv + "answer = 0.65", ns01)  # section 1's α (p, q), printed above the exercise
+    fails(ex, tv + "answer = simulate_acceptance(p1, q1)['alpha']", ns01)  # section 1's simulator, watched
+    # section 1's Σ min line gives α but not TV: handed back as TV (or with no TV at all) it fails
+    fails(ex, "tv = sum(min(a, b) for a, b in zip(p1, q1))\nanswer = 1 - tv", ns01)
+    fails(ex, "answer = sum(min(a, b) for a, b in zip(p1, q1))", ns01)
+    ref = "float(acceptance_rate(torch.tensor(p1), torch.tensor(q1)))"
+    fails(ex, f"import torch\ntv = 1 - {ref}\nanswer = 1 - tv", ns01)  # TV from the watched reference
     passes(ex, ns01)
 
 
@@ -133,6 +139,8 @@ def test_02_exercise_1_refuses_the_reference_and_an_unnormalised_residual():
     ex = exercise("02_speculative_sampling", 1)
     fails(ex, None, ns02_position)
     fails(ex, "def my_residual(p, q):\n    return residual(p, q, 0)", ns02_position)  # section 1's call
+    fresh = "def my_residual(p, q):\n    from specdec_lab.accept.tree_rules import residual as r\n    return r(p, q, 0)"
+    fails(ex, fresh, ns02_position)  # the library's residual under a name of the answer's own
     fails(ex, "def my_residual(p, q):\n    return (p - q).clamp(min=0)", ns02_position)  # max(p − q, 0), not normalised
     fails(ex, "def my_residual(p, q):\n    e = (q - p).clamp(min=0)\n    return e / e.sum()", ns02_position)
     copied = "torch.from_numpy((emitted0 - np.minimum(p0, q0)) / (1 - alpha0))"  # the picture's residual, from scope
@@ -397,6 +405,11 @@ def test_03_exercise_4_weights_from_head_1_and_means_over_labelled_rows():
     fails(ex, LOSS.format(body=over_all_rows), ns03)
     # the reference, in scope (watched): the copied call is refused, however right its value
     fails(ex, LOSS.format(body="    return float(medusa_loss(logits, labels, loss_weights(K))[0])"), ns03)
+    fresh = (  # the reference under a name of the answer's own: recorded by its code, not its name
+        "    import specdec_lab.medusa.heads as H\n"
+        "    return float(H.medusa_loss(logits, labels, 0.8 ** torch.arange(1, K + 1))[0])"
+    )
+    fails(ex, LOSS.format(body=fresh), ns03)
     passes(ex, ns03)
 
 

@@ -36,6 +36,9 @@ def ns09() -> dict:
     end = src.index("\n\n\n", start)
     ns["FILE_OF"] = {m: ns["anchors"] for m in ("autoregressive", "prompt_lookup", "hf_generate", "hf_prompt_lookup")}
     run(src[start:end], namespace=ns)
+    # section 2's ratio_on (the ratio of sums on any prompt set), from the notebook's own source: in scope for ex 1
+    start = src.index("def ratio_on(")
+    run(src[start : src.index("\n\n\n", start)], namespace=ns)
     return ns
 
 
@@ -53,6 +56,9 @@ def test_09_exercise_1_a_ratio_of_sums_over_two_categories_pooled():
     # the reference called: refused whatever its value
     fails(ex, "answer = summarize([r for r in rows_pl + rows_ar if r['category'] in pooled], "
           "['autoregressive', 'prompt_lookup'])['prompt_lookup']['speedup']", ns09)  # fmt: skip
+    # section 2's ratio_on in scope computes exactly this ratio of sums: watched, so refused
+    fails(ex, "answer = ratio_on(anchors, {r['question_id'] for r in rows_pl if r['category'] in pooled}, "
+          "'prompt_lookup', 'autoregressive')[0]", ns09)  # fmt: skip
     # the value in scope: the whole run's speedup, not the two categories'
     fails(ex, "answer = anchors['summary']['prompt_lookup']['speedup']", ns09)
     # the mean of the two categories' speedups, not one ratio of sums over their prompts
@@ -126,6 +132,18 @@ def test_10_exercise_1_chain_tokens_per_step_from_position_accuracy():
     # the reference called on a chain: refused whatever its value
     fails(ex, "answer = {n: expected_length([(0,) * d for d in range(1, k_chain + 1)], "
           "[[a] for a in s['accuracy'][:k_chain]]) for n, s in src.items()}", ns10_accuracy)  # fmt: skip
+    # the right E[L], the order question answered both ways: exactly one of them passes (the data decide which)
+    right = ("answer = {}\nfor n, s in src.items():\n    e, r = 1.0, 1.0\n    for a in s['accuracy'][:k_chain]:\n"
+             "        r *= a\n        e += r\n    answer[n] = e\n")  # fmt: skip
+    outcomes = []
+    for guess in (True, False):
+        try:
+            passes({**ex, "solution": right + f"same_order = {guess}"}, ns10_accuracy)
+            outcomes.append(True)
+        except AssertionError:
+            outcomes.append(False)
+    assert sum(outcomes) == 1, outcomes
+    fails(ex, right + "same_order = 'yes'", ns10_accuracy)  # not a bool
     passes(ex, ns10_accuracy)
 
 
@@ -208,17 +226,21 @@ def test_11_exercise_1_checked_where_the_target_probability_is_not_the_answer():
     fails(ex, "def emitted(ch):\n    first = enumerate_outcomes(lambda coins: next((j for j, a in enumerate(ch) "
           "if coins.accept(a, 1.0)), None))\n    return [first.get(j, 0.0) for j in range(len(ch))]\n"
           "answer = {n: emitted(c) for n, c in chance_sets.items()}", ns11)  # fmt: skip
-    # the right P(j), the question answered wrong: swapped, or "equal" for both sets
-    for dep in ("[False, True]", "[True, True]"):
-        fails(ex, right + f"answer = {{n: emitted(c) for n, c in chance_sets.items()}}\n"
-              f"equals_p = dict(zip(chance_sets, {dep}))", ns11)  # fmt: skip
+    # the right P(j), the gap answered wrong: zero for both sets (the one-hot theorem taken for the sampled
+    # siblings too), or read off the chances instead of P(j)
+    right_p = right + "answer = {n: emitted(c) for n, c in chance_sets.items()}\n"
+    fails(ex, right_p + "gap = dict.fromkeys(chance_sets, 0.0)", ns11)
+    fails(ex, right_p + "gap = {n: max(abs(a - st['p'][x]) for a, x in zip(chance_sets[n], st['tokens'])) "
+          "for n, st in zip(chance_sets, (steps, sampled))}", ns11)  # fmt: skip
     passes(ex, ns11)
 
 
 def test_11_exercise_2_not_the_residual_printed_above():
     ex = exercise("11_sampling_on_trees", 2)
     fails(ex, None, ns11_sampled)
-    right_dep = "\ndepends = True"
+    right_dep = ("\nleft = (p_ctx - q_ctx).clamp(min=0.0)\nr1 = left / left.sum()\nq3 = q_ctx.clone()\nq3[x3] = 0\n"
+                 "q3 = q3 / q3.sum()\nleft = (r1 - q3).clamp(min=0.0)\n"
+                 "moved = float((left / left.sum() - answer).abs().sum() / 2)")  # fmt: skip
     # the residual after the first sampled sibling, in scope from exercise 1: the root's, at T = 1
     fails(ex, "answer = torch.tensor(sampled['steps'][1]['residual'])" + right_dep, ns11_sampled)
     fails(ex, "answer = residual(residual(p_ctx, q_ctx, x1), q_ctx, x2)" + right_dep, ns11_sampled)  # reference called
@@ -233,10 +255,14 @@ def test_11_exercise_2_not_the_residual_printed_above():
           ns11_sampled)  # fmt: skip
     # the one-hot residual twice: the rejected tokens' mass removed, q ignored
     fails(ex, "answer = p_ctx.clone(); answer[[x1, x2]] = 0; answer = answer / answer.sum()" + right_dep, ns11_sampled)
-    # the right residual, the question answered as on a chain (no dependence on the rejected token)
-    fails(ex, "left = (p_ctx - q_ctx).clamp(min=0.0)\nr1 = left / left.sum()\nq2 = q_ctx.clone()\nq2[x1] = 0\n"
-          "q2 = q2 / q2.sum()\nleft = (r1 - q2).clamp(min=0.0)\nanswer = left / left.sum()\ndepends = False",
-          ns11_sampled)  # fmt: skip
+    right = ("left = (p_ctx - q_ctx).clamp(min=0.0)\nr1 = left / left.sum()\nq2 = q_ctx.clone()\nq2[x1] = 0\n"
+             "q2 = q2 / q2.sum()\nleft = (r1 - q2).clamp(min=0.0)\nanswer = left / left.sum()")  # fmt: skip
+    fails(ex, right + "\nmoved = 0.0", ns11_sampled)  # as on a chain: no dependence on the rejected token
+    fails(ex, right + "\nmoved = True", ns11_sampled)  # a yes, not the distance
+    # the distance to the residual with q unchanged (not rebuilt without x3)
+    fails(ex, right + "\nleft = (r1 - q_ctx).clamp(min=0.0)\n"
+          "moved = float((left / left.sum() - answer).abs().sum() / 2)", ns11_sampled)  # fmt: skip
+    passes({**ex, "solution": right + right_dep}, ns11_sampled)  # the test's own right answer
     passes(ex, ns11_sampled)
 
 

@@ -158,18 +158,32 @@ print(f"saved {save_figure(fig, '01_monte_carlo', FIGURES).html.name}")  # the n
 fig
 
 # %% [markdown]
-# The distribution of accepted drafts A itself (not just the mean of L = A + 1) matches the truncated geometric
-# law:
+# The distribution of accepted drafts A itself (not just the mean of L = A + 1), against the truncated geometric
+# law, each gap in standard errors of the simulated frequency (z):
 
 # %%
+from IPython.display import Markdown, display
+
 from specdec_lab.cost.theory import accepted_length_pmf
+from specdec_lab.lab.course import compare
 
 a, k = 0.8, 6
 sims = simulate_tokens_per_step(a, k, steps=trials // 10, seed=seed)
+pmf_law, freq_sim = accepted_length_pmf(a, k), np.bincount(sims - 1, minlength=k + 1) / len(sims)
+z_pmf = (freq_sim - pmf_law) / np.sqrt(pmf_law * (1 - pmf_law) / len(sims))  # gaps in standard errors
+j_far = int(np.argmax(np.abs(z_pmf)))
+display(Markdown(
+    f"Over {len(sims):,} simulated steps, the largest gap is at j = {j_far} accepted drafts, "
+    f"{abs(z_pmf[j_far]):.1f} standard errors: "
+    + compare(abs(z_pmf[j_far]), 3.0, "beyond sampling noise (over {b:.0f}): the law does not match this simulation",
+              "within sampling noise (under {b:.0f}): the simulation matches the law",
+              within="at the edge of sampling noise ({b:.0f})")
+    + "."
+))  # fmt: skip
 pd.DataFrame(
-    {"formula": accepted_length_pmf(a, k), "simulated": np.bincount(sims - 1, minlength=k + 1) / len(sims)},
+    {"formula": pmf_law, "simulated": freq_sim, "z (simulated − formula)": z_pmf},
     index=pd.Index(range(k + 1), name=f"drafts accepted (α={a}, k={k})"),
-).round(4)
+).round({"formula": 4, "simulated": 4, "z (simulated − formula)": 2})
 
 # %% [markdown]
 # ## 3. Speedup and the optimal draft length
@@ -180,8 +194,10 @@ pd.DataFrame(
 #     speedup(α, k, c) = (1 − α^{k+1}) / ((1 − α)(kc + 1)).
 #
 # Longer drafts emit more tokens but each extra draft token is less likely to survive (α^i) and costs c:
-# when c > 0 and α < 1 the speedup has an interior optimum k*(α, c), since E[L] stays below 1/(1 − α) while kc + 1
-# grows without bound. At c = 0 it never falls with k; at a c small against 1 − α it still falls, but only past a k*
+# when c > 0 and α < 1 the speedup has a finite optimum k*(α, c), since E[L] stays below 1/(1 − α) while kc + 1
+# grows without bound. That optimum can be the boundary k = 0 ("don't speculate"): one draft token pays only if
+# (1 + α)/(1 + c) > 1, that is α > c, and the objective being unimodal in k, where α ≤ c no longer draft pays
+# either (the heat map's k* = 0 corner, counted under it). At c = 0 it never falls with k; at a c small against 1 − α it still falls, but only past a k*
 # that can lie beyond the longest draft the search tries, `k_max`. Wherever the search's best k is that cap, the
 # optimum lies at or beyond it: there the surface below marks its optimal-k line with
 # black diamonds ("at the search cap: k* ≥ k_max"), the table shows "k* ≥ k_max (search cap)", and the heat map
@@ -255,6 +271,15 @@ if _short.any():
     )
 else:
     _note = "The heat map's c = 0 row sits at the search cap for every α > 0: at c = 0 more drafts never hurt."
+_A, _C = np.meshgrid(_x, _y)  # the grid's α and c, cell by cell as _z
+_inside = (_A > 0) & (_C > 0)
+_none = (_z == 0) & _inside  # cells whose optimum is no drafting at all
+_same = np.array_equal(_none, (_A <= _C) & _inside)
+_rule = "exactly the cells with α ≤ c" if _same else "not the same cells as those with α ≤ c"
+_note += (
+    f" At c > 0 and α > 0, {int(_none.sum())} of the grid's {int(_inside.sum())} cells have k* = 0 — {_rule}: "
+    "there the optimum is the boundary, not drafting at all."
+)
 Markdown(_note)
 
 # %%
@@ -395,7 +420,7 @@ explorer
 # rows compare with each other) and EAGLE-3 ([Li et al. 2025](https://arxiv.org/abs/2503.01840)):
 
 # %%
-from IPython.display import display
+from IPython.display import Markdown, display
 
 from specdec_lab.bench.literature import published, summary_table
 
@@ -409,6 +434,9 @@ few = lit[
 ]  # fmt: skip
 with pd.option_context("display.max_colwidth", None):  # whole cell texts, none cut off with "..."
     display(summary_table(few))
+for _paper, _note in few[few["note"].str.contains("ambiguous", na=False)].groupby("paper")["note"].first().items():
+    _clause = next(part.strip() for part in _note.split(";") if "ambiguous" in part)  # the row's own caveat
+    display(Markdown(f"*{_paper}, the hardware column: the source reads two ways — {_clause}.*"))
 
 # %% [markdown]
 # The acceptance column uses each paper's own convention, and they measure different things: a probability per
@@ -521,9 +549,10 @@ Markdown(
 # %% [markdown] tags=["exercise-1"]
 # ### Exercise 1 ★ — α from the total variation distance
 #
-# For the two distributions in the cell below, compute α as **1 − TV(p, q)**, with TV(p, q) = ½ Σ_x |p(x) − q(x)|,
-# using numpy only. The reference is `specdec_lab.cost.theory.acceptance_rate` (Σ_x min(p(x), q(x))); the check
-# refuses an answer that calls it or `tv_distance`.
+# For the two distributions in the cell below, compute **TV(p, q)** = ½ Σ_x |p(x) − q(x)| using numpy only, then
+# α as **1 − TV(p, q)**. The references are `specdec_lab.cost.theory.acceptance_rate` (Σ_x min(p(x), q(x))) for α
+# and one minus it for TV, so the check tests the identity α = 1 − TV rather than repeating a formula; it refuses
+# an answer that calls `acceptance_rate` or `tv_distance`.
 
 # %% tags=["exercise", "exercise-1"]
 import numpy as np
@@ -535,10 +564,12 @@ _watch = watch(globals(), "acceptance_rate", "tv_distance", "simulate_acceptance
 
 p1 = np.array([0.40, 0.30, 0.20, 0.10, 0.00])  # the target's distribution over five tokens (not section 1's p)
 q1 = np.array([0.11, 0.49, 0.07, 0.09, 0.24])  # the draft's (not section 1's q)
+tv = ...  # TV(p1, q1) = ½ Σ_x |p1(x) − q1(x)|
 answer = ...  # α = 1 − TV(p1, q1)
 
 # %% tags=["solution", "exercise-1"]
-answer = 1 - 0.5 * np.abs(p1 - q1).sum()
+tv = 0.5 * np.abs(p1 - q1).sum()
+answer = 1 - tv
 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 import torch
@@ -546,8 +577,11 @@ import torch
 from specdec_lab.lab.course import check
 
 _watch.begin_check()  # from here the references are the check's own
-_ = check("α = 1 − TV(p, q)", answer, float(_watch["acceptance_rate"](torch.tensor(p1), torch.tensor(q1))),
-          close=1e-9, watch=_watch, hint="TV(p, q) is half the sum of |p − q| over the tokens; α is one minus it.")  # fmt: skip
+_alpha1 = float(_watch["acceptance_rate"](torch.tensor(p1), torch.tensor(q1)))  # Σ min: TV is one minus it
+_ = check("TV(p, q)", tv, 1 - _alpha1, close=1e-9, watch=_watch,
+          hint="TV(p, q) is half the sum of |p − q| over the tokens.")
+_ = check("α = 1 − TV(p, q)", answer, _alpha1, close=1e-9, watch=_watch,
+          hint="α is one minus TV(p, q).")  # fmt: skip
 
 # %% [markdown] tags=["exercise-2"]
 # ### Exercise 2 ★★ — E[L] from the distribution of accepted drafts, when α varies along the chain
@@ -657,9 +691,9 @@ _ = check("k* on the example curve at α = 0.75", answer,
 #   the output.
 # - With independent acceptances a chain of k drafts emits E[L] = (1 − α^{k+1}) / (1 − α) tokens per step, the
 #   bonus included; the Monte Carlo agrees with the formula, in mean and in distribution.
-# - When drafting costs something (c > 0) the speedup has an interior optimum in k: longer drafts win more tokens
-#   but each survives with α^i and costs c; at c = 0 it never falls, so the optimum sits at the search's cap
-#   wherever α is large enough for the extra drafts to count.
+# - When drafting costs something (c > 0) the speedup has a finite optimum in k (k = 0, no drafting, where α ≤ c):
+#   longer drafts win more tokens but each survives with α^i and costs c; at c = 0 it never falls, so the
+#   optimum sits at the search's cap wherever α is large enough for the extra drafts to count.
 # - A verify forward that costs more than one token lowers the speedup and raises the α a draft needs before it
 #   pays; the measured form, not the textbook one, is what sizes a draft on a real machine.
 # - Papers report acceptance in different conventions — α per token, τ or "mean accepted" per step with the

@@ -373,6 +373,8 @@ text_added = int(text_grams.iloc[-1] - text_grams.iloc[0])
 steps_after, emitted_after = len(later), int(later["emitted"].sum())
 text_fell = int((text_grams.diff().iloc[1:] < 0).sum())  # steps at which the text's n-grams shrank
 win_fell = int((pool["pool n-grams (window)"].diff().iloc[1:] < 0).sum())
+win_hits = int((pool["accepted (window)"] > 0).sum())  # steps that accepted window tokens
+win_partial = int(((pool["accepted (window)"] > 0) & (pool["accepted (window)"] < pool_N - 1)).sum())  # fewer than N − 1
 
 
 def band(name, fell):
@@ -395,8 +397,12 @@ Markdown(
     + (f"Of the accepted tokens, {by_text} are credited to the text and {by_window} to the window: "
        f"most hits come from **{source}**" if by_text + by_window else "No n-gram token was accepted")
     + (" — recurring identifiers and phrases of the prompt." if by_text > by_window else ".")
-    + f" A window n-gram must be a *correct* {pool_N - 1}-token continuation of a token that then recurs as the "
-    "root, made from a context that was itself guessed. Each step with a window pays its $(N-1) \\cdot W - 1$ "
+    + f" A window n-gram is a guessed {pool_N - 1}-token continuation of a token that then recurs as the root, made "
+    "from a context that was itself guessed; it pays as far as its tokens are right, counted from the first: "
+    + (f"of the {win_hits} steps that accepted window tokens, {win_partial} accepted fewer than its {pool_N - 1} "
+       "(a partial hit: only its first tokens right) and "
+       f"{win_hits - win_partial} all of them. " if win_hits else "no window token was accepted here. ")
+    + "Each step with a window pays its $(N-1) \\cdot W - 1$ "
     f"cells besides the root ({(pool_N - 1) * pool_W - 1} here) in the forward, whether it hits or not. The emitted text, "
     "one colour per forward (bold = accepted from an n-gram):"
 )  # fmt: skip
@@ -452,9 +458,10 @@ sweep_machine = table_machine(sweep_table)  # its table.json's machine record, o
 print(f"{sweep_table}: {len(sweep)} of {len(table)} points finished; prompts {table['prompt_id'].iloc[0]}, "
       f"{table['max_new_tokens'].iloc[0]} new tokens each, temperature {table['temperature'].iloc[0]:g}")  # fmt: skip
 print(f"measured on {file_machine(sweep_machine)}")
-sweep.round(3).style.format(precision=3).set_caption(
-    f"{Path(sweep_table).name}: measured on {machine_label(sweep_machine) if sweep_machine else 'an unrecorded machine'}"
-)
+with pd.option_context("styler.sparse.index", False):  # every row names its W and N (in the plain text too)
+    display(sweep.round(3).style.format(precision=3).set_caption(
+        f"{Path(sweep_table).name}: measured on {machine_label(sweep_machine) if sweep_machine else 'an unrecorded machine'}"
+    ))  # fmt: skip
 
 # %% tags=["nbval-check-output"]
 print(f"every grid point identical to autoregressive: {bool(sweep['identical to autoregressive'].all())}")
@@ -797,8 +804,9 @@ Markdown(
     "its steps) — and each of its forwards verifies "
     f"{big['tokens verified / forward']:.1f} tokens on average, against {auto_row['tokens verified / forward']:.1f}. "
     + verdict + f". Where a forward of {big['tokens verified / forward']:.0f} tokens costs what one costs (the flat curve of "
-    f"section 5), the speed-up would be the tokens per step itself, {big['tokens per step']:.2f}×: the sizes fit the "
-    "machine they were chosen for. Notebook 09's re-decided what-if asks which sizes each method would choose "
+    f"section 5), the model would put the speed-up at the tokens per step itself, {big['tokens per step']:.2f}× — a "
+    "prediction, not a measurement: that model leaves out the proposer's own Python time (section 5), and no output "
+    "here times such a machine. Notebook 09's re-decided what-if asks which sizes each method would choose "
     "under such a curve."
 )  # fmt: skip
 
@@ -925,7 +933,7 @@ _ = check("the fixed point of Jacobi iteration", block, greedy, close=lambda a, 
 print(f"the block stopped changing after {updates} updates (at most n = {n}: each fixes one more token at least)")
 
 # %% [markdown] tags=["exercise-3"]
-# ### Exercise 3 ★★ — predict a grid point's speed-up from the cost curve
+# ### Exercise 3 ★ — apply section 5's model to a new cost curve
 #
 # For every $(W, N, G)$ point of the sweep, predict its speed-up over autoregressive decoding on `bent`, a made-up
 # cost curve that is nearly flat up to 16 tokens and then rises steeply (a machine between section 5's two;

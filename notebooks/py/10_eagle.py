@@ -123,8 +123,10 @@ lm = load_model(model_name)
 #
 # The measure is the same for all three (`specdec_lab/lab/drafter_accuracy.py`, the definition of
 # `train.eagle_ttt.accuracy`). The **accuracy at draft position $j$**, $a_j$ = hits / scored tokens: on held-out
-# self-distillation text (question_id % 10 == 0, one fixed subset), over *every* response token that has a token
-# $j$ places after the next one, the share where the proposer's top-1 at position $j$ equals the target's greedy
+# self-distillation text (question_id % 10 == 0, one fixed subset), over *every* response token $x_s$ — each one is
+# scored at every $j$, as the $j$-th draft of the step whose root (the target's own next token) is $x_{s-j}$; for a
+# response's first tokens that root and its context lie in the prompt, so the scored set does not shrink with $j$
+# (the cell below prints the counts) — the share where the proposer's top-1 at position $j$ equals the target's greedy
 # token there — with drafts $1..j-1$ replaced by the true tokens (teacher-forced: the tokens it would see had they
 # been accepted; EAGLE still carries its own features). It is **not conditional** on drafts $1..j-1$ having been
 # right: no token is left out because an earlier guess missed. At $j = 1$ there is no earlier position, so $a_1$ is
@@ -173,6 +175,13 @@ else:
     print(f"{accuracy_file}: {record['examples']} held-out examples, {record['tokens']} response tokens; drafter "
           f"{record['weights']['eagle']['folder']} ({seen}), "
           f"draft {record['weights']['draft']}, Medusa heads {record['weights']['medusa']}")  # fmt: skip
+    counts = {c for s in src.values() for c in s["count"]}
+    print("scored tokens: " + (f"{record['tokens']:,} at every draft position for every proposer (every response "
+                               "token, the same set at every j)" if counts == {record["tokens"]} else
+                               "; ".join(f"{n} {s['count']}" for n, s in src.items())))  # fmt: skip
+    if "medusa" in src and None in src["medusa"]["accuracy"]:
+        n_heads = sum(x is not None for x in src["medusa"]["accuracy"])
+        print(f"the Medusa drafter has {n_heads} heads: at draft positions beyond {n_heads} it has no guess (NaN below)")
     display(pd.DataFrame({SOURCE_LABELS[n]: s["accuracy"] for n, s in src.items()},
                          index=pd.Index(record["positions"], name="draft position j")).T.round(3))  # fmt: skip
 
@@ -196,18 +205,34 @@ if record is not None:
         j = max(i for i, x in enumerate(a["medusa"]) if x is not None)  # the last head
         e, m = a["eagle"], a["medusa"]
         keep_e, keep_m = e[j] / max(e[0], 1e-9), m[j] / max(m[0], 1e-9)
+
+        def _share_var(s: dict, i: int) -> float:
+            """Binomial variance of a share of hits over its scored tokens."""
+            x = s["hits"][i] / max(s["count"][i], 1)
+            return x * (1 - x) / max(s["count"][i], 1)
+
+        # two standard errors of each difference, the proposers taken as independent samples (as below); the kept
+        # share's by the delta method on a_j / a_1, its two shares also taken as independent
+        gap_band = 2 * (_share_var(src["eagle"], j) + _share_var(src["medusa"], j)) ** 0.5
+        keep_band = 2 * sum(
+            (r**2) * (_share_var(s, j) / max(x[j], 1e-9) ** 2 + _share_var(s, 0) / max(x[0], 1e-9) ** 2)
+            for r, s, x in ((keep_e, src["eagle"], e), (keep_m, src["medusa"], m))) ** 0.5  # fmt: skip
         lines.append(
-            compare(e[j], m[j], "At position {j}, EAGLE ({a:.2f}) is above Medusa's head {j} ({b:.2f});",
-                    "At position {j}, EAGLE ({a:.2f}) is below Medusa's head {j} ({b:.2f});",
-                    "At position {j}, EAGLE ({a:.2f}) and Medusa's head {j} ({b:.2f}) are level;", rel_tol=0.01,
-                    j=j + 1)
+            compare(e[j], m[j], "At position {j}, EAGLE ({a:.2f}) is above Medusa's head {j} ({b:.2f}), beyond two "
+                    "standard errors (±{band:.3f});",
+                    "At position {j}, EAGLE ({a:.2f}) is below Medusa's head {j} ({b:.2f}), beyond two standard "
+                    "errors (±{band:.3f});",
+                    "At position {j}, EAGLE ({a:.2f}) and Medusa's head {j} ({b:.2f}) are not told apart (within two "
+                    "standard errors, ±{band:.3f});", rel_tol=gap_band / max(min(e[j], m[j]), 1e-12),
+                    j=j + 1, band=gap_band)
             + compare(keep_e, keep_m,
-                      " EAGLE keeps {a:.0%} of its position-1 accuracy there, the heads {b:.0%}: the drafter's own "
-                      "features carry further than independent heads do.",
-                      " EAGLE keeps {a:.0%} of its position-1 accuracy there, the heads {b:.0%}: here the drafter's "
-                      "features drift faster than the heads' accuracy falls.",
-                      " EAGLE keeps {a:.0%} of its position-1 accuracy there, the heads {b:.0%}: about the same share.",
-                      rel_tol=0.02)
+                      " EAGLE keeps {a:.0%} of its position-1 accuracy there, the heads {b:.0%} (beyond two standard "
+                      "errors, ±{band:.0%}): the drafter's own features carry further than independent heads do.",
+                      " EAGLE keeps {a:.0%} of its position-1 accuracy there, the heads {b:.0%} (beyond two standard "
+                      "errors, ±{band:.0%}): here the drafter's features drift faster than the heads' accuracy falls.",
+                      " EAGLE keeps {a:.0%} of its position-1 accuracy there, the heads {b:.0%}: within noise (two "
+                      "standard errors, ±{band:.0%}).",
+                      rel_tol=keep_band / max(min(keep_e, keep_m), 1e-12), band=keep_band)
         )  # fmt: skip
     if "draft" in a and "eagle" in a:
         # per draft position: EAGLE against the token draft, "within noise" inside two standard errors of the
@@ -218,7 +243,7 @@ if record is not None:
                 return "unscored"
             pe, pd_ = e["hits"][j] / max(e["count"][j], 1), d["hits"][j] / max(d["count"][j], 1)
             se = (pe * (1 - pe) / max(e["count"][j], 1) + pd_ * (1 - pd_) / max(d["count"][j], 1)) ** 0.5
-            return compare(pe, pd_, "above", "below", within="within noise", rel_tol=2 * se / max(pe, pd_, 1e-12))
+            return compare(pe, pd_, "above", "below", within="within noise", rel_tol=2 * se / max(min(pe, pd_), 1e-12))
 
         def _positions(js: list[int]) -> str:
             return ("position " if len(js) == 1 else "positions ") + ", ".join(str(j + 1) for j in js)
@@ -236,7 +261,8 @@ if record is not None:
             "right, so the paired test those tokens call for cannot be run from it; its band is narrower where the "
             "two proposers' hits go together, so a difference inside this band is neither shown nor "
             "ruled out."
-            + (" The token draft re-reads the true tokens at every position (teacher-forced), so its line is flat by "
+            + (" The token draft re-reads the true tokens at every position (teacher-forced) and is scored on the "
+               "same tokens at every position, so it makes the same guesses there and its line is flat by "
                "construction, while EAGLE carries its own features, which drift with the position."
                if groups["below"] else "")
             + " Per step the token draft runs two target-sized layers and a head, EAGLE one layer and a head "
@@ -307,7 +333,8 @@ display(Markdown(
     f"{ship['coverage']:.1%} of the target's greedy tokens on held-out text. " + vocab_point(tradeoff, shipped_m, alpha)
     + " These are the closed form's numbers (`theory.expected_speedup`, verification counted as one target step) for "
     "an assumed `alpha` and the multiply-add proxy c_MAC, not a prediction of a measured speed-up: "
-    + measured_note + "section 6 measures the decode's speed-up on this machine."
+    + measured_note + f"section 6 shows measured speed-ups, read from a stored benchmark file (`{bench_file}`) "
+    "that was measured on the machine its caption names, not necessarily this one."
 ))  # fmt: skip
 
 # %% [markdown]
@@ -454,8 +481,8 @@ if runs:
             return f"{r.folder.rsplit('/', 1)[-1]} (its manifest records no epoch limit reached)"
 
         display(Markdown(
-            "`minutes` is the training time each manifest measured; `budget (min)` is the `--max-minutes` it was "
-            "given, which a folder's name gives. Stopped before its budget: "
+            "`minutes` is the training time each manifest measured; `budget (min)` is the `--max-minutes` its "
+            "manifest's config records (a folder's name need not say it). Stopped before its budget: "
             + "; ".join(stop_reason(r) for r in early) + "."
         ))  # fmt: skip
     fig = lineage_figure(runs, stitched_curve(runs))
@@ -567,8 +594,8 @@ else:
 
 # %% [markdown]
 # To watch the tree *grow* level by level, the next cell decodes the same prompt with the same drafter and its
-# same confidences, but prices verification on a flat curve, t(n) = t(1) at this machine's t(1) — nearly what a
-# GPU shows for a small model — and lets a tree have up to `demo_budget` drafted nodes, plus its root (the last
+# same confidences, but prices verification on a flat curve, t(n) = t(1) at this machine's t(1) (an assumed
+# price, not measured here) — and lets a tree have up to `demo_budget` drafted nodes, plus its root (the last
 # emitted token, which every count below leaves out and the figure draws at the top), with `demo_width` children per
 # expanded node: a demonstration tree, computed, whose budget lets it branch. The figure draws its step that
 # branches most (most leaves), the accepted path in green. In token labels ▁ is a space, ↵ a newline, ⇥ a tab,
@@ -623,7 +650,7 @@ if have_drafter:
                   "with them a step emitted {a:.2f} tokens against {b:.2f} (bonus included): a difference **within "
                   "noise** on this one short decode (two standard errors from the per-step counts: ±{band:.2f}), so "
                   "this run does not say that the extra nodes bought tokens.",
-                  rel_tol=step_band / max(demo.mean_accepted, eag.mean_accepted), band=step_band)
+                  rel_tol=step_band / max(min(demo.mean_accepted, eag.mean_accepted), 1e-12), band=step_band)
     ))  # fmt: skip
     if default_step < 0:  # the most instructive step: most leaves, then most tokens accepted, then the earliest
         step = max(range(len(demo.steps)), key=lambda i: (leaves(demo.steps[i].tree), demo.steps[i].accepted, -i))
@@ -773,7 +800,7 @@ if bench is not None:
 # if it were that conditional chance gives the approximation
 # $E[L] \approx 1 + a_1 + a_1 a_2 + a_1 a_2 a_3 + a_1 a_2 a_3 a_4$ (notebook 00's L: tokens one step emits). Compute
 # it for every proposer of the table (`src[name]["accuracy"]`, first 4 positions): `{name: E[L]}`. Then compare:
-# does the order by this E[L] follow the order by $a_1$ here? (The check prints both orders and the answer.) The check compares with `specdec_lab.trees.build.expected_length`, the tree value
+# does the order by this E[L] follow the order by $a_1$ here? Answer `same_order`, True or False. The check compares with `specdec_lab.trees.build.expected_length`, the tree value
 # Medusa's trees are sized by, on a chain; an answer that calls it is refused.
 
 # %% tags=["exercise", "exercise-1"]
@@ -783,6 +810,7 @@ from specdec_lab.trees.build import expected_length  # noqa: F401 - watched, the
 k_chain = 4
 _watch = watch(globals(), "expected_length")
 answer = ...  # {proposer name: E[L] of a chain of k_chain drafts, bonus included}
+same_order = ...  # True or False: do the proposers rank the same by your E[L] as by a_1?
 
 # %% tags=["solution", "exercise-1"]
 answer = {}
@@ -792,6 +820,7 @@ for name, source in src.items():
         reach *= a
         expected += reach
     answer[name] = expected
+same_order = sorted(answer, key=lambda n: -answer[n]) == sorted(src, key=lambda n: -src[n]["accuracy"][0])
 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 _watch.begin_check()  # from here the references are the check's own
@@ -805,12 +834,11 @@ reference = {name: _watch["expected_length"](chain_paths, [[a] for a in s["accur
 _ = check("E[L] of a 4-draft chain per proposer", answer, reference, watch=_watch,
           close=lambda a, r: isinstance(a, dict) and a.keys() == r.keys() and all(math.isclose(a[n], r[n], rel_tol=1e-9) for n in r),
           hint="Draft j counts only if drafts 1..j all hit: multiply, then add the bonus.")  # fmt: skip
-by_a1 = sorted(src, key=lambda n: -src[n]["accuracy"][0])
-by_len = sorted(reference, key=lambda n: -reference[n])
-print("by a_1: " + " > ".join(f"{n} ({src[n]['accuracy'][0]:.3f})" for n in by_a1))
-print("by E[L]: " + " > ".join(f"{n} ({reference[n]:.3f})" for n in by_len))
-print("the same order: the slower fall does not overturn a_1 here" if by_a1 == by_len else
-      "the orders differ: a slower fall over the positions outweighs a lower a_1")
+_by_a1 = sorted(src, key=lambda n: -src[n]["accuracy"][0])
+_by_len = sorted(reference, key=lambda n: -reference[n])
+_ = check("whether the order by E[L] follows the order by a_1", same_order, _by_a1 == _by_len,
+          close=lambda a, r: isinstance(a, bool) and a == r,
+          hint="Rank the proposers by your E[L], then by a_1 (the table's first column), and compare the rankings.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-2"]
 # ### Exercise 2 ★★ — the drafting vocabulary that buys the most

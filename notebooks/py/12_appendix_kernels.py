@@ -737,7 +737,7 @@ change = stays[fastest][best] / stays[base_name][best]
 Markdown(
     f"The cheapest one-token step in {Path(variants_file).name} ({variants_machine}) is **{fastest}** (t(1) "
     f"{variants[fastest](1) * 1e3:.1f} ms against {variants[base_name](1) * 1e3:.1f} ms for {base_name}). On it, "
-    f"{best} — the fastest method of the recorded run ({bench_machine}) — would have a speed-up of "
+    f"{best} — the method this replay gives the largest speed-up on {base_name} — would have a speed-up of "
     f"{stays[fastest][best]:.2f}× against {stays[base_name][best]:.2f}× on {base_name} ({change:.0%} of it) if its "
     f"own work did not shrink, and {shrinks[fastest][best]:.2f}× ({shrinks[fastest][best] / shrinks[base_name][best]:.0%}) "
     "if it shrank like t(1). "
@@ -745,8 +745,9 @@ Markdown(
         change, 1.0,
         "On that step speculation would buy more than on the base build.",
         "On that step speculation would buy less than on the base build.",
-        "On that step speculation would buy about what it buys on the base build.",
-        rel_tol=0.01,
+        f"Within {shape_tol:.0%} (the yardstick of the curves' shapes above; the file records medians only), on "
+        "that step speculation would buy about what it buys on the base build: the replay cannot tell them apart.",
+        rel_tol=shape_tol,
     )
 )  # fmt: skip
 
@@ -797,7 +798,8 @@ Markdown(
 # decoding of the same model file. `tokens_per_s` is each method's Σ tokens / Σ seconds; `speedup` is over fp32
 # eager autoregressive in that run; `speedup_own` over the same build's autoregressive; `identical` is the
 # fraction of prompts whose output equals that build's own autoregressive output (a quantized model is another
-# model); `mean_accepted` (the anchors' table) is tokens per target forward, bonus included.
+# model; an anchor — transformers, llama.cpp — has no build of ours and is compared with fp32 eager
+# autoregressive, so llama.cpp's 4-bit file need not agree with it); `mean_accepted` (the anchors' table) is tokens per target forward, bonus included.
 #
 # Why a quantized build can differ from its own autoregressive output at all: verifying n rows computes the
 # same dot products as n one-row steps, but a kernel may sum them in another order for another row count,
@@ -819,6 +821,26 @@ Markdown(
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab.bench.report import by_build, speedup_interval
+
+
+def fastest_of(run: dict, frame: pd.DataFrame) -> str:
+    """The fastest row of `frame` (by_build rows of `run`) and whether this run tells it from the next fastest:
+    the paired 95% interval of the two over the prompts both ran (a bootstrap over the prompts)."""
+    ranked = frame.sort_values("tokens_per_s", ascending=False)
+    top = ranked.iloc[0]
+    name = f"**{top.method}**" + (f" on {top.build}" if frame.build.nunique() > 1 else "")
+    if len(ranked) < 2:
+        return f"{name}, {top.tokens_per_s:.1f} tokens/s"
+    nxt = ranked.iloc[1]
+    iv = speedup_interval([r for r in run["rows"] if r["method"] == top.label],
+                          [r for r in run["rows"] if r["method"] == nxt.label])  # fmt: skip
+    against = f"{nxt.method}" + (f" on {nxt.build}" if frame.build.nunique() > 1 else "")
+    if iv and iv[0] > 1:
+        verdict = f"ahead of the next, {against} ({nxt.tokens_per_s:.1f}), beyond the paired interval [{iv[0]:.2f}, {iv[1]:.2f}]"
+    else:
+        verdict = (f"level with the next, {against} ({nxt.tokens_per_s:.1f}): their paired interval "
+                   + (f"[{iv[0]:.2f}, {iv[1]:.2f}] holds one" if iv else "is not defined") + ", this run does not order them")  # fmt: skip
+    return f"{name}, {top.tokens_per_s:.1f} tokens/s — {verdict}"
 
 for builds_bench_file in builds_bench_files:
     builds_run = json.loads(Path(builds_bench_file).read_text())
@@ -844,9 +866,9 @@ top = exact.loc[exact.tokens_per_s.idxmax()]
 wall = builds_run.get("memory_wall") or {}
 plain = ours[(ours.method == "autoregressive")].set_index("build").tokens_per_s
 text = (
-    f"In {Path(builds_bench_file).name} ({machine_label(builds_run['machine'])}) the fastest speculative method whose "
-    f"output equalled its build's autoregressive output on every prompt was **{top.method} on {top.build}**, at "
-    f"{top.tokens_per_s:.1f} tokens/s: "
+    f"In {Path(builds_bench_file).name} ({machine_label(builds_run['machine'])}), of the speculative methods whose "
+    f"output equalled their build's autoregressive output on every prompt, the fastest was {fastest_of(builds_run, exact)}. "
+    f"{top.method} on {top.build} against the anchors: "
     + ", ".join(f"{top.tokens_per_s / v:.2f}× {name}" for name, v in anchors.items())
     + ". "
 )
@@ -924,8 +946,14 @@ Markdown(
     f"instead of {before['step_bytes_mb_by_part']['head']:.0f} (the blocks themselves, 34 bytes per 32 weights, are "
     f"{49152 * 576 * 34 / 32 / 1e6:.0f} MB in the file: what llama.cpp reads). With "
     f"both levers a profiled token took {after['ms_per_token']:.1f} ms against {before['ms_per_token']:.1f} "
-    f"({1 - after['ms_per_token'] / before['ms_per_token']:.0%} less time, {before['ms_per_token'] / after['ms_per_token']:.2f}× "
-    f"as fast; the profiler's own overhead is in both). What "
+    f"(runs {min(after['ms_per_token_runs']):.1f}–{max(after['ms_per_token_runs']):.1f} against "
+    f"{min(before['ms_per_token_runs']):.1f}–{max(before['ms_per_token_runs']):.1f} ms: "
+    + compare(before["ms_per_token"], after["ms_per_token"],
+              f"{1 - after['ms_per_token'] / before['ms_per_token']:.0%} less time, beyond the runs' ranges",
+              "no less time", "within the runs' ranges",
+              rel_tol=max((max(b["ms_per_token_runs"]) - min(b["ms_per_token_runs"])) / b["ms_per_token"]
+                          for b in (before, after)))
+    + "; the profiler's own overhead is in both). What "
     "the levers do to decoding, each apart, is the bench's to say, below."
 )
 
@@ -951,18 +979,34 @@ old_build, new_build = "int4+head=fp32+compile+unfused", "int4+compile"
 exact_new = ours_levers[(ours_levers.build == new_build) & (ours_levers.method != "autoregressive")
                         & (ours_levers.identical == 1.0)]  # fmt: skip
 best = exact_new.loc[exact_new.tokens_per_s.idxmax()] if len(exact_new) else None
+plain_label = ours_levers[ours_levers.method == "autoregressive"].set_index("build").label
+
+
+def over_before(build: str) -> str:
+    """Plain decoding on `build` over the old build's, paired per prompt: the ratio and its 95% interval."""
+    iv = speedup_interval([r for r in levers_run["rows"] if r["method"] == plain_label[build]],
+                          [r for r in levers_run["rows"] if r["method"] == plain_label[old_build]])  # fmt: skip
+    ratio = plain_by_build[build] / plain_by_build[old_build]
+    if not iv:
+        return f"{ratio:.2f}×"
+    verdict = "faster beyond it" if iv[0] > 1 else "slower beyond it" if iv[1] < 1 else "one inside it: level"
+    return f"{ratio:.2f}× [{iv[0]:.2f}, {iv[1]:.2f}], {verdict}"
+
+
 text = (
-    f"Plain decoding: {plain_by_build[old_build]:.1f} tokens/s before, "
-    f"{plain_by_build['int4+head=fp32+compile']:.1f} with the fused products alone, "
-    f"{plain_by_build['int4+compile+unfused']:.1f} with the Q8_0 head alone and {plain_by_build[new_build]:.1f} with "
-    f"both ({plain_by_build[new_build] / plain_by_build[old_build]:.2f}× before; "
-    f"{plain_by_build[new_build] / llama:.2f}× llama.cpp's plain decoding, against "
-    f"{plain_by_build[old_build] / llama:.2f}× before). "
+    f"Plain decoding: {plain_by_build[old_build]:.1f} tokens/s before; "
+    f"{plain_by_build['int4+head=fp32+compile']:.1f} with the fused products alone "
+    f"({over_before('int4+head=fp32+compile')}), "
+    f"{plain_by_build['int4+compile+unfused']:.1f} with the Q8_0 head alone ({over_before('int4+compile+unfused')}) "
+    f"and {plain_by_build[new_build]:.1f} with both ({over_before(new_build)}; each against before, paired per "
+    f"prompt); {plain_by_build[new_build] / llama:.2f}× llama.cpp's plain decoding, against "
+    f"{plain_by_build[old_build] / llama:.2f}× before. "
 )
 if best is not None:
     text += (
-        f"The fastest speculative method equal to its build's output on every prompt, {best.method}, ran at "
-        f"{best.tokens_per_s:.1f} tokens/s: {best.tokens_per_s / llama:.2f}× llama.cpp's plain decoding. "
+        f"Of the speculative methods equal to their build's output on every prompt of the new build, the fastest was "
+        f"{fastest_of(levers_run, exact_new)}; {best.method} ran at {best.tokens_per_s / llama:.2f}× llama.cpp's plain "
+        "decoding. "
     )
 if best is not None:
     iv = speedup_interval([r for r in levers_run["rows"] if r["method"] == best.label],
@@ -997,7 +1041,7 @@ Markdown(text.strip())
 #
 # - **Copies of the cache inside the graph.** Each layer wrote its new K/V rows with `kc[0].index_copy_(…)`;
 #   inductor turned that in-place write into *clone the whole cache, scatter the B rows, copy it back*, and the
-#   attention's normaliser (a column of ones appended to V, so that Σ e_j is summed in slot order, section 2)
+#   attention's normaliser (a column of ones appended to V, so that Σ e_j is summed in slot order, section 4)
 #   copied the whole V cache once more. The cache is now written on its whole 4-d buffer (inductor writes
 #   only the B rows in place) and the normaliser is summed over a separate block of ones passed into the graph
 #   — the same sums in the same order, bit for bit (`compact_body._slot_ordered_pv`).
@@ -1028,31 +1072,51 @@ display(Markdown(f"**{Path(step_levers_file).name}**, measured on {machine_label
 lever_table.round(3)
 
 # %% tags=["nbval-ignore-output"]
-def lever_sentence(table: pd.DataFrame, column: str, higher_is_better: bool) -> str:
-    """Each change against the code before it: the median ratio, judged against the larger of the two rows'
-    spreads (max − min over the rounds, relative to the median)."""
-    parts = []
+def lever_steps(table: pd.DataFrame, column: str, higher_is_better: bool) -> list[tuple[str, float, str]]:
+    """Each change against the code before it: (change, median ratio, verdict), the verdict judged against the
+    larger of the two rows' spreads (max − min over the rounds, relative to the median): within it where the
+    larger median is at most (1 + spread)× the smaller."""
+    steps = []
     names = list(table.index)
     for before_name, after_name in zip(names, names[1:], strict=False):
         a, b = table.loc[before_name], table.loc[after_name]
         ratio = b[column] / a[column] if higher_is_better else a[column] / b[column]
         noise = max(a[column + " spread"], b[column + " spread"])
-        verdict = "within the rounds' spread" if abs(ratio - 1) <= noise else ("faster" if ratio > 1 else "slower")
-        parts.append(f"{after_name.lstrip('+ ')}: {ratio:.2f}× ({verdict}, spread {noise:.0%})")
-    return "; ".join(parts)
+        beyond = abs(ratio - 1) > noise * min(1.0, ratio)
+        verdict = (("faster" if ratio > 1 else "slower") + " beyond" if beyond else "within") + f" the rounds' spread of {noise:.0%}"
+        steps.append((after_name.lstrip("+ "), ratio, verdict))
+    return steps
 
 
 first, last = lever_table.iloc[0], lever_table.iloc[-1]
+
+
+def all_together(column: str, higher_is_better: bool, unit: str) -> tuple[str, bool]:
+    """The last code against the first on one column, judged against the larger of the two rows' spreads."""
+    a, b = first[column], last[column]
+    noise = max(first[column + " spread"], last[column + " spread"])
+    better, worse = ("faster", "slower") if higher_is_better else ("cheaper", "dearer")
+    verdict = compare(b, a, better if higher_is_better else worse, worse if higher_is_better else better,
+                      "within", rel_tol=noise)  # fmt: skip
+    verdict += (" the rounds' spread of " if verdict == "within" else " beyond the rounds' spread of ") + f"{noise:.0%}"
+    return f"{a:.1f} → {b:.1f} {unit} ({verdict})", verdict.startswith(better)
+
+
+plain_text, plain_gain = all_together("plain tokens/s", True, "tokens/s")
+b1_text, _ = all_together("forward ms, 1 token", False, "ms")
+b8_text, _ = all_together("forward ms, 8 tokens", False, "ms")
+plain_steps = lever_steps(lever_table, "plain tokens/s", True)
+apart = [name for name, _, verdict in plain_steps if verdict.startswith("faster")]
 Markdown(
-    f"Plain decoding, each change against the code before it — {lever_sentence(lever_table, 'plain tokens/s', True)}. "
-    f"All together: {last['plain tokens/s']:.1f} tokens/s against {first['plain tokens/s']:.1f} "
-    f"({last['plain tokens/s'] / first['plain tokens/s']:.2f}×, "
-    + compare(last["plain tokens/s"], first["plain tokens/s"], "faster", "slower", "within the rounds' spread",
-              rel_tol=max(last["plain tokens/s spread"], first["plain tokens/s spread"]))
-    + f" of {max(last['plain tokens/s spread'], first['plain tokens/s spread']):.0%}); one forward of 1 token "
-    f"{first['forward ms, 1 token']:.1f} → {last['forward ms, 1 token']:.1f} ms, of 8 tokens "
-    f"{first['forward ms, 8 tokens']:.1f} → {last['forward ms, 8 tokens']:.1f} ms. None of them reads a byte less "
-    "of weights: they are what the step paid on top of the bytes."
+    "Plain decoding, each change against the code before it — "
+    + "; ".join(f"{name}: {ratio:.2f}× ({verdict})" for name, ratio, verdict in plain_steps)
+    + ". "
+    f"All together, plain decoding {plain_text}; one forward of 1 token {b1_text}, of 8 tokens {b8_text}. "
+    + (("Apart, " + (f"only {', '.join(apart)} moved plain decoding beyond the spread" if apart else
+                     "no single change moved plain decoding beyond the rounds' spread")
+        + ": these rounds price the three changes together, not one by one. ") if plain_gain else
+       "These rounds do not show the changes paying, together or apart. ")
+    + "None of them reads a byte less of weights: whatever they took off a token, the step paid on top of its bytes."
 )
 
 # %% [markdown]
@@ -1106,9 +1170,9 @@ text = (f"Plain decoding on the new step: {plain_new.tokens_per_s:.1f} tokens/s,
         f"llama.cpp's plain decoding ({against(plain_new.label, TARGET_PLAIN)}). ")  # fmt: skip
 not_identical = sorted(step_ours[step_ours.identical < 1.0].method)
 if best_step is not None:
-    text += (f"The fastest speculative method equal to this build's output on every prompt, {best_step.method}, "
-             f"{best_step.tokens_per_s:.1f} tokens/s: {best_step['× llama.cpp']:.2f}× "
-             f"({against(best_step.label, TARGET_BEST)}). ")  # fmt: skip
+    text += (f"Of the speculative methods equal to this build's output on every prompt, the fastest was "
+             f"{fastest_of(step_run, exact_step)}; {best_step.method} against llama.cpp: "
+             f"{best_step['× llama.cpp']:.2f}× ({against(best_step.label, TARGET_BEST)}). ")  # fmt: skip
 if not_identical:
     text += f"Not identical on every prompt: {', '.join(not_identical)} (the table's `identical`). "
 text += "Both against this run's own llama.cpp rows; the machine is named above."
@@ -1254,7 +1318,7 @@ _ = check("the row counts where every layer runs torch's stock kernel", answer,
 # draft costs a fixed share c of t(1). A cheaper step buys more from speculation only if its t(k + 1)/t(1) is
 # lower — a flatter curve, not a lower t(1). Whether fewer bytes of weights flatten or steepen the curve is a
 # measurement, not a rule: the sentence under section 4's builds table reads each quantized build's t(n)/t(1)
-# against fp32's at 4, 8 and 16 tokens, against a yardstick for the noise (the file records medians only). Where
+# against fp32's at each size it names, against a yardstick for the noise (the file records medians only). Where
 # a quantized curve is steeper at k + 1, its extra rows pay the dequantisation again, and fewer bytes buy less
 # from speculation than they cut from t(1). Which build comes out highest is a reading of one run's curves, as
 # firm as that run's repeats.

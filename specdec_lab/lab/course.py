@@ -55,8 +55,11 @@ def runs_in(stem: str, record: str | os.PathLike | None = None) -> str:
         seconds = float(times["seconds"][stem])
     except (OSError, ValueError, KeyError, TypeError):
         return f"Runs in: not measured yet (`make reproduce` records it in {path.name})."
-    minutes = max(1, round(seconds / 60))
-    return f"Runs in about {minutes} min with its defaults (the last `make reproduce`: {times.get('machine', '?')})."
+    if seconds < 59.5:  # under a minute, in seconds ("about 1 min" for 24 s would overstate it)
+        took = f"{max(1, round(seconds))} s"
+    else:
+        took = f"{round(seconds / 60)} min"
+    return f"Runs in about {took} with its defaults (the last `make reproduce`: {times.get('machine', '?')})."
 
 
 def start(figures_dir: str = "../figures", threads: int = 0, seed: int = 0, stem: str | None = None) -> Path:
@@ -94,9 +97,10 @@ def compare(
     rel_tol: float = 0.0,
     **values,
 ) -> str:
-    """The sentence the numbers state: `within` where a and b are within `rel_tol` of each other
-    (|a − b| ≤ rel_tol · max(|a|, |b|); with rel_tol 0, only where equal), else `above` where a > b and `below`
-    otherwise. Each is a format string over a, b and `values`:
+    """The sentence the numbers state: `within` where a and b are within `rel_tol` of each other, else `above`
+    where a > b and `below` otherwise. "Within 52%" means what a reader takes it to mean: the larger is at most
+    1.52× the smaller, |a − b| ≤ rel_tol · min(|a|, |b|) (not `math.isclose`, whose max(|a|, |b|) would call a
+    2× gap "within 52%"); with rel_tol 0, only where equal. Each is a format string over a, b and `values`:
 
         compare(t2, t1, "two tokens cost more than one ({a:.1f} against {b:.1f} ms)",
                 "two tokens cost no more than one here ({a:.1f} against {b:.1f} ms)", rel_tol=0.02,
@@ -104,7 +108,7 @@ def compare(
     """
     if any(isinstance(x, float) and math.isnan(x) for x in (a, b)):
         raise ValueError(f"compare needs two numbers, got {a!r} and {b!r} (a NaN states no comparison)")
-    if within is not None and math.isclose(a, b, rel_tol=rel_tol):  # |a − b| <= rel_tol · max(|a|, |b|)
+    if within is not None and abs(a - b) <= rel_tol * min(abs(a), abs(b)):  # the larger ≤ (1 + rel_tol)× the smaller
         sentence = within
     else:
         sentence = above if a > b else below

@@ -167,7 +167,7 @@ def head_accuracy_figure(
                 x=list(range(1, len(paper) + 1)),
                 y=list(paper),
                 mode="lines+markers",
-                name="Medusa paper (Cai et al. 2024), Vicuna-7B: top-1",
+                name="Medusa paper (Cai et al. 2024), Vicuna-7B: top-1 (source table unchecked)",
                 line={"color": "#444", "dash": "dash"},
                 marker={"symbol": "square"},
             )

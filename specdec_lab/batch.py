@@ -3,14 +3,17 @@
     rows = RowsCache(target, B)                               # one K/V buffer, each row at its own length
     while a prompt waits or a row decodes:
         fill every free row from the queue                    # continuous batching: prefill into that row
-        for each active row:  tree_b = row.propose()          # 1. each row proposes its own tree
+        for each active row:  row.begin(...)                  # budget -> max_depth; its step before observed
+                              tree_b = row.propose()          # 1. each row proposes its own tree
         outs = verify_rows(target, rows, trees)               # 2. ONE forward over every row's tree (4D mask:
                                                               #    each row's cache and tree, padding masked)
-        for each active row:  row.accept(tree_b, out_b, ...)  # 3.-6. each row accepts its own path: rows advance
-                                                              #    by different counts (ragged acceptance)
-        a row that emitted EOS or spent its budget frees its slot for the next prompt
+        for each active row:  step = row.accept(tree_b, out_b)  # 3.-6. each row accepts its own path: rows
+                                                              #    advance by different counts (ragged acceptance)
+                              row.end(step, ...)              # its trace, on_step, stop (EOS, budget, on_step)
+        a row that is done frees its slot for the next prompt
 
-A row is a `generate.Decoding` (its own proposer, acceptance, KV rows, trace), so every method batches and each
+A row is a `generate.Decoding` (its own proposer, acceptance, KV rows, trace), stepped by the same `begin` and
+`end` as `generate`'s one sequence (they differ only in the forward between), so every method batches and each
 row's output is what `generate` would emit for its prompt alone — exactly in distribution when sampling, token for
 token under greedy decoding up to fp32 rounding: a batched forward sums in other orders than a one-row one, which
 can flip a near-tie (the bench records the first differing token and its top-1 − top-2 logit gap).
@@ -27,11 +30,12 @@ that emits more tokens per second, re-probing the other.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from .cost.gate import SpeculationGate
-from .generate import Clock, Decoding, GenerationResult, Setup
+from .generate import Clock, Decoding, GenerationResult, Setup, StepTrace
 from .kv_cache import RowsCache
 from .memory import Memory
 from .trees.tree import Tree
@@ -96,21 +100,28 @@ def generate_batch(
     trace: bool = False,
     progress: bool = False,
     gate: bool | SpeculationGate = False,
+    on_step: Callable[[int, int, StepTrace | None, int], bool | None] | None = None,
     **params,
 ) -> BatchResult:
     """Decode every prompt with `method`, `batch_size` at a time in one forward per step; a finished row takes the
     next waiting prompt (continuous batching). Arguments as `generate`'s (the prompts: texts, or token-id lists);
     prompt i samples with seed + i. `gate`: True lets a `SpeculationGate` decide by measurement whether a
     speculative method's rows speculate (module docstring; more than one row only), a `SpeculationGate` of your
-    own runs always; False (the default): the sizers alone decide. -> a `BatchResult` (each prompt's result in the
-    order given)."""
+    own runs always; False (the default): the sizers alone decide. `on_step`: `generate`'s hook with the prompt
+    first, on_step(prompt index, the prompt's step index, its StepTrace (None without trace), tokens it emitted
+    so far), called after every step of every prompt; returning False ends that prompt there (stop_reason
+    "stopped", the tokens so far kept) and its row takes the next waiting prompt; the other rows go on.
+    -> a `BatchResult` (each prompt's result in the order given)."""
     prompts = _check_prompts(prompts)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+    if on_step is not None and not callable(on_step):
+        raise TypeError(f"on_step must be a function on_step(prompt, step, trace, tokens), got {on_step!r}")
     if params.get("compile"):
         raise ValueError("compile= verifies one sequence at a time: decode a batch eagerly (leave compile out)")
-    setup, first = Setup.of(model, tokenizer, method, params, None, accept, max_new_tokens, eos_token_id,
-                            temperature, top_k, top_p, False, trace)  # fmt: skip
+    setup, first = Setup.of(model=model, tokenizer=tokenizer, method=method, params=params, proposer=None,
+                            accept=accept, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id,
+                            temperature=temperature, top_k=top_k, top_p=top_p, compile=False, trace=trace)  # fmt: skip
     ids = [setup.prompt_ids(p, chat) for p in prompts]
     rows = min(batch_size, len(ids))
     cache = RowsCache(setup.model, rows, capacity=max(len(x) for x in ids) + max_new_tokens + 72)
@@ -134,17 +145,16 @@ def generate_batch(
                 cache.reset(b)
             proposer = first if i == 0 else setup.proposer()
             seq_seed = None if seed is None else seed + i
+            hook = partial(on_step, i) if on_step is not None else None  # the row's hook: the prompt's index bound
             slots[b] = (i, setup.open(ids[i], cache.row(b), proposer, setup.generator(seq_seed), Memory(), clock,
-                                      rows=rows, prefilled=prefilled.get(b), opened=opened))  # fmt: skip
+                                      rows=rows, prefilled=prefilled.get(b), opened=opened, on_step=hook))  # fmt: skip
         start = clock.now()
         speculate = gate is None or gate.open()
         trees: list[Tree | None] = [None] * rows
         for b, slot in enumerate(slots):
             if slot is not None:
                 row = slot[1]
-                row.state.max_depth = row.budget() - 1 if speculate else 0  # a plain step: one token per row
-                if row.last is not None:
-                    row.observe(row.last, until=start)
+                row.begin(start, speculate)  # not speculating: a plain step, one token per row
                 trees[b] = row.propose()  # 1.
         proposed = clock.now()
         outputs = verify_rows(setup.model, cache, trees, setup.layers)  # 2. one forward over every row
@@ -157,12 +167,10 @@ def generate_batch(
             if slot is None:
                 continue
             i, row = slot
-            step = row.accept(trees[b], outputs[b], start, proposed, verified)  # 3.-6.
+            step = row.accept(trees[b], outputs[b])  # 3.-6.
             out.grid[-1][b] = (i, len(step.emitted))
             emitted += len(step.emitted)
-            if row.trace:
-                row.steps.append(row.traced(step))
-            if row.finished():
+            if row.end(step, start, proposed, verified):  # an EOS, the budget, or its on_step said stop
                 now = clock.now()
                 results[i], latency[i] = row.result(now - row.opened), now - clock.start
                 slots[b] = None

@@ -17,10 +17,12 @@ is this loop with a different proposer, and the acceptance rules that fit its tr
 A root-only tree makes step 2 an ordinary decoding step, so `method="autoregressive"` is plain KV-cached
 greedy decoding measured by the same code as the speculative methods.
 
-`generate` checks its arguments and sets a call up once (`Decoding`: the target and its cache, the compiled
-step, the proposer and its rule, the memory, the `Clock`). `Decoding.step` is the body above; it returns a
-`Step` (what it did, and the clock at its phase boundaries) that the trace and the cost model read afterwards
-rather than being written into it.
+`generate` checks its arguments once (`Setup`: the target, the compiled step, the method's rule, the EOS set)
+and opens one sequence from them (`Decoding`: its proposer, cache, state and `Clock`). `Decoding.run` drives the
+body above, and `generate_batch` (`batch.py`) drives the same for B rows around one forward; each step of either
+is `begin` (budget -> max_depth; the step before observed) · 1. `propose` · 2. a forward · `accept` (3.-6.; it
+returns a `Step`, what it did) · `end` (the step's clock marks stamped on, the trace, on_step, the stop). Timing
+observes the `Step` afterwards rather than being threaded through decoding.
 """
 
 from __future__ import annotations
@@ -151,42 +153,40 @@ class Clock:
 
 @dataclass
 class Step:
-    """What one loop iteration did, for whoever observes it (the trace, the cost model, an on_step hook).
+    """What one loop iteration did (`Decoding.accept`), for its observers: the trace, the cost model, on_step.
 
-    marks: the clock at the step's four boundaries — start, proposed, verified, accepted (path kept, tokens
-    emitted, proposer updated); verify: seconds of the forward and the acceptance (the host has read the
-    logits, so the device is done).
+    judged: the clock once the rule had read the logits (the forward is done, also where the marks do not drain):
+    the one time decoding takes itself. marks: the clock at start, proposed, verified, accepted (path kept, tokens
+    emitted, proposer updated), stamped on by the after-step (`Decoding.end`) for whichever driver ran the step.
     """
 
     tree: Tree
     acc: Acceptance
     emitted: list[int]
-    marks: tuple[float, float, float, float]
-    verify: float
+    judged: float
+    marks: tuple[float, ...] = ()  # (start, proposed, verified, accepted) once stamped
+
+    @property
+    def verify(self) -> float:
+        """Seconds of the forward and the acceptance."""
+        return self.judged - self.marks[1]
 
 
 # ---- the loop -----------------------------------------------------------------------------------------
 @dataclass
 class Decoding:
-    """One `generate` call, set up once: the target and its cache, the compiled step, the proposer and its
-    acceptance rule, the memory, the clock. `step()` is the loop's body; `run()` drives it and hands every
-    step to its observers."""
+    """One sequence, opened from its `Setup` (`Setup.open`): its proposer, cache, state and clock, and what it has
+    emitted. `run()` steps it alone; a batch steps B of them around one forward (`batch.py`). Either driver runs
+    the same step: `begin` (the before-step), 1. `propose`, 2. a forward, `accept` (3.-6.), `end` (the after-step).
+    """
 
-    model: object
-    tokenizer: object
-    compiled: CompiledStep | None
+    setup: Setup
     proposer: Proposer
-    rule: Callable[..., Acceptance]
-    method: str
     ids: list[int]
-    layers: list[int]
-    eos: set[int]
-    max_new_tokens: int
-    window: int
     cache: KVCache
     state: DecodeState
     clock: Clock
-    trace: bool
+    on_step: Callable[[int, StepTrace | None, int], bool | None] | None = None
     prefill_seconds: float = 0.0
     opened: float = 0.0  # the clock when the sequence was opened (its prefill began)
     new: list[int] = field(default_factory=list)
@@ -197,43 +197,58 @@ class Decoding:
 
     def budget(self) -> int:
         """Tokens the call may still emit: what max_new_tokens leaves, and the context window."""
-        return min(self.max_new_tokens - len(self.new), self.window - len(self.state.tokens))
+        return min(self.setup.max_new_tokens - len(self.new), self.setup.window - len(self.state.tokens))
 
-    def step(self, start: float) -> Step:
-        """One iteration of the six steps (module docstring), begun at `start` on the clock. A batch runs the same
-        steps for each of its rows around one forward over them all (`batch.py`)."""
-        tree = self.propose()  # 1.
-        proposed = self.clock.now(drain=self.trace)
-        out = verify_tree(self.model, self.cache, tree, self.layers, step=self.compiled)  # 2.
-        return self.accept(tree, out, start, proposed, self.clock.now(drain=self.trace))  # 3.-6.
+    def run(self) -> GenerationResult:
+        """Step until the budget, an EOS or `on_step` ends the call; -> its result."""
+        clock, drain = self.clock, self.setup.trace  # per-phase marks drain the device only for the trace
+        done = self.finished()
+        while not done:
+            start = clock.now()
+            self.begin(start)
+            tree = self.propose()  # 1.
+            proposed = clock.now(drain=drain)
+            out = verify_tree(self.setup.model, self.cache, tree, self.setup.layers, step=self.setup.step)  # 2.
+            verified = clock.now(drain=drain)
+            done = self.end(self.accept(tree, out), start, proposed, verified)  # 3.-6.
+        return self.result(clock.now(drain=True) - clock.start)
+
+    def begin(self, start: float, speculate: bool = True) -> None:
+        """Before a step begun at `start` on the clock: size it to the budget (speculate=False: a plain step, one
+        token), and tell the cost model what the step before took, now that all of it is over."""
+        self.state.max_depth = self.budget() - 1 if speculate else 0  # a path of depth d emits d + 1 tokens
+        if self.last is not None:  # all the step before took: the one price every sizer asks
+            self.observe(self.last, until=start)
 
     def propose(self) -> Tree:
         """1. propose a tree rooted at the last accepted token, cut to what may be verified."""
-        s = self.state
+        s, compiled = self.state, self.setup.step
         tree = self.proposer.propose(s)
         if int(tree.tokens[0]) != s.root:
-            raise RuntimeError(f"{self.method}: proposed tree's root {int(tree.tokens[0])} != last token {s.root}")
+            raise RuntimeError(
+                f"{self.setup.method}: proposed tree's root {int(tree.tokens[0])} != last token {s.root}"
+            )
         if tree.max_depth > s.max_depth:
             tree = tree.truncate_depth(s.max_depth)
-        if self.compiled is not None:  # a compiled step verifies up to its largest bucket (state.max_nodes)
-            tree = tree.truncate_nodes(self.compiled.max_nodes)
+        if compiled is not None:  # a compiled step verifies up to its largest bucket (state.max_nodes)
+            tree = tree.truncate_nodes(compiled.max_nodes)
         return tree
 
-    def accept(self, tree: Tree, out: TreeOutput, start: float, proposed: float, verified: float) -> Step:
+    def accept(self, tree: Tree, out: TreeOutput) -> Step:
         """Steps 3.-6. on the target's output `out` for `tree` (2. verified it: `verify_tree`, or a batch's one
-        forward over every row); start, proposed, verified: the clock at the step's boundaries so far."""
-        s, clock = self.state, self.clock
+        forward over every row)."""
+        s = self.state
 
         # 3. accept  4. keep only the accepted path's K/V
-        acc = self.rule(tree, out.logits, sampling=s.sampling, generator=s.generator)
-        s.verify_seconds = clock.now() - proposed  # the host has read the logits: the device is done
+        acc = self.setup.rule(tree, out.logits, sampling=s.sampling, generator=s.generator)
+        judged = self.clock.now()  # the host has read the logits: the device is done
         self.cache.keep(acc.path)
         self.forwards += 1
 
         # 5. emit, stopping at the first EOS (which may sit inside the accepted path)
         emitted = tree.tokens[acc.path[1:]].tolist() + [acc.bonus]
         for i, tok in enumerate(emitted):
-            if tok in self.eos:
+            if tok in self.setup.eos:
                 emitted = emitted[: i + 1]
                 self.stop_reason = "eos"
                 break
@@ -243,26 +258,24 @@ class Decoding:
 
         # 6. the proposer syncs its own state
         self.proposer.update(s, tree, acc, out)
-        self.last = Step(tree, acc, emitted, (start, proposed, verified, clock.now(drain=self.trace)),
-                         s.verify_seconds)  # fmt: skip
-        return self.last
+        return Step(tree, acc, emitted, judged)
 
-    def run(self, on_step: Callable[[int, StepTrace | None, int], bool | None] | None = None) -> GenerationResult:
-        """Step until the budget, an EOS or `on_step` ends the call; -> its result."""
-        while not self.finished():
-            self.state.max_depth = self.budget() - 1  # a path of depth d emits d + 1 tokens (bonus included)
-            start = self.clock.now()
-            if self.last is not None:  # all the step before took: the one price every sizer asks
-                self.observe(self.last, until=start)
-            step = self.step(start)
-            if self.trace:
-                self.steps.append(self.traced(step))
-            stop = on_step is not None and on_step(self.forwards - 1, self.steps[-1] if self.trace else None,
-                                                   len(self.new)) is False  # fmt: skip
-            if stop and not self.finished():  # an EOS or the budget ends it first
-                self.stop_reason = "stopped"
-                break
-        return self.result(self.clock.now(drain=True) - self.clock.start)
+    def end(self, step: Step, start: float, proposed: float, verified: float) -> bool:
+        """After `step`: stamp its marks (start, proposed, verified: the driver's clock at its boundaries so far),
+        keep its trace record, call on_step. -> whether the sequence is done: an EOS, the budget, or on_step
+        returned False (stop_reason "stopped")."""
+        step.marks = (start, proposed, verified, self.clock.now(drain=self.setup.trace))
+        self.state.verify_seconds = step.verify
+        self.last = step
+        record = self.traced(step) if self.setup.trace else None
+        if record is not None:
+            self.steps.append(record)
+        stop = self.on_step is not None and self.on_step(self.forwards - 1, record, len(self.new)) is False
+        if self.finished():  # an EOS or the budget ends it first
+            return True
+        if stop:
+            self.stop_reason = "stopped"
+        return stop
 
     def finished(self) -> bool:
         """Whether the sequence is done: it emitted an EOS, or no budget is left (`stop_reason` says which)."""
@@ -270,14 +283,15 @@ class Decoding:
             return True
         if self.budget() > 0:
             return False
-        self.stop_reason = "max_new_tokens" if len(self.new) >= self.max_new_tokens else "context"
+        self.stop_reason = "max_new_tokens" if len(self.new) >= self.setup.max_new_tokens else "context"
         return True
 
     def result(self, seconds: float) -> GenerationResult:
         """The sequence's result, decoded for `seconds` (its wall time, compiling left out)."""
-        text = self.tokenizer.decode(self.new, skip_special_tokens=True) if self.tokenizer is not None else None
+        tokenizer = self.setup.tokenizer
+        text = tokenizer.decode(self.new, skip_special_tokens=True) if tokenizer is not None else None
         return GenerationResult(tokens=self.new, prompt_tokens=list(self.ids), text=text, stop_reason=self.stop_reason,
-                                method=self.method, seconds=seconds, prefill_seconds=self.prefill_seconds,
+                                method=self.setup.method, seconds=seconds, prefill_seconds=self.prefill_seconds,
                                 steps=self.steps, forwards=self.forwards, proposer=self.proposer.summary(),
                                 compile_seconds=self.clock.compile_seconds())  # fmt: skip
 
@@ -341,8 +355,10 @@ def generate(
                Seconds spent compiling are reported as `compile_seconds` and left out of `seconds`. A model
                the step cannot serve warns why and decodes eagerly.
     """
-    setup, proposer = Setup.of(model, tokenizer, method, params, proposer, accept, max_new_tokens, eos_token_id,
-                               temperature, top_k, top_p, compile, trace)  # fmt: skip
+    setup, proposer = Setup.of(model=model, tokenizer=tokenizer, method=method, params=params, proposer=proposer,
+                               accept=accept, max_new_tokens=max_new_tokens, eos_token_id=eos_token_id,
+                               temperature=temperature, top_k=top_k, top_p=top_p, compile=compile,
+                               trace=trace)  # fmt: skip
     ids = setup.prompt_ids(prompt, chat)
     clock = Clock(setup.device, setup.step)
     capacity = min(setup.window, len(ids) + max_new_tokens + 64)
@@ -350,7 +366,7 @@ def generate(
         capacity = max(setup.step.capacity, capacity_for(len(ids) + max_new_tokens))
     cache = KVCache.for_model(setup.model, capacity=capacity)
     memory = memory if memory is not None else Memory()
-    return setup.open(ids, cache, proposer, setup.generator(seed), memory, clock).run(on_step)
+    return setup.open(ids, cache, proposer, setup.generator(seed), memory, clock, on_step=on_step).run()
 
 
 @dataclass
@@ -374,10 +390,11 @@ class Setup:
     device: torch.device
 
     @classmethod
-    def of(cls, model, tokenizer, method, params, proposer, accept, max_new_tokens, eos_token_id, temperature,
+    def of(cls, *, model, tokenizer, method, params, proposer, accept, max_new_tokens, eos_token_id, temperature,
            top_k, top_p, compile, trace) -> tuple[Setup, Proposer]:  # fmt: skip
         """`generate`'s arguments, checked (each error names the fix), and the proposer (the one given, or the
-        method's, built once here to read the rules and feature layers it has)."""
+        method's, built once here to read the rules and feature layers it has). Keyword-only: thirteen arguments,
+        several of one type (three sampling numbers, two flags), are read by name or not at all."""
         if compile is True and isinstance(model, LoadedModel) and model.step is not None:  # loaded compiled
             compile = model.step
         model, tokenizer = unwrap(model, tokenizer)
@@ -425,11 +442,12 @@ class Setup:
 
     def open(self, ids: list[int], cache: KVCache, proposer: Proposer, generator: torch.Generator, memory: Memory,
              clock: Clock, rows: int = 1, prefilled: PrefillOutput | None = None, opened: float | None = None,
-             ) -> Decoding:  # fmt: skip
+             on_step: Callable[[int, StepTrace | None, int], bool | None] | None = None) -> Decoding:  # fmt: skip
         """Prefill `ids` (but the last: the first tree's root) into `cache`, start the proposer, and return the
         sequence ready to step; its prefill seconds run from now (or `opened`) on `clock`. rows: the sequences
         verified together with this one (a batch's size: its steps are priced at t(rows, n)). prefilled: the
-        prompt's prefill, done already (a batch prefills its first prompts in one forward)."""
+        prompt's prefill, done already (a batch prefills its first prompts in one forward). on_step: called after
+        each of its steps (`generate`'s on_step)."""
         opened = clock.now() if opened is None else opened
         prompt_out = prefilled or prefill(self.model, cache, torch.tensor(ids[:-1], dtype=torch.long), self.layers)
         step = self.step
@@ -438,11 +456,8 @@ class Setup:
                             device=self.device, sampling=self.sampling, generator=generator,
                             cost=memory.cost(self.model, step, rows=rows), memory=memory)  # fmt: skip
         proposer.start(state, prompt_out)  # (may measure the cost curve: with a step, compiling its buckets)
-        return Decoding(model=self.model, tokenizer=self.tokenizer, compiled=step, proposer=proposer, rule=self.rule,
-                        method=self.method, ids=ids, layers=self.layers, eos=self.eos,
-                        max_new_tokens=self.max_new_tokens, window=self.window, cache=cache, state=state,
-                        clock=clock, trace=self.trace, prefill_seconds=clock.now(drain=True) - opened,
-                        opened=opened)  # fmt: skip
+        return Decoding(setup=self, proposer=proposer, ids=ids, cache=cache, state=state, clock=clock, on_step=on_step,
+                        prefill_seconds=clock.now(drain=True) - opened, opened=opened)  # fmt: skip
 
 
 def _context_window(model) -> int:

@@ -181,6 +181,43 @@ def test_sampling_on_a_batch_emits_the_targets_distribution():
         assert result["dof"] >= 4 and result["p_value"] > 1e-3, (name, result)
 
 
+@pytest.mark.parametrize("name", ["autoregressive", "prompt_lookup", "medusa"])
+def test_on_step_stops_one_row_early_and_the_others_go_on(model, name):
+    """`on_step` per prompt: it sees each prompt's steps in order (index, trace, tokens so far, as `generate`'s
+    hook does); returning False for prompt 1 after its second step ends that prompt alone ("stopped", its tokens
+    so far the prefix of its own output), its row takes the next prompt, and every other prompt's output is still
+    `generate`'s autoregressive output for it alone."""
+    params = methods(model)[name]
+    ref = [S.generate(model, p, max_new_tokens=14).tokens for p in PROMPTS]
+    seen: dict[int, list] = {}
+
+    def hook(prompt, step, trace, tokens):
+        seen.setdefault(prompt, []).append((step, trace, tokens))
+        return not (prompt == 1 and step == 1)  # False once: prompt 1 stops after its second step
+
+    out = generate_batch(model, PROMPTS, name, max_new_tokens=14, batch_size=3, trace=True, on_step=hook, **params)
+    for i, (r, want) in enumerate(zip(out.results, ref, strict=True)):
+        calls = seen[i]
+        assert [c[0] for c in calls] == list(range(r.forwards)), (name, i)  # every step of the prompt, in order
+        assert [c[1] for c in calls] == r.steps, (name, i)  # its own StepTrace
+        assert [c[2] for c in calls] == [sum(len(s.emitted) for s in r.steps[: j + 1]) for j in range(r.forwards)]
+        if i == 1:
+            assert r.stop_reason == "stopped" and r.forwards == 2 and r.tokens == want[: len(r.tokens)], name
+        else:
+            assert r.stop_reason == "max_new_tokens" and r.tokens == want, (name, i)
+    assert len(out.results) == len(PROMPTS) and max(out.active) == 3  # the freed row took the next prompt
+    plain = generate_batch(model, PROMPTS, name, max_new_tokens=14, batch_size=3, on_step=lambda *a: None, **params)
+    assert [r.tokens for r in plain.results] == ref and {r.stop_reason for r in plain.results} == {"max_new_tokens"}
+
+
+def test_on_step_without_trace_gets_none_and_a_stop_on_the_last_step_is_not_a_stop(model):
+    seen = []
+    out = generate_batch(model, PROMPTS[:3], max_new_tokens=4, batch_size=2,
+                         on_step=lambda i, step, trace, n: seen.append(trace) or n < 4)  # fmt: skip
+    assert seen == [None] * 12  # autoregressive: 4 steps per prompt
+    assert [r.stop_reason for r in out.results] == ["max_new_tokens"] * 3  # False with the budget spent: not a stop
+
+
 def test_bad_input_names_the_fix(model):
     with pytest.raises(ValueError, match="no prompts"):
         generate_batch(model, [])
@@ -192,6 +229,8 @@ def test_bad_input_names_the_fix(model):
         generate_batch(model, [1, 2, 3])
     with pytest.raises(ValueError, match="decode a batch eagerly"):
         generate_batch(model, PROMPTS, compile=True)
+    with pytest.raises(TypeError, match="on_step must be a function"):
+        generate_batch(model, PROMPTS, on_step=True)
 
 
 def test_the_policy_shrinks_what_it_proposes_as_the_step_turns_compute_bound():

@@ -170,3 +170,17 @@ def test_proposer_with_wrong_root_is_reported():
 
     with pytest.raises(RuntimeError, match="root"):
         generate(tiny_model(), [1, 2, 3], proposer=Broken())
+
+
+def test_setup_takes_its_arguments_by_name():
+    """`Setup.of`'s thirteen arguments are keyword-only: a positional call is refused, a named one works."""
+    from specdec_lab.generate import Setup
+
+    model = tiny_model()
+    args = [model, None, "autoregressive", {}, None, None, 4, None, 0.0, None, None, False, True]
+    with pytest.raises(TypeError, match="positional"):
+        Setup.of(*args)
+    names = ["model", "tokenizer", "method", "params", "proposer", "accept", "max_new_tokens", "eos_token_id",
+             "temperature", "top_k", "top_p", "compile", "trace"]  # fmt: skip
+    setup, proposer = Setup.of(**dict(zip(names, args, strict=True)))
+    assert setup.method == proposer.name == "autoregressive" and setup.max_new_tokens == 4

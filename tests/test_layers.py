@@ -2,9 +2,12 @@
 
 Rules ("arrows point down": a package answers one question, and imports only what lies below it):
     (a) no import cycle among specdec_lab's modules;
-    (b) every import points down or sideways in `RANKS` (base < trees/accept < models/cost < drafters <
-        proposers < generate < train/serve < bench < viz < lab/sweep), lazy imports included; every top-level
-        module and package has a rank (a new one is placed, not added flat), and the core stays small;
+    (b) every import between rooms points down in `RANKS`, lazy imports included: each room (a top-level module
+        or package) has a floor of its own, so two rooms never import each other both ways and there is no
+        sideways; bottom up: machine < io < text < sampling < kv_cache (base utilities) < trees < accept <
+        verify < models < cost < memory < medusa < eagle < proposers < generate < batch < the face (__init__)
+        < train < serve < bench < viz < lab < sweep. Every room has a rank (a new one is placed, not added
+        flat), and the core stays small;
     (c) decoding — `generate`, `verify`, `proposers.*` — never reaches training (`train*`) or the notebook
         layers (`viz*`, `lab*`), however indirectly; importing `specdec_lab.generate` loads no trainer,
         figure, widget, plotly or papermill (checked in a fresh interpreter);
@@ -37,19 +40,23 @@ DECODING = ("specdec_lab.generate", "specdec_lab.verify", "specdec_lab.proposers
 NOT_FROM_DECODING = ("specdec_lab.train", "specdec_lab.viz", "specdec_lab.lab")
 VIZ, LAB = "specdec_lab.viz", "specdec_lab.lab"
 
-# The package's floors, bottom up: an import may point to its own rank or below. A top-level module is its
-# own room (the loop and its pieces, base utilities); a package is one room whatever its modules import
-# inside it. `specdec_lab/__init__.py` (the public API) stands with the loop.
-RANKS = {
-    "io": 0, "machine": 0, "text": 0, "kv_cache": 0, "sampling": 0,  # base utilities
-    "trees": 1, "accept": 1, "verify": 1,  # the Tree and which path survives; one forward over a tree
-    "models": 2, "cost": 2, "memory": 2,  # the target as loaded; the price of a step; what a method carries
-    "medusa": 3, "eagle": 3,  # the drafters
-    "proposers": 4,
-    "generate": 5, "batch": 5, "": 5,  # the loop (one sequence, or B rows around one forward), the face
-    "train": 6, "serve": 6,  # fitted from data; the drafters exported for and served by an engine
-    "bench": 7, "viz": 8, "lab": 9, "sweep": 9,
-}  # fmt: skip
+# The package's floors, bottom up, one room a floor: an import may point into its own room or to a lower floor,
+# never up and never sideways (two rooms on one floor could import each other both ways). A top-level module is
+# its own room (the loop and its pieces, base utilities); a package is one room whatever its modules import inside
+# it. `specdec_lab/__init__.py` (the public API, room "") stands on the loop. Within a group the order follows the
+# arrows there are (accept -> trees, verify -> trees; memory -> cost -> models; batch -> generate, "" -> batch);
+# where a group has none (the base utilities, the drafters, train/serve, lab/sweep) it is the order the code reads.
+FLOORS = [
+    "machine", "io", "text", "sampling", "kv_cache",  # base utilities
+    "trees", "accept", "verify",  # the Tree; which path survives; one forward over a tree
+    "models", "cost", "memory",  # the target as loaded; the price of a step; what a method carries
+    "medusa", "eagle",  # the drafters
+    "proposers",
+    "generate", "batch", "",  # the loop (one sequence; B rows around one forward), the face
+    "train", "serve",  # fitted from data; the drafters exported for and served by an engine
+    "bench", "viz", "lab", "sweep",
+]  # fmt: skip
+RANKS = {room: rank for rank, room in enumerate(FLOORS)}
 CORE_FILES = 10  # top-level modules, __init__ included: the loop, its pieces, base utilities
 
 
@@ -207,12 +214,13 @@ def room(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
-def upward_imports(graph: ImportGraph, ranks: dict[str, int]) -> list[str]:
-    """Every import m -> t whose room ranks above m's (each as 'm (room r) -> t (room r')')."""
+def imports_not_down(graph: ImportGraph, ranks: dict[str, int]) -> list[str]:
+    """Every import m -> t into another room that does not rank below m's: up, or sideways to a room of the same
+    rank (each as 'm (room r) -> t (room r')'). Inside a room any import goes."""
     out = []
     for m in sorted(graph.edges):
         for t in sorted(graph.edges[m]):
-            if ranks[room(t)] > ranks[room(m)]:
+            if room(t) != room(m) and ranks[room(t)] >= ranks[room(m)]:
                 out.append(f"{m} ({room(m)}: {ranks[room(m)]}) -> {t} ({room(t)}: {ranks[room(t)]})")
     return out
 
@@ -232,16 +240,17 @@ def test_no_import_cycles(graph):
     assert not lines, "import cycles:\n" + "\n".join(lines)
 
 
-def test_every_room_has_a_rank_and_the_core_stays_small(graph):
+def test_every_room_has_a_rank_of_its_own_and_the_core_stays_small(graph):
     rooms = {room(m) for m in graph.modules}
     assert not rooms - set(RANKS), f"place these in a package of their question, or rank them: {rooms - set(RANKS)}"
+    assert len(FLOORS) == len(set(FLOORS)) == len(set(RANKS.values())), "a room stands on one floor, alone"
     core = sorted(p.name for p in PACKAGE_DIR.glob("*.py"))
     assert len(core) <= CORE_FILES, f"{len(core)} modules flat in specdec_lab/ (at most {CORE_FILES}): {core}"
 
 
-def test_no_import_runs_upward(graph):
-    up = upward_imports(graph, RANKS)
-    assert not up, "imports that run up the floors (move the code down, or the import up):\n" + "\n".join(up)
+def test_every_import_runs_down(graph):
+    up = imports_not_down(graph, RANKS)
+    assert not up, "imports that run up or sideways (move the code down, or the import up):\n" + "\n".join(up)
 
 
 def test_importing_the_loop_loads_no_trainer_figure_widget_or_notebook_tool():
@@ -332,7 +341,7 @@ def test_graph_builder_on_a_planted_package(tmp_path):
 
 def test_a_planted_upward_import_fails_the_rank_rule(tmp_path):
     """The rank rule on a planted package: a lazy import from a lower room to a higher one is found, an import
-    down or sideways is not."""
+    down, or between modules of one room, is not."""
     pkg = _write(
         tmp_path,
         {
@@ -346,6 +355,29 @@ def test_a_planted_upward_import_fails_the_rank_rule(tmp_path):
     )
     g = build_graph(pkg)
     ranks = {"base": 0, "mid": 1, "top": 2, "": 3}
-    assert upward_imports(g, ranks) == ["pkg.base (base: 0) -> pkg.top (top: 2)"]
+    assert imports_not_down(g, ranks) == ["pkg.base (base: 0) -> pkg.top (top: 2)"]
     (pkg / "base.py").write_text("def f():\n    return 1\n")
-    assert upward_imports(build_graph(pkg), ranks) == []
+    assert imports_not_down(build_graph(pkg), ranks) == []
+
+
+def test_two_rooms_importing_each_other_both_ways_fail_the_rank_rule(tmp_path):
+    """Two rooms that once shared a rank (as generate and batch did) and import each other both ways: with a floor
+    each, the arrow up is found; given one rank, both arrows are (a shared floor is no way out); with only the
+    arrow down left, the rule passes."""
+    pkg = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/base.py": "x = 1\n",
+            "pkg/loop.py": "from .base import x\n\ndef f():\n    from .rows import g  # lazy, and up\n    return g\n",
+            "pkg/rows.py": "from .loop import f\n\ndef g():\n    return f\n",
+        },
+    )
+    g = build_graph(pkg)
+    assert imports_not_down(g, {"base": 0, "loop": 1, "rows": 2, "": 3}) == ["pkg.loop (loop: 1) -> pkg.rows (rows: 2)"]
+    assert imports_not_down(g, {"base": 0, "loop": 1, "rows": 1, "": 3}) == [
+        "pkg.loop (loop: 1) -> pkg.rows (rows: 1)",
+        "pkg.rows (rows: 1) -> pkg.loop (loop: 1)",
+    ]
+    (pkg / "loop.py").write_text("from .base import x\n")
+    assert imports_not_down(build_graph(pkg), {"base": 0, "loop": 1, "rows": 2, "": 3}) == []

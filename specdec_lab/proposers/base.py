@@ -60,7 +60,8 @@ class DecodeState:
     sampling:      temperature / top-k / top-p of this run (greedy by default)
     generator:     the run's torch.Generator, for proposers that sample
     model:         the target model (proposers that need it, e.g. Medusa heads or layer-skip, read it)
-    verify_seconds: wall time of the last verify forward and its acceptance (None before the first)
+    verify_seconds: wall time of the last step's verify forward and its acceptance, set once that step is over
+                   (after `update`; None before the first step ends)
     cache:         the target's KVCache, committed entries [0, cache_length) (read-only: a layer-skip draft
                    copies the K/V of the layers it shares with the target from it)
     cost:          the price of a step (`cost.StepCost`): every sizer asks it, `cost.prepare(n, tree)` in

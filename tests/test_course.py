@@ -74,7 +74,7 @@ def test_runs_in_reads_the_last_reproduce_run(tmp_path):
     record = tmp_path / "run_times.json"
     assert "not measured yet" in runs_in("00_x", record)
     record.write_text('{"machine": "M", "seconds": {"00_x": 95.0}}')
-    assert runs_in("00_x", record) == "Runs in about 2 min with its defaults (the last `make reproduce`: M)."
+    assert runs_in("00_x", record) == "Runs in about 1.6 min with its defaults (the last `make reproduce`: M)."
     assert "not measured yet" in runs_in("01_y", record)
     record.write_text('{"machine": "M", "seconds": {"00_x": 23.6}}')  # under a minute: seconds, not "about 1 min"
     assert runs_in("00_x", record) == "Runs in about 24 s with its defaults (the last `make reproduce`: M)."

@@ -38,6 +38,7 @@ def test_01_exercise_1_refuses_the_reference_and_a_tv_without_its_half():
     tv = "tv = 0.5 * np.abs(p1 - q1).sum()\n"  # a right TV, for the wrong α's below
     fails(ex, tv + "import torch\nanswer = float(acceptance_rate(torch.tensor(p1), torch.tensor(q1)))", ns01)  # copied
     fails(ex, tv + "import torch\nanswer = 1 - float(tv_distance(torch.tensor(p1), torch.tensor(q1)))", ns01)  # copied
+    fails(ex, "import torch\ntv = float(tv_distance(torch.tensor(p1), torch.tensor(q1)))\nanswer = 1 - tv", ns01)
     fails(ex, "tv = np.abs(p1 - q1).sum()\nanswer = 1 - tv", ns01)  # TV without its 1/2
     fails(ex, tv + "answer = 0.65", ns01)  # section 1's α (p, q), printed above the exercise
     fails(ex, tv + "answer = simulate_acceptance(p1, q1)['alpha']", ns01)  # section 1's simulator, watched
@@ -72,17 +73,18 @@ def test_01_exercise_3_not_the_neighbouring_table_entry_and_the_tie_to_the_short
     fails(ex, "answer = optimal_k(0.8, 0.1, k_max)", ns01)  # the old exercise's answer, printed in section 3
     fails(ex, "answer = k_max", ns01)  # E[L] alone grows with k: the cost c ignored
     fails(ex, "answer = speedup_explorer(alpha3, 4, c3, k_max)[1]['optimal k']", ns01)  # section 5's callback
-    longer = (  # the tie rule ignored: the last of the tied maxima
-        "s = [(1 - alpha3 ** (k + 1)) / ((1 - alpha3) * (k * c3 + 1)) for k in range(k_max + 1)]\n"
-        "answer = max(k for k in range(k_max + 1) if s[k] == max(s))"
-    )
-    fails(ex, longer, ns01)
-    plain_max = "answer = max(ks3, key=lambda k: (1 - alpha3 ** (k + 1)) / ((1 - alpha3) * (k * c3 + 1)))"
-    fails(ex, plain_max, ns01)  # the first maximum in the given order (longest first): the longer of the tie
-    argmax = (
-        "s = [(1 - alpha3 ** (k + 1)) / ((1 - alpha3) * (k * c3 + 1)) for k in ks3]\nanswer = ks3[int(np.argmax(s))]"
-    )
-    fails(ex, argmax, ns01)  # numpy's argmax: the first maximum too
+    sp = "def sp(k):\n    return (1 - alpha3 ** (k + 1)) / ((1 - alpha3) * (k * c3 + 1))\n"
+    fails(ex, sp + "def best3(ks):\n    return optimal_k(alpha3, c3, k_max)\nanswer = best3(ks3)", ns01)  # the ref
+    longer = "def best3(ks):\n    return max(k for k in ks if sp(k) == max(map(sp, ks)))\nanswer = best3(ks3)"
+    fails(ex, sp + longer, ns01)  # the tie rule ignored: the last of the tied maxima
+    plain_max = "def best3(ks):\n    return max(ks, key=sp)\nanswer = best3(ks3)"
+    fails(ex, sp + plain_max, ns01)  # the first maximum in the given order (longest first): the longer of the tie
+    argmax = "def best3(ks):\n    return ks[int(np.argmax([sp(k) for k in ks]))]\nanswer = best3(ks3)"
+    fails(ex, sp + argmax, ns01)  # numpy's argmax: the first maximum too
+    upward = "def best3(ks):\n    return max(range(k_max + 1), key=sp)\nanswer = best3(ks3)"
+    fails(ex, sp + upward, ns01)  # right by luck: an upward scan of range that never sees the candidates or the tie
+    upward_value = "answer = max(range(k_max + 1), key=sp)"  # the same, as a value with best3 left a stub
+    fails(ex, sp + upward_value, ns01)
     passes(ex, ns01)
 
 
@@ -97,15 +99,15 @@ def test_01_exercise_4_needs_the_curve_and_the_cheaper_draft():
     )
     fails(ex, unit_cost, ns01)
     fails(ex, "answer = optimal_k(alpha4, t_draft, k_max, verify_cost=curve)", ns01)  # section 4's 5 ms draft
-    longer = (  # the tie rule ignored: the last of the tied maxima
-        "rates = [expected_tokens_per_step(alpha4, k) / (k * t_draft4 + curve(k + 1)) for k in range(k_max + 1)]\n"
-        "answer = max(k for k, r in enumerate(rates) if r >= max(rates) * (1 - 1e-9))"
-    )
-    fails(ex, longer, ns01)
-    plain_max = (  # the first maximum in the given order (longest first): the longer of the tie
-        "answer = max(ks4, key=lambda k: expected_tokens_per_step(alpha4, k) / (k * t_draft4 + curve(k + 1)))"
-    )
-    fails(ex, plain_max, ns01)
+    rate = "def rate(k):\n    return expected_tokens_per_step(alpha4, k) / (k * t_draft4 + curve(k + 1))\n"
+    longer = "def best4(ks):\n    return max(k for k in ks if rate(k) >= max(map(rate, ks)) * (1 - 1e-9))\n"
+    fails(ex, rate + longer + "answer = best4(ks4)", ns01)  # the tie rule ignored: the last of the tied maxima
+    plain_max = "def best4(ks):\n    return max(ks, key=rate)\nanswer = best4(ks4)"
+    fails(ex, rate + plain_max, ns01)  # the first maximum in the given order (longest first): the longer of the tie
+    upward = "def best4(ks):\n    return max(range(k_max + 1), key=rate)\nanswer = best4(ks4)"
+    fails(ex, rate + upward, ns01)  # right by luck: an upward scan of range that never sees the candidates or the tie
+    inside = "def best4(ks):\n    return optimal_k(alpha4, t_draft4, k_max, verify_cost=curve)\nanswer = best4(ks4)"
+    fails(ex, rate + inside, ns01)  # the reference, inside the function
     passes(ex, ns01)
 
 
@@ -500,15 +502,21 @@ def test_00_exercise_2_needs_the_exact_crossing_for_k_3():
     ex = exercise("00_getting_started", 2)
     fails(ex, None, ns00)
     grid = (
-        "answer = next(a / 1000 for a in range(1001) if expected_tokens_per_step(a / 1000, 3) >= curve(4) / curve(1))"
+        "answer = next(a / 1000 for a in range(1001)\n"
+        "              if expected_tokens_per_step(a / 1000, 3) >= 0.6 + curve(4) / curve(1))"
     )
     fails(ex, grid, ns00)  # section 3's table resolution
+    free = (  # the bisection, but for a free proposer: the drafts' cost left out
+        "lo, hi = 0.0, 1.0\nfor _ in range(60):\n    mid = (lo + hi) / 2\n"
+        "    lo, hi = (mid, hi) if expected_tokens_per_step(mid, 3) < curve(4) / curve(1) else (lo, mid)\nanswer = hi"
+    )
+    fails(ex, free, ns00)
     k4 = (  # the bisection, but for section 3's k = 4
         "lo, hi = 0.0, 1.0\nfor _ in range(60):\n    mid = (lo + hi) / 2\n"
         "    lo, hi = (mid, hi) if expected_tokens_per_step(mid, 4) < curve(5) / curve(1) else (lo, mid)\nanswer = hi"
     )
     fails(ex, k4, ns00)
-    fails(ex, "answer = 0.0", ns00)  # "a free draft always pays", where t(4) > t(1)
+    fails(ex, "answer = 0.0", ns00)  # "any α pays": not with drafts that cost
     passes(ex, ns00)
 
 

@@ -307,9 +307,10 @@ def _ns_06():
     from specdec_lab.sampling import Sampling
     from specdec_lab.trees import Tree, pick_budget, tree_options
 
-    # at Ex 1's T = 1.2, ε = 0.12: δ·e^-H < ε, and T = 1, ε alone, the larger threshold or section 4's (ε, δ) each
-    # move the set
-    logits = torch.tensor([0.1, 1.2, -1.3, 0.5, -0.7, -0.2, -1.0, -1.6])
+    # Ex 1's rows, ε = 0.12: after (3,) at T = 1.2 δ·e^-H < ε binds, and T = 1, ε alone, the larger threshold or
+    # section 4's (ε, δ) each move the set; after (0,) at T = 0.7 (peaked) ε < δ·e^-H binds, and δ·e^-H alone moves it
+    rows = {(3,): torch.tensor([0.1, 1.2, -1.3, 0.5, -0.7, -0.2, -1.0, -1.6]),
+            (0,): torch.tensor([-3.0, -1.0, -4.0, 2.0, -2.5, 0.8, -4.0, -1.5])}  # fmt: skip
 
     def step(n, tree=True):  # a CPU-like step: every token past the first adds 10% of a single-token step
         return 0.030 * (1 + 0.1 * (n - 1))
@@ -320,8 +321,8 @@ def _ns_06():
         drafter=SimpleNamespace(head_seconds={1: 0.0004, 2: 0.0007, 3: 0.001, 4: 0.0013}),
     )
     return {"math": math, "torch": torch, "Tree": Tree, "Sampling": Sampling, "check": check, "watch": watch,
-            "target_table": lambda context: logits, "temperature": 0.7, "epsilon": 0.09, "delta": 0.3,
-            "drift_vocab": len(logits), "typical_rule": typical_rule, "rule": typical_rule(0.09, 0.3),
+            "target_table": lambda context: rows[tuple(context)], "temperature": 0.7, "epsilon": 0.09, "delta": 0.3,
+            "drift_vocab": len(rows[(3,)]), "typical_rule": typical_rule, "rule": typical_rule(0.09, 0.3),
             "proposer": proposer, "pick_budget": pick_budget}  # fmt: skip
 
 
@@ -329,21 +330,28 @@ def test_06_exercise_1_the_typical_threshold():
     ex = cells("06_medusa_decoding", 1)
     with pytest.raises(ExerciseError, match="no answer yet"):
         run(ex, _ns_06(), None)
-    head = "p = torch.softmax(target_table(ex_prefix) / ex_temperature, dim=-1)\nH = float(-(p * p.log()).sum())\n"
+    head = ("answer = []\nfor ex_prefix, ex_temperature in ex_rows:\n"
+            "    p = torch.softmax(target_table(ex_prefix) / ex_temperature, dim=-1)\n"
+            "    H = float(-(p * p.log()).sum())\n")  # fmt: skip
     _fails(ex, _ns_06, {
-        "the library's rule in scope": "answer = [x for x in range(drift_vocab) if len(typical_rule(ex_epsilon, "
-        "ex_delta)(Tree.chain(0, [x]), torch.stack([target_table(ex_prefix)] * 2), "
-        "Sampling(temperature=ex_temperature)).path) == 2]",
-        "section 4's rule in scope": "answer = [x for x in range(drift_vocab) if len(rule(Tree.chain(0, [x]), "
-        "torch.stack([target_table(ex_prefix)] * 2), Sampling(temperature=ex_temperature)).path) == 2]",
-        "no temperature": "p = torch.softmax(target_table(ex_prefix), dim=-1)\nH = float(-(p * p.log()).sum())\n"
-        "answer = [x for x in range(len(p)) if float(p[x]) > min(ex_epsilon, ex_delta * math.exp(-H))]",
-        "ε alone": head + "answer = [x for x in range(len(p)) if float(p[x]) > ex_epsilon]",
-        "the larger of the two thresholds": head + "answer = [x for x in range(len(p)) "
-        "if float(p[x]) > max(ex_epsilon, ex_delta * math.exp(-H))]",
-        "section 4's thresholds": head + "answer = [x for x in range(len(p)) "
-        "if float(p[x]) > min(epsilon, delta * math.exp(-H))]",
-        "every token": "answer = list(range(drift_vocab))",
+        "the library's rule in scope": "answer = [[x for x in range(drift_vocab) if len(typical_rule(ex_epsilon, "
+        "ex_delta)(Tree.chain(0, [x]), torch.stack([target_table(q)] * 2), "
+        "Sampling(temperature=t)).path) == 2] for q, t in ex_rows]",
+        "section 4's rule in scope": "answer = [[x for x in range(drift_vocab) if len(rule(Tree.chain(0, [x]), "
+        "torch.stack([target_table(q)] * 2), Sampling(temperature=t)).path) == 2] for q, t in ex_rows]",
+        "no temperature": "answer = []\nfor q, t in ex_rows:\n    p = torch.softmax(target_table(q), dim=-1)\n"
+        "    H = float(-(p * p.log()).sum())\n"
+        "    answer.append([x for x in range(len(p)) if float(p[x]) > min(ex_epsilon, ex_delta * math.exp(-H))])",
+        "ε alone": head + "    answer.append([x for x in range(len(p)) if float(p[x]) > ex_epsilon])",
+        "δ·exp(−H) alone": head + "    answer.append([x for x in range(len(p)) "
+        "if float(p[x]) > ex_delta * math.exp(-H)])",
+        "the larger of the two thresholds": head + "    answer.append([x for x in range(len(p)) "
+        "if float(p[x]) > max(ex_epsilon, ex_delta * math.exp(-H))])",
+        "section 4's thresholds": head + "    answer.append([x for x in range(len(p)) "
+        "if float(p[x]) > min(epsilon, delta * math.exp(-H))])",
+        "the first row only": head + "    answer.append([x for x in range(len(p)) "
+        "if float(p[x]) > min(ex_epsilon, ex_delta * math.exp(-H))])\n    break",
+        "every token": "answer = [list(range(drift_vocab))] * len(ex_rows)",
     })  # fmt: skip
     run(ex, _ns_06(), ex["solution"])
 

@@ -109,6 +109,13 @@ def test_09_exercise_3_the_flat_replay_computed_not_called():
           "if r['method'] == 'prompt_lookup')", ns09)  # fmt: skip
     # the measured speedup: nothing re-priced
     fails(ex, "answer = results['summary']['prompt_lookup']['speedup']", ns09)
+    # the reference's one-row step, summed by hand: the re-pricing the exercise asks for, called
+    per_row = (
+        "def rate(m):\n    mine = [r for r in traced_rows(results) if r['method'] == m]\n"
+        "    return sum(r['new_tokens'] for r in mine) / sum(replay_row(r, flat_curve(t1)) for r in mine)\n"
+        "answer = rate('prompt_lookup') / rate('autoregressive')"
+    )
+    fails(ex, per_row, ns09)
     passes(ex, ns09)
 
 
@@ -132,18 +139,16 @@ def test_10_exercise_1_chain_tokens_per_step_from_position_accuracy():
     # the reference called on a chain: refused whatever its value
     fails(ex, "answer = {n: expected_length([(0,) * d for d in range(1, k_chain + 1)], "
           "[[a] for a in s['accuracy'][:k_chain]]) for n, s in src.items()}", ns10_accuracy)  # fmt: skip
-    # the right E[L], the order question answered both ways: exactly one of them passes (the data decide which)
+    # the right E[L], then a ranking: only the one by E[L] passes, not one by the summed accuracies (no products),
+    # by the last position's accuracy, or reversed; a yes/no in place of the ranking is refused
     right = ("answer = {}\nfor n, s in src.items():\n    e, r = 1.0, 1.0\n    for a in s['accuracy'][:k_chain]:\n"
              "        r *= a\n        e += r\n    answer[n] = e\n")  # fmt: skip
-    outcomes = []
-    for guess in (True, False):
-        try:
-            passes({**ex, "solution": right + f"same_order = {guess}"}, ns10_accuracy)
-            outcomes.append(True)
-        except AssertionError:
-            outcomes.append(False)
-    assert sum(outcomes) == 1, outcomes
-    fails(ex, right + "same_order = 'yes'", ns10_accuracy)  # not a bool
+    passes({**ex, "solution": right + "order = sorted(answer, key=lambda n: -answer[n])"}, ns10_accuracy)
+    fails(ex, right + "order = sorted(src, key=lambda n: -sum(src[n]['accuracy'][:k_chain]))", ns10_accuracy)
+    fails(ex, right + "order = sorted(src, key=lambda n: -src[n]['accuracy'][k_chain - 1])", ns10_accuracy)
+    fails(ex, right + "order = sorted(answer, key=lambda n: answer[n])", ns10_accuracy)
+    fails(ex, right + "order = True", ns10_accuracy)
+    fails(ex, right + "order = tuple(sorted(answer, key=lambda n: -answer[n]))", ns10_accuracy)  # not a list
     passes(ex, ns10_accuracy)
 
 

@@ -157,6 +157,10 @@ def test_13_exercise_4_each_rows_padding():
     fails(ex, "padding = [sum(step[r] is None for r in range(3)) for step in batch.grid]", ns13_batch)  # per step
     fails(ex, "padding = [sum(c is not None and c[1] == 1 for c in (s[r] for s in batch.grid)) for r in range(3)]",
           ns13_batch)  # one-token steps counted as waiting  # fmt: skip
+    right = "padding = [sum(step[r] is None for step in batch.grid) for r in range(3)]\n"
+    fails(ex, right, ns13_batch)  # the counts right, the row left as a stub
+    fails(ex, right + "waited_most = max(padding)", ns13_batch)  # the largest count, not its row
+    fails(ex, right + "waited_most = min(range(3), key=padding.__getitem__)", ns13_batch)  # the row that waited least
     passes(ex, ns13_batch)
 
 

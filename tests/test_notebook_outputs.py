@@ -281,14 +281,14 @@ def test_the_store_step_renders_the_runs_in_line_from_the_stored_run(tmp_path):
     nb = {"cells": [{"cell_type": "code", "outputs": [
         {"output_type": "stream", "name": "stdout", "text": ["Ran on: X\n", stale]}]}]}  # fmt: skip
     assert render_runs_in(nb, "05_x", record) == 1
-    assert runs_in_lines(nb) == [(0, "Runs in about 2 min with its defaults (the last `make reproduce`: M).")]
+    assert runs_in_lines(nb) == [(0, "Runs in about 1.7 min with its defaults (the last `make reproduce`: M).")]
     assert nb["cells"][0]["outputs"][0]["text"][0] == "Ran on: X\n"
     assert render_runs_in(nb, "05_x", record) == 0  # rendered already: nothing changes
     path = tmp_path / "05_x.ipynb"
     nb["cells"][0]["outputs"][0]["text"][1] = stale
     path.write_text(json.dumps(nb))
     assert main([str(path), "--run-times", str(record)]) == 0
-    assert runs_in_lines(json.loads(path.read_text()))[0][1].startswith("Runs in about 2 min")
+    assert runs_in_lines(json.loads(path.read_text()))[0][1].startswith("Runs in about 1.7 min")
 
 
 def test_the_one_template_labels_log_ticks_with_their_value_and_legends_below_clear_the_axis_title():

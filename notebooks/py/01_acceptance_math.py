@@ -200,7 +200,8 @@ pd.DataFrame(
 # either (the heat map's k* = 0 corner, counted under it). At c = 0 it never falls with k; at a c small against 1 − α it still falls, but only past a k*
 # that can lie beyond the longest draft the search tries, `k_max`. Wherever the search's best k is that cap, the
 # optimum lies at or beyond it: there the surface below marks its optimal-k line with
-# black diamonds ("at the search cap: k* ≥ k_max"), the table shows "k* ≥ k_max (search cap)", and the heat map
+# black diamonds ("at the search cap: k* ≥ k_max"), the table shows "k* ≥ k_max (search cap)" with the speedup at
+# k_max rounded down (a lower bound: at c = 0 the speedup is E[L], which stays below 1/(1 − α)), and the heat map
 # of k* after the table labels its colour bar "≥ k_max (the search cap)" — a limit of the search, not an
 # optimum. There is no closed
 # form for the integer optimum, but the objective is unimodal in k, so `theory.optimal_k` scans it; it counts
@@ -222,14 +223,18 @@ print(f"saved {save_figure(fig, '01_speedup_curves', FIGURES).html.name}")  # th
 fig
 
 # %% tags=["nbval-check-output"]
+import math
+
 from specdec_lab.cost.theory import expected_speedup, optimal_k
 
 alphas_t = (0.5, 0.6, 0.7, 0.8, 0.9)
 cs_t = (0.0, 0.02, 0.05, 0.1, 0.2)
 pd.DataFrame(
     [
-        [  # at the search cap the optimum lies at k_max or beyond, and so does its speedup
-            f"k* ≥ {k_max} (search cap), ≥ {expected_speedup(a, k_max, cc):.2f}×" if optimal_k(a, cc, k_max) == k_max
+        [  # at the search cap the optimum lies at k_max or beyond, and so does its speedup: the speedup at k_max,
+            # rounded down, is a lower bound (rounded to nearest, 1.99998 would print as an unreachable 2.00)
+            f"k* ≥ {k_max} (search cap), ≥ {math.floor(expected_speedup(a, k_max, cc) * 100) / 100:.2f}×"
+            if optimal_k(a, cc, k_max) == k_max
             else f"k*={optimal_k(a, cc, k_max)}, {expected_speedup(a, optimal_k(a, cc, k_max), cc):.2f}×"
             for cc in cs_t
         ]
@@ -550,9 +555,11 @@ Markdown(
 # ### Exercise 1 ★ — α from the total variation distance
 #
 # For the two distributions in the cell below, compute **TV(p, q)** = ½ Σ_x |p(x) − q(x)| using numpy only, then
-# α as **1 − TV(p, q)**. The references are `specdec_lab.cost.theory.acceptance_rate` (Σ_x min(p(x), q(x))) for α
-# and one minus it for TV, so the check tests the identity α = 1 − TV rather than repeating a formula; it refuses
-# an answer that calls `acceptance_rate` or `tv_distance`.
+# α as **1 − TV(p, q)**. The references are two separate library functions: `specdec_lab.cost.theory.tv_distance`
+# (½ Σ_x |p(x) − q(x)|) for TV and `acceptance_rate` (Σ_x min(p(x), q(x))) for α, so your answer passing both is the
+# identity α = 1 − TV seen on these numbers. The check compares values only: a TV computed backwards, as
+# 1 − Σ min(p, q), would pass it without using the definition — compute TV from |p − q|, as asked. It refuses an
+# answer that calls `acceptance_rate` or `tv_distance`.
 
 # %% tags=["exercise", "exercise-1"]
 import numpy as np
@@ -577,8 +584,9 @@ import torch
 from specdec_lab.lab.course import check
 
 _watch.begin_check()  # from here the references are the check's own
-_alpha1 = float(_watch["acceptance_rate"](torch.tensor(p1), torch.tensor(q1)))  # Σ min: TV is one minus it
-_ = check("TV(p, q)", tv, 1 - _alpha1, close=1e-9, watch=_watch,
+_alpha1 = float(_watch["acceptance_rate"](torch.tensor(p1), torch.tensor(q1)))  # Σ min
+_tv1 = float(_watch["tv_distance"](torch.tensor(p1), torch.tensor(q1)))  # ½ Σ |p − q|: its own reference
+_ = check("TV(p, q)", tv, _tv1, close=1e-9, watch=_watch,
           hint="TV(p, q) is half the sum of |p − q| over the tokens.")
 _ = check("α = 1 − TV(p, q)", answer, _alpha1, close=1e-9, watch=_watch,
           hint="α is one minus TV(p, q).")  # fmt: skip
@@ -622,11 +630,13 @@ _ = check("E[L] for the chain of falling acceptances", answer,
 # ### Exercise 3 ★★ — the optimal draft length, by scanning
 #
 # For $\alpha = 0.75$ and $c = 81/457 \approx 0.18$ — a point between the rows and columns of section 3's table,
-# where two draft lengths give exactly the same speedup — find the k among the candidates `ks3` (every k from
-# `k_max` down to 0, **longest first**, in the order the cell below gives them) that maximizes the speedup
-# (1 − α^{k+1}) / ((1 − α)(kc + 1)) of section 3. Of two tied k, the rule takes the shorter (a longer draft costs
-# more drafting for nothing) whatever order the candidates come in: mind that `max` and `argmax` return the
-# *first* maximum they meet. Write the formula yourself. The reference is
+# where two draft lengths give exactly the same speedup — write `best3(candidates)`: the k among `candidates` that
+# maximizes the speedup (1 − α^{k+1}) / ((1 − α)(kc + 1)) of section 3. Of two tied k, the rule takes the shorter
+# (a longer draft costs more drafting for nothing) whatever order the candidates come in: mind that `max` and
+# `argmax` return the *first* maximum they meet. The answer is `best3(ks3)`, with `ks3` every k from `k_max` down
+# to 0, **longest first**; the check also calls `best3` on the same candidates shortest first and on them without
+# the k your answer picked, so the tie has to be handled, not dodged by scanning `range` upward. Write the formula
+# yourself. The reference is
 # `specdec_lab.cost.theory.optimal_k(alpha3, c3, k_max)`; the check refuses an answer that calls it,
 # `expected_speedup` or section 5's `speedup_explorer`.
 
@@ -637,27 +647,46 @@ from specdec_lab.viz.acceptance import speedup_explorer
 _watch = watch(globals(), "optimal_k", "expected_speedup", "speedup_explorer")  # the references: not for the answer
 alpha3, c3 = 0.75, 81 / 457  # c3: where two draft lengths tie
 ks3 = list(range(k_max, -1, -1))  # the candidates, longest first
-answer = ...  # the best k of ks3; on a tie, the shorter
+
+
+def best3(candidates):  # the k of `candidates` with the largest speedup at alpha3, c3; on a tie, the shorter
+    ...
+
+
+answer = best3(ks3)
+
 
 # %% tags=["solution", "exercise-3"]
-speedups = {k: (1 - alpha3 ** (k + 1)) / ((1 - alpha3) * (k * c3 + 1)) for k in ks3}
-answer = min(k for k in ks3 if speedups[k] == max(speedups.values()))  # the shortest of the maxima
+def best3(candidates):
+    speedups = {k: (1 - alpha3 ** (k + 1)) / ((1 - alpha3) * (k * c3 + 1)) for k in candidates}
+    return min(k for k in candidates if speedups[k] == max(speedups.values()))  # the shortest of the maxima
+
+
+answer = best3(ks3)
 
 # %% tags=["check", "exercise-3", "nbval-check-output"]
+_also = (best3(sorted(ks3)), best3([k for k in ks3 if k != answer]))  # shortest first; without the answer's k
 _watch.begin_check()  # from here the references are the check's own
-_ = check("k* for α = 0.75, c = 81/457", answer, _watch["optimal_k"](alpha3, c3, k_max), watch=_watch,
-          close=lambda a, ref: a == ref,  # a yes or no: the printed line does not show the k
-          hint="Compute the speedup for every k from 0 to k_max and keep the k of the largest.")  # fmt: skip
+_k3 = _watch["optimal_k"](alpha3, c3, k_max)
+_s3 = {k: _watch["expected_speedup"](alpha3, k, c3) for k in ks3}
+_rest3 = [k for k in ks3 if k != _k3]
+_also_ref = (_k3, min(k for k in _rest3 if _s3[k] >= max(_s3[j] for j in _rest3) * (1 - 1e-9)))
+_ = check("k* for α = 0.75, c = 81/457, in either order of the candidates and without the answer's own k", answer,
+          _k3, watch=_watch,
+          close=lambda a, ref: a == ref and _also == _also_ref,  # a yes or no: the printed line does not show the k
+          hint="Compute the speedup of every k in `candidates` and keep the k of the largest; of equal ones, the "
+               "smaller k, whatever their order.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-4"]
 # ### Exercise 4 ★★★ — the optimal draft length on a cost curve
 #
 # Section 4's example curve, with a cheaper draft than its table's: the verify forward over k + 1 tokens costs
 # `curve(k + 1)` seconds and a draft step `t_draft4` seconds (set in the cell below: about half the table's,
-# chosen so that two draft lengths give the same rate). At α = `alpha4` (the cell below), find the k among the
-# candidates `ks4` (again longest first) that maximizes tokens per second, E[L] / (k·t_draft4 + t(k + 1)), with
-# E[L] from section 2 (ties: the shorter k, whatever the candidates' order — count two rates within a relative
-# 1e-9 as tied, as float rounding of costs can split them). The reference is `optimal_k(alpha4, t_draft4, k_max, verify_cost=curve)`, the rule the
+# chosen so that two draft lengths give the same rate). At α = `alpha4` (the cell below), write `best4(candidates)`:
+# the k among `candidates` that maximizes tokens per second, E[L] / (k·t_draft4 + t(k + 1)), with E[L] from
+# section 2 (ties: the shorter k, whatever the candidates' order — count two rates within a relative 1e-9 as tied,
+# as float rounding of costs can split them). The answer is `best4(ks4)`, `ks4` again longest first; as in
+# exercise 3, the check also calls `best4` shortest first and without the k your answer picked. The reference is `optimal_k(alpha4, t_draft4, k_max, verify_cost=curve)`, the rule the
 # draft proposer runs every step; the check refuses an answer that calls it (E[L] from
 # `expected_tokens_per_step` is fine here). The example curve gives t(n) at n = 1, 2, 3, 4, 5, 8 (made up, like
 # its draft time: no measurement behind it): `curve` interpolates linearly between those sizes and extrapolates
@@ -668,20 +697,37 @@ _ = check("k* for α = 0.75, c = 81/457", answer, _watch["optimal_k"](alpha3, c3
 _watch = watch(globals(), "optimal_k")  # the reference: not for the answer
 alpha4, t_draft4 = 0.75, 0.002757484847096912  # α, and a draft step of about 2.8 ms (section 4's table: 5 ms)
 ks4 = list(range(k_max, -1, -1))  # the candidates, longest first
-answer = ...  # the best k of ks4 on the example curve; on a tie, the shorter
+
+
+def best4(candidates):  # the k of `candidates` with the most tokens per second on the example curve; ties: the shorter
+    ...
+
+
+answer = best4(ks4)
 
 # %% tags=["solution", "exercise-4"]
 import math
 
-rates = {k: expected_tokens_per_step(alpha4, k) / (k * t_draft4 + curve(k + 1)) for k in ks4}
-answer = min(k for k in ks4 if math.isclose(rates[k], max(rates.values()), rel_tol=1e-9))  # the shorter of ties
+
+def best4(candidates):
+    rates = {k: expected_tokens_per_step(alpha4, k) / (k * t_draft4 + curve(k + 1)) for k in candidates}
+    return min(k for k in candidates if math.isclose(rates[k], max(rates.values()), rel_tol=1e-9))  # shorter of ties
+
+
+answer = best4(ks4)
 
 # %% tags=["check", "exercise-4", "nbval-check-output"]
+_also = (best4(sorted(ks4)), best4([k for k in ks4 if k != answer]))  # shortest first; without the answer's k
 _watch.begin_check()  # from here the references are the check's own
-_ = check("k* on the example curve at α = 0.75", answer,
-          _watch["optimal_k"](alpha4, t_draft4, k_max, verify_cost=curve), watch=_watch,
-          close=lambda a, ref: a == ref,  # a yes or no: the printed line does not show the k
-          hint="Tokens per second: E[L] over the seconds of a step, k draft steps plus one verify of k + 1 tokens.")  # fmt: skip
+_k4 = _watch["optimal_k"](alpha4, t_draft4, k_max, verify_cost=curve)
+_r4 = {k: expected_tokens_per_step(alpha4, k) / (k * t_draft4 + curve(k + 1)) for k in ks4}  # the same rates
+_rest4 = [k for k in ks4 if k != _k4]
+_also_ref = (_k4, min(k for k in _rest4 if _r4[k] >= max(_r4[j] for j in _rest4) * (1 - 1e-9)))
+_ = check("k* on the example curve at α = 0.75, in either order of the candidates and without the answer's own k",
+          answer, _k4, watch=_watch,
+          close=lambda a, ref: a == ref and _also == _also_ref,  # a yes or no: the printed line does not show the k
+          hint="Tokens per second: E[L] over the seconds of a step, k draft steps plus one verify of k + 1 tokens; "
+               "of rates within a relative 1e-9, the smaller k, whatever the candidates' order.")  # fmt: skip
 
 # %% [markdown]
 # ## Takeaways

@@ -217,8 +217,12 @@ print(f"node {node_labels(small, tok)[selected]}: path {small.path_to(selected)}
 
 # %% tags=["nbval-skip"]
 from specdec_lab.lab.trees import node_explorer
+from specdec_lab.lab.widgets import show_widget
 
-node_explorer(small, tok, cache_length=P, node=selected)
+# a stored notebook keeps no widget state: its reader sees this line in the control's place, naming its figures
+show_widget(node_explorer(small, tok, cache_length=P, node=selected).widget,
+            "[interactive control: it appears when the notebook runs; its default view is the tree and mask figures "
+            f"of node {selected} above]")
 
 # %% [markdown]
 # ## 5. On the real model: one forward = every path decoded on its own
@@ -305,8 +309,8 @@ print(f"fp32: max |Δ logit| over all {len(tree)} nodes and {len(rows)} paths < 
 # tree's $N$ = `tree_nodes` + 1 tokens with its tree mask, after this prompt's cached tokens (the cache length
 # printed above), warm (after the untimed round), the median of `repeats` rounds, against the mean of a few
 # single-token forwards after the same prefix. Notebooks 05–07 time their cost curves another way (a tree-masked
-# input after a fixed context of 64 cached tokens, one forward per size per pass, the median of passes); the cell
-# after the next times this tree's size that way too and sets the two ratios side by side.
+# input after a fixed context of 64 cached tokens, one forward per size per pass, the median of passes); the code cell
+# after the next text cell times this tree's size that way too and sets the two ratios side by side.
 #
 # **Predict, then run:** the tree has `tree_nodes` + 1 tokens. Will one forward over all of them cost about one
 # single-token forward, about as many single-token forwards as it has nodes, or something in between? Write down
@@ -357,10 +361,11 @@ names = list(ways)
 times = interleaved({name: ways[name][0] for name in names}, repeats=repeats, warmup=1)
 times = {name: [t / ways[name][1] for t in times[name]] for name in names}  # the unit: one single-token forward
 ms = {name: statistics.median(times[name]) * 1e3 for name in names}
-spread = {name: relative_spread(times[name]) for name in names}  # IQR / median over the rounds
+# IQR / median over the rounds, rounded to the 0.1 % the table prints: the sums below add what a reader sees
+spread = {name: round(relative_spread(times[name]), 3) for name in names}
 cost_table = pd.DataFrame(
     {"forwards": {n: ways[n][2] for n in names}, "tokens scored": {n: ways[n][3] for n in names},
-     "ms": {n: round(ms[n], 1) for n in names}, "spread (IQR / median)": {n: f"{spread[n]:.0%}" for n in names}},
+     "ms": {n: round(ms[n], 1) for n in names}, "spread (IQR / median)": {n: f"{spread[n]:.1%}" for n in names}},
 )  # fmt: skip
 cost_table["× a single-token forward"] = (pd.Series(ms) / ms[names[0]]).round(2)
 cost_table
@@ -380,7 +385,7 @@ def tol(*ways_):
 
 display(Markdown(
     f"*The unit is the median over {repeats} rounds of the mean of {SINGLES} single-token forwards in a row; "
-    f"the rounds' spread (relative interquartile range) is in the table, up to {max(spread.values()):.0%}.* "
+    f"the rounds' spread (relative interquartile range) is in the table, up to {max(spread.values()):.1%}.* "
     + compare(unit, decode_unit,
               "A single-token forward timed on its own ({a:.1f} ms) took longer than plain decoding's average per "
               "forward ({b:.1f} ms over {f} forwards), so the ratios below flatter the tree by that much.",
@@ -393,7 +398,7 @@ display(Markdown(
                     "One tree forward of {n} nodes took longer ({a:.1f} ms) than {n} single-token forwards would "
                     "({b:.1f} ms): on this machine the tree saves no time per token.",
                     "One tree forward scored all {n} nodes in {r:.2f}× the time of this table's single-token "
-                    "forward (the tree forward's rounds spread {u:.0%}, the unit's {v:.0%}; the cell after next "
+                    "forward (the tree forward's rounds spread {u:.1%}, the unit's {v:.1%}; the cell after next "
                     "checks the unit against the 05–07 protocol's): {s:.1f}× less time per token than scoring "
                     "them one at a time.",
                     within="One tree forward of {n} nodes took about what {n} single-token forwards would ({a:.1f} "
@@ -418,8 +423,6 @@ display(Markdown(
 # (`cost.noise.measure_cost_curve_with_noise`, which keeps the passes' spread). Here for $N$ = this tree's tokens:
 
 # %% tags=["nbval-ignore-output"]
-import math
-
 from specdec_lab.cost.noise import measure_cost_curve_with_noise
 
 PASSES = 3 if quick else 5  # timed passes of the 05–07 protocol (one untimed pass first)
@@ -429,40 +432,41 @@ ours, theirs = tree_ms / unit, their_curve(len(tree)) / their_curve(1)
 their_unit = their_curve(1) * 1e3  # ms
 # each ratio's spread, measured the same way on both sides: the spreads of its numerator and denominator, added
 ours_noise = spread[names[0]] + spread[names[1]]  # this section's ratio: tree forward over single forward
-theirs_noise = their_noise.at(1) + their_noise.at(len(tree))  # the 05–07 ratio: its two sizes' spreads
+their_at = {m: round(their_noise.at(m), 3) for m in (1, len(tree))}  # rounded to the 0.1 % printed, as the table's
+theirs_noise = their_at[1] + their_at[len(tree)]  # the 05–07 ratio: its two sizes' spreads
 both = max(0.05, ours_noise + theirs_noise)  # the two ratios' spreads, added (and at least 5 %)
-unit_tol = spread[names[0]] + their_noise.at(1)  # the two units' spreads, added
+unit_tol = spread[names[0]] + their_at[1]  # the two units' spreads, added
 Markdown(
     f"Timed as notebooks 05–07 do, $t({len(tree)})/t(1)$ = {theirs:.2f} (a single-token forward {their_unit:.1f} "
-    f"ms; the passes spread {their_noise.at(1):.0%} at 1 token and {their_noise.at(len(tree)):.0%} at {len(tree)}, "
+    f"ms; the passes spread {their_at[1]:.1%} at 1 token and {their_at[len(tree)]:.1%} at {len(tree)}, "
     f"IQR / median); this section's table gives {ours:.2f} (a single-token forward {unit:.1f} ms, its rounds "
-    f"spread {spread[names[0]]:.0%}). "
+    f"spread {spread[names[0]]:.1%}). "
     + compare(unit, their_unit,
-              "The two units differ: this section's is {r:.2f}× the 05–07 single forward, beyond the {t:.0%} their "
+              "The two units differ: this section's is {r:.2f}× the 05–07 single forward, beyond the {t:.1%} their "
               "spreads add to, and a dearer unit makes every ratio in the table smaller by that factor. ",
-              "The two units differ: this section's is {r:.2f}× the 05–07 single forward, beyond the {t:.0%} their "
+              "The two units differ: this section's is {r:.2f}× the 05–07 single forward, beyond the {t:.1%} their "
               "spreads add to, and a cheaper unit makes every ratio in the table larger by that factor. ",
-              within="The two units agree within the {t:.0%} their spreads add to. ",
+              within="The two units agree within the {t:.1%} their spreads add to. ",
               rel_tol=unit_tol, t=unit_tol, r=unit / their_unit)
     + compare(theirs, ours,
-              "The 05–07 protocol gives the larger ratio, beyond the {t:.0%} the two ratios spread (added): "
+              "The 05–07 protocol gives the larger ratio, beyond the {t:.1%} the two ratios spread (added): "
               "{why}",
-              "The 05–07 protocol gives the smaller ratio, beyond the {t:.0%} the two ratios spread (added): "
+              "The 05–07 protocol gives the smaller ratio, beyond the {t:.1%} the two ratios spread (added): "
               "{why}",
-              within="The two ratios differ by less than the {t:.0%} they spread (added; this section's table "
-              "{o:.0%}, the 05–07 passes {p:.0%}), so these runs cannot tell the two protocols apart.",
+              within="The two ratios differ by less than the {t:.1%} they spread (added; this section's table "
+              "{o:.1%}, the 05–07 passes {p:.1%}), so these runs cannot tell the two protocols apart.",
               rel_tol=both, t=both, o=ours_noise, p=theirs_noise,
               why=("with the units agreeing, the difference is the tree forward's own cost relative to one token, "
                    "after their 64-token context against after this prompt."
-                   if math.isclose(unit, their_unit, rel_tol=unit_tol) else
+                   if abs(unit - their_unit) <= unit_tol * min(unit, their_unit) else  # compare's reading of "within"
                    "the units' difference above accounts for some or all of it (the tree forward's own cost after "
                    "their 64-token context against after this prompt, for the rest)."))
-    + f" The two ratios' spreads (each its two timings' spreads added) are this section's {ours_noise:.0%} and the "
-    f"05–07 passes' {theirs_noise:.0%}; each comes from a handful of repeats and has no spread of its own measured, so "
+    + f" The two ratios' spreads (each its two timings' spreads added) are this section's {ours_noise:.1%} and the "
+    f"05–07 passes' {theirs_noise:.1%}; each comes from a handful of repeats and has no spread of its own measured, so "
     "this run does not rank the two protocols' steadiness. Notebook 05 sizes trees on the 05–07 protocol, and times "
     f"its whole cost curve in a run of its own: its $t(m)/t(1)$ near $m$ = {len(tree)} is a separate measurement, "
     "under that run's load, and need not agree with this one within either run's spread (this run's "
-    f"{theirs_noise:.0%}; 05's are printed in its section 5): a run's spread bounds that run only."
+    f"{theirs_noise:.1%}; 05's are printed in its section 5): a run's spread bounds that run only."
 )  # fmt: skip
 
 # %% [markdown]
@@ -509,12 +513,13 @@ Markdown(
 # depth, as a `torch.long` tensor. Walk the nodes in order: a parent comes before its children, so
 # `depth[i] = depth[parents[i]] + 1`. The check runs it on the tree `ex_parents` below (drawn nowhere in this
 # notebook) with a cache of `ex_cache` tokens, and on the real tree of section 5. Reference: `Tree.position_ids`;
-# the check refuses an answer that builds a `Tree` to ask it.
+# the check refuses an answer that builds a `Tree` through the name `Tree` to ask it (it watches that name, not
+# every route to the class: computing from `parents` is the exercise).
 
 # %% tags=["exercise", "exercise-1"]
 from specdec_lab.lab.course import watch
 
-_watch = watch(globals(), "Tree")  # the reference's class: an answer that builds a Tree is refused
+_watch = watch(globals(), "Tree")  # the reference's class: an answer that builds a Tree by this name is refused
 ex_parents = [-1, 0, 0, 0, 1, 1, 2, 4, 4, 5, 7, 10]  # 12 nodes, depths 0..5
 ex_cache = 37
 
@@ -553,7 +558,7 @@ for what, ps, length in (("the tree ex_parents", ex_parents, ex_cache),
 # every node sees the whole cached prefix (the first `cache_length` keys), then its ancestors and itself. The
 # check runs it on the real tree of section 5 and on `ex_parents` of Exercise 1. Reference:
 # `specdec_lab.verify.tree_attention_mask(tree, cache_length, torch.float32)`; the check refuses an answer that calls it
-# or builds a `Tree` (whose `mask` is the ancestor block).
+# or builds a `Tree` (whose `mask` is the ancestor block) through the names in scope.
 
 # %% tags=["exercise", "exercise-2"]
 _watch = watch(globals(), "tree_attention_mask", "Tree")

@@ -143,8 +143,8 @@ Markdown(
     + (f"every later head ({', '.join(later)})" if len(higher) == K - 1
        else f"{len(higher)} of the {K - 1} later heads ({', '.join(f'head {k}' for k in higher) or 'none'})")
     + " the conditional top-1 accuracy is the higher one in the table above"
-    + (": positions where heads 1..h−1 were right are more predictable than the average position, and head h is "
-       "right more often there too. That suggests a **hypothesis**, which section 6 tests against real decodes: "
+    + (": positions where heads 1..h−1 all had the truth in their top-10 are more predictable than the average "
+       "position, and head h is right more often there too. That suggests a **hypothesis**, which section 6 tests against real decodes: "
        "the independent model, which multiplies marginals, under-estimates deep paths, and the conditional model "
        "predicts them better." if higher else
        ": on this calibration the heads' errors are not correlated the way Medusa's usually are, and the two "
@@ -205,13 +205,17 @@ Markdown(
 import ipywidgets as w
 
 from specdec_lab.lab.trees import Explorer
+from specdec_lab.lab.widgets import show_widget
 
-Explorer(
+explorer = Explorer(
     w.IntSlider(value=default_step, min=1, max=len(steps), description="step", continuous_update=False),
     lambda s: greedy_step_figure(steps, s, A),
     header="<b>Move the slider</b>: the tree after that many additions; the ring marks the node just added.",
     show_initial=False,  # the default step is the plain cell above
 )
+# a stored notebook keeps no widget state: its reader sees this line in the control's place, naming its figure
+show_widget(explorer.widget, "[interactive control: it appears when the notebook runs; its default view is the "
+            f"tree after step {default_step}, the figure above the paragraph above]")
 
 # %% [markdown]
 # ## 3. E[L] against the budget: greedy, DP and Cartesian trees
@@ -351,7 +355,9 @@ Markdown(
 # More nodes raise E[L] but a verify forward of n + 1 tokens costs t(n + 1), plus the heads' cost
 # $t_{\text{heads}}(d)$ for a tree of depth $d$ (a cost, not section 1's head index $h$). `choose_budget` maximises
 # the predicted rate $E[L](n) / (t(n + 1) + t_{\text{heads}}(d))$ over n = 0..64 (n = 0
-# is plain decoding). This is Sequoia's hardware-aware sizing ([Chen et al. 2024](https://arxiv.org/abs/2402.12374))
+# is plain decoding). When the heads are priced per depth, each n is tried as section 2's greedy tree and as the
+# greedy tree capped at each smaller depth (a shallower tree runs fewer heads), and the fastest is kept: E[L](n) is
+# then that tree's, which can be below the greedy tree's. This is Sequoia's hardware-aware sizing ([Chen et al. 2024](https://arxiv.org/abs/2402.12374))
 # on a measured curve. First the cost curve of **branching** trees on this CPU (a tree mask, not the model's
 # causal one):
 
@@ -465,7 +471,15 @@ before = [m for m in tol if rise is None or m < rise]
 last = max(tol)
 dips = [m for m in before if side[m] == "below"]
 listed = lambda ms: ", ".join(f"t({m}) = {ratio[m]:.2f} t(1) ± {tol[m]:.0%}" for m in ms)  # noqa: E731
-if dips:  # cheaper than a single-token forward beyond the noise: that, and only that, is explained
+# a size whose repeats spread by more than half their median says nothing about the curve's shape: every band that
+# adds it passes almost anything (a "flat curve" verdict from such a band would be the noise talking)
+wild = {m: v for m, v in curve_noise.per_size.items() if v > 0.5} if timed else {}
+if wild:
+    shape = (f"The repeats spread by more than half their median at m = {', '.join(map(str, wild))} (up to "
+             f"{max(wild.values()):.0%}: the CPU was probably busy): this run's curve cannot resolve whether a forward of more "
+             "tokens costs more than a single-token one, and every choice priced on it below rests on its medians "
+             "alone; a quiet rerun may choose otherwise.")
+elif dips:  # cheaper than a single-token forward beyond the noise: that, and only that, is explained
     shape = (f"t(m) dips below t(1), beyond {spread_of}, at m = {', '.join(map(str, dips))} ({listed(dips)}): a "
              "forward of that many tokens costs less than a single-token one there. ")
 elif before:
@@ -473,7 +487,9 @@ elif before:
              f"whether a forward of up to {before[-1]} tokens costs more than a single-token one. ")
 else:
     shape = ""
-if rise is None:
+if wild:
+    pass
+elif rise is None:
     shape += f"No measured size up to m = {last} costs more than t(1) beyond that spread: a flat curve on this run."
 else:
     stays = all(side[m] == "above" for m in tol if m >= rise)
@@ -481,13 +497,36 @@ else:
               f"{' on' if stays else ''} (t({rise}) = {ratio[rise]:.2f} t(1) ± {tol[rise]:.0%}); a forward of {last} "
               f"tokens costs {ratio[last]:.1f} single-token ones.")
 step_tol = max(0.01, curve_noise.at(1) + curve_noise.at(cpu.budget + 1)) if timed else 0.01
+# per n, the measured curve kept the fastest of the greedy tree and its depth-capped versions; the flat curve (no
+# head cost) priced the greedy tree alone: where the two differ, the measured curve's E[L](n) is a capped tree's
+capped = [n for n in cpu.options if n in gpu.options and cpu.options[n].depth < gpu.options[n].depth]
+spans = []  # runs of consecutive n
+for n in capped:
+    if spans and n == spans[-1][-1] + 1:
+        spans[-1].append(n)
+    else:
+        spans.append([n])
+if capped:
+    ex = capped[0]
+    capped_note = (
+        f" So for n = {', '.join(f'{g[0]}–{g[-1]}' if len(g) > 1 else f'{g[0]}' for g in spans)} the measured curve "
+        "keeps the greedy tree capped at a smaller depth, not section 2's greedy tree (per n the higher predicted "
+        f"rate wins, however small its margin): at n = {ex}, depth {cpu.options[ex].depth} and E[L] "
+        f"{cpu.options[ex].expected_length:.4f}, against the greedy tree's depth {gpu.options[ex].depth} and E[L] "
+        f"{gpu.options[ex].expected_length:.4f} (hover the figure: each point shows its tree's E[L] and depth); "
+        + (f"the chosen n = {cpu.budget} is one of them." if cpu.budget in capped
+           else f"the chosen n = {cpu.budget} is the greedy tree itself.")
+    )
+else:
+    capped_note = " At every n the measured curve still keeps section 2's greedy tree."
 reason = speedup_reason(cpu, rel_tol=0.01).replace("{", "{{").replace("}", "}}")
 Markdown(
     "On the flat curve every extra node is free, the predicted rate is E[L] itself, and "
     + (f"the whole {max_budget}-node budget is taken (E[L] still rises with n)" if gpu.budget == max_budget
        else f"n = {gpu.budget} of the {max_budget} allowed is taken")
-    + f". On this run's measured curve {shape} A deeper tree also runs more heads, each adding its drafting "
-    "cost (per depth, above). So the predicted rate peaks at "
+    + f". On this run's measured curve {shape} A deeper tree also runs more heads: the sizer prices "
+    "each depth at the heads' cost measured above (one median per depth, no spread kept, so its small steps are "
+    "not an order)." + capped_note + " So the predicted rate peaks at "
     + (f"n = {cpu.budget} node{'s' if cpu.budget != 1 else ''}" if cpu.budget else "n = 0: plain decoding")
     + f" (E[L] {cpu.expected_length:.2f}, predicted speed-up {cpu.speedup:.2f}×): "
     + compare(gpu.budget, cpu.budget, "the same accuracies, another cost curve, a bigger tree under the flat one.",
@@ -705,8 +744,10 @@ Markdown(
        "model beyond noise, so none is explained or ranked here.")
     + "\n\n"
     + compare(gpu.budget, cpu.budget,
-              "On this run's measured curve the chosen tree has {b} node{s}, the flat curve's {a}: this run's t(m) "
-              "(section 5, one measurement under this run's load) prices the extra nodes out.",
+              "On this run's measured curve the chosen tree has {b} node{s}, the flat curve's {a}: "
+              + ("this run's t(m) medians price the extra nodes out, on a curve section 5 found too noisy to "
+                 "resolve (a quiet rerun may choose otherwise)." if wild else
+                 "this run's t(m) (section 5, one measurement under this run's load) prices the extra nodes out."),
               "On this run's measured curve the chosen tree has {b} node{s}, more than the flat curve's {a}.",
               within="Both curves choose {a} nodes.", s="" if cpu.budget == 1 else "s")
     + f" Sized under the flat cost curve, the same accuracies buy the {gpu.budget}-node tree: predicted E[L] "
@@ -751,7 +792,7 @@ Markdown(
 # For the tree of rank paths `small_tree` below — mostly low ranks; a node that section 2's greedy tree also picks
 # has its gain in `steps`, the others have none there — compute E[L] = 1 + Σ over nodes of the product of
 # `A[d, r_d]` along the node's rank path (`A` is the (K, S) accuracy matrix of section 1; row d is head d + 1),
-# from that definition: the check refuses an answer that calls `expected_length` or section 2's `value`.
+# from that definition: the check refuses an answer that calls the in-scope `expected_length` or section 2's `value`.
 # Reference: `specdec_lab.trees.expected_length`.
 
 # %% tags=["exercise", "exercise-1"]
@@ -778,8 +819,8 @@ _ = check("E[L] of the 5-node tree", answer, _watch["expected_length"](small_tre
 # is the product of `acc.top[d, r_d]` along its rank path. Among all candidate nodes — every rank path of 1 to K
 # heads' top-S, `cartesian_paths([S] * K)` — keep the `budget = 20` of largest value (ties: shallower first).
 # Section 3 argued that the result is always a tree (check that every kept path's parent is kept too) and that it
-# is the greedy tree of 20 nodes. Build it from the values: the check refuses an answer that calls the tree
-# builders (`greedy_tree`, `greedy_steps`, `optimal_tree`, `brute_force_tree`, `choose_budget`). Reference:
+# is the greedy tree of 20 nodes. Build it from the values: the check refuses an answer that calls the in-scope
+# tree builders (`greedy_tree`, `greedy_steps`, `optimal_tree`, `brute_force_tree`, `choose_budget`). Reference:
 # `specdec_lab.trees.greedy_tree(acc.top, 20)`.
 
 # %% tags=["exercise", "exercise-2"]
@@ -806,8 +847,9 @@ _ = check("the 20 most valuable nodes (independent model)", answer, _watch["gree
 # %% [markdown] tags=["exercise-3"]
 # ### Exercise 3 ★★ — The predicted speed-up of another tree on this CPU
 #
-# Section 5 priced only greedy trees. Price notebook 06's demonstration tree, the Cartesian tree `3×2` (head 1's
-# top 3, each with head 2's top 2: `cartesian_paths([3, 2])`, 9 nodes, depth 2), on this CPU's curve: from the
+# Section 5 priced only greedy trees (on this CPU's curve also greedy trees capped in depth). Price notebook
+# 06's demonstration tree, the Cartesian tree `3×2` (head 1's top 3, each with head 2's top 2:
+# `cartesian_paths([3, 2])`, 9 nodes, depth 2), on this CPU's curve: from the
 # cost curve `curve` (call it: `curve(m)` = t(m) in seconds, m tokens), the heads' cost per depth `head_seconds` (a dict
 # depth → seconds) and the tree's E[L] under `A`, compute the speed-up the cost model predicts over plain decoding,
 # E[L] · t(1) / (t(n + 1) + $t_{\text{heads}}(d)$), with n = the tree's nodes and d its depth. Reference:

@@ -345,15 +345,16 @@ end_up = {r["budget"]: r["speedup"] for r in choice.table}  # the same at the la
 def margin(ups, pick, label):  # the pick against its runner-up, in predicted speed-up (= in rate)
     runner_up = max((n for n in ups if n != pick), key=lambda n: ups[n])
     return compare(ups[pick], ups[runner_up],
-                   label + " the runner-up n = {r} predicts {m:.1%} less speed-up than n = {p} ({b:.3f}× against "
-                   "{a:.3f}×), more than the {t:.1%} by which two costs $t(n + 1)$ can differ from noise alone.",
+                   label + " n = {p} predicts {m:.1%} more speed-up than the runner-up n = {r} ({a:.3f}× against "
+                   "{b:.3f}×), more than the {t:.1%} by which two costs $t(n + 1)$ can differ from noise alone.",
                    label + " n = {p} and the runner-up n = {r} predict the same speed-up ({a:.3f}×).",
-                   within=label + " the runner-up n = {r} predicts only {m:.1%} less speed-up than n = {p} "
-                   "({b:.3f}× against {a:.3f}×), within the {t:.1%} by which two costs $t(n + 1)$ can differ from noise alone; "
+                   within=label + " n = {p} predicts only {m:.1%} more speed-up than the runner-up n = {r} "
+                   "({a:.3f}× against {b:.3f}×), within the {t:.1%} by which two costs $t(n + 1)$ can differ from noise alone; "
                    "by that tolerance {ties}: this run's timings do not single out n = {p}, and another run, or "
                    "notebook 05 with its own curve, can pick any of them.",
                    rel_tol=pair_noise, p=pick, r=runner_up, t=pair_noise, ties=tied_with(ups, pick),
-                   m=(ups[pick] - ups[runner_up]) / max(abs(ups[pick]), abs(ups[runner_up])))  # fmt: skip
+                   m=(ups[pick] - ups[runner_up]) / min(abs(ups[pick]), abs(ups[runner_up])))  # fmt: skip
+    # m is read against the smaller, as compare and within_noise read "within": the ties listed agree with it
 
 
 def tied_with(ups, pick):  # every budget whose predicted speed-up is within noise of the pick's, said the short way
@@ -823,39 +824,45 @@ Markdown(
 # %% [markdown] tags=["exercise-1"]
 # ### Exercise 1 ★ — which tokens does typical acceptance accept?
 #
-# After the tabulated context of section 4 and one further token, `ex_prefix` (below), the target's logits are
-# `target_table(ex_prefix)` (a vector over the `drift_vocab` tokens; section 4's tables print nothing about this
-# row). At temperature `ex_temperature`, with $p = \mathrm{softmax}(\text{logits} / T)$, list the tokens $x$ (in
-# increasing order) that typical acceptance with the thresholds `ex_epsilon` and `ex_delta` (below, not section 4's)
-# accepts as the only child of the root: $p(x) > \min(\varepsilon, \delta e^{-H(p)})$, $H(p) = -\sum_v p(v) \ln p(v)$.
-# The reference is the library's rule (`typical_rule(ex_epsilon, ex_delta)`) applied to one-node trees.
+# After the tabulated context of section 4 and one further token, `prefix`, the target's logits are
+# `target_table(prefix)` (a vector over the `drift_vocab` tokens; section 4's tables print nothing about these
+# rows). For each `(prefix, T)` of `ex_rows` (below), with $p = \mathrm{softmax}(\text{logits} / T)$, list the
+# tokens $x$ (in increasing order) that typical acceptance with the thresholds `ex_epsilon` and `ex_delta` (below,
+# not section 4's) accepts as the only child of the root: $p(x) > \min(\varepsilon, \delta e^{-H(p)})$,
+# $H(p) = -\sum_v p(v) \ln p(v)$. The two rows differ in how spread out $p$ is, so the minimum matters. The
+# reference is the library's rule (`typical_rule(ex_epsilon, ex_delta)`) applied to one-node trees.
 
 # %% tags=["exercise", "exercise-1"]
 from specdec_lab.lab.course import watch
 
-ex_prefix, ex_temperature = (3,), 1.2  # the row and the temperature of this exercise
+ex_rows = [((3,), 1.2), ((0,), 0.7)]  # (prefix, temperature) of each row of this exercise
 ex_epsilon = 0.12
 ex_delta = math.sqrt(ex_epsilon)  # δ = sqrt(ε), as the reference defaults
 _watch = watch(globals(), "rule", "typical_rule")  # the check's reference: compute the threshold yourself
-answer = ...  # the accepted tokens, e.g. [0, 3]
+answer = ...  # per row of ex_rows, the accepted tokens, e.g. [[0, 3], [1]]
 
 # %% tags=["solution", "exercise-1"]
-p = torch.softmax(target_table(ex_prefix) / ex_temperature, dim=-1)
-H = float(-(p * p.log()).sum())
-threshold = min(ex_epsilon, ex_delta * math.exp(-H))
-answer = [x for x in range(len(p)) if float(p[x]) > threshold]
+answer = []
+for ex_prefix, ex_temperature in ex_rows:
+    p = torch.softmax(target_table(ex_prefix) / ex_temperature, dim=-1)
+    H = float(-(p * p.log()).sum())
+    threshold = min(ex_epsilon, ex_delta * math.exp(-H))
+    answer.append([x for x in range(len(p)) if float(p[x]) > threshold])
 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 from specdec_lab.lab.course import check
 from specdec_lab.trees import Tree
 
 _watch.begin_check()  # from here the references are the check's own
-root_logits = torch.stack([target_table(ex_prefix)] * 2)  # (2, V): only the root's row is read
-accepted = [x for x in range(drift_vocab)
-            if len(_watch["typical_rule"](ex_epsilon, ex_delta)(Tree.chain(0, [x]), root_logits,
-                                                              Sampling(temperature=ex_temperature)).path) == 2]  # fmt: skip
-_ = check("the tokens typical acceptance accepts", answer, accepted, close=lambda a, r: list(a) == r, watch=_watch,
-          hint="Warp by the temperature before the softmax; the threshold is the smaller of ε and δ·exp(−H(p)).")
+accepted = [[x for x in range(drift_vocab)  # per row: root logits (2, V), only the root's row is read
+             if len(_watch["typical_rule"](ex_epsilon, ex_delta)(Tree.chain(0, [x]),
+                                                                 torch.stack([target_table(_prefix)] * 2),
+                                                                 Sampling(temperature=_t)).path) == 2]
+            for _prefix, _t in ex_rows]  # fmt: skip
+_ = check("the tokens typical acceptance accepts", answer, accepted,
+          close=lambda a, r: len(a) == len(r) and all(list(x) == y for x, y in zip(a, r, strict=True)), watch=_watch,
+          hint="One list per row; warp by the row's temperature before the softmax; the threshold is the smaller of "
+          "ε and δ·exp(−H(p)).")  # fmt: skip
 
 
 def _above(p, threshold):  # the tokens whose probability exceeds a threshold
@@ -866,18 +873,22 @@ def _entropy(p):
     return float(-(p * p.log()).sum())
 
 
-_p = torch.softmax(target_table(ex_prefix) / ex_temperature, dim=-1)  # plausible wrong rules, on the same row
-_p1 = torch.softmax(target_table(ex_prefix), dim=-1)  # the row without the temperature
-_wrong = {"accepting everything": list(range(drift_vocab)),
-          "accepting the argmax only": [int(_p.argmax())],
-          "the hard threshold ε alone": _above(_p, ex_epsilon),
-          "the entropy threshold δ·exp(−H) alone": _above(_p, ex_delta * math.exp(-_entropy(_p))),
-          "no temperature (T = 1)": _above(_p1, min(ex_epsilon, ex_delta * math.exp(-_entropy(_p1))))}  # fmt: skip
-_told = [w for w, got in _wrong.items() if got != accepted and not w.endswith("alone")]
-_alone = sum(got != accepted for w, got in _wrong.items() if w.endswith("alone"))  # at most one: min() binds one
-print("the row tells the rule apart from: " + (", ".join(_told) or "none of the plausible wrong rules")
-      + (f" and from {_alone} of its two thresholds alone (one row cannot separate the rule from the threshold that "
-         "binds on it)" if _alone else " (one row cannot separate the rule from the threshold that binds on it)"))
+def _wrong_rules(prefix, t):  # plausible wrong rules, on one row
+    p = torch.softmax(target_table(prefix) / t, dim=-1)
+    p1 = torch.softmax(target_table(prefix), dim=-1)  # the row without the temperature
+    return {"accepting everything": list(range(drift_vocab)),
+            "accepting the argmax only": [int(p.argmax())],
+            "the hard threshold ε alone": _above(p, ex_epsilon),
+            "the entropy threshold δ·exp(−H) alone": _above(p, ex_delta * math.exp(-_entropy(p))),
+            "the larger of the two thresholds": _above(p, max(ex_epsilon, ex_delta * math.exp(-_entropy(p)))),
+            "no temperature (T = 1)": _above(p1, min(ex_epsilon, ex_delta * math.exp(-_entropy(p1))))}  # fmt: skip
+
+
+_wrongs = [_wrong_rules(_prefix, _t) for _prefix, _t in ex_rows]
+_told = [w for w in _wrongs[0] if any(rows[w] != acc for rows, acc in zip(_wrongs, accepted, strict=True))]
+_not_told = [w for w in _wrongs[0] if w not in _told]
+print("the rows tell the rule apart from: " + (", ".join(_told) or "none of the plausible wrong rules")
+      + (f"; not from: {', '.join(_not_told)}" if _not_told else ""))  # fmt: skip
 
 # %% [markdown] tags=["exercise-2"]
 # ### Exercise 2 ★★ — greedy acceptance on a small tree

@@ -235,9 +235,10 @@ print(f"saved {save_figure(fig, '07_lookahead_tree', FIGURES)}")
 fig
 
 # %% [markdown]
-# The window (hollow) reads as a grid: the top row is level 0 (the root and the newest guesses), each
-# column top-down is an n-gram in the making, at offsets $i, i+1, \dots$; the dotted edges are the tree's
-# parent pointers. The n-grams (blue) hang left of the root, one per column; green is the accepted path.
+# The window (hollow) reads as a grid: the top row is level 0 (the root and the oldest guesses still in the
+# window: each step's new predictions enter as the last level, and every level moves up one, as `Window.step`
+# does in exercise 4), each column top-down is an n-gram in the making, at offsets $i, i+1, \dots$; the
+# dotted edges are the tree's parent pointers. The n-grams (blue) hang left of the root, one per column; green is the accepted path.
 #
 # Now the mask, derived cell by cell from LADE's rule — no tree involved — and the positions
 # `cache_length + l + i`, both compared with what the library verifies (`tree.mask`,
@@ -482,8 +483,6 @@ fig
 # costs. On the table above:
 
 # %% tags=["nbval-ignore-output"]
-import math
-
 from specdec_lab.lab.course import compare
 from specdec_lab.lab.experiment import NOISY_SPREAD
 
@@ -494,8 +493,9 @@ rho = speed.corr(nodes, method="spearman")
 # tokens), so the spread of its tokens/s across the points (std / mean) is what a re-run may move a speed-up by.
 ar_speed = sweep["autoregressive tokens/s"]
 noise = float(ar_speed.std() / ar_speed.mean())
-near_best = [p for p in speed.index if math.isclose(speed[p], speed[best], rel_tol=noise)]
-near_worst = [p for p in speed.index if math.isclose(speed[p], speed[worst], rel_tol=noise)]
+# "within that noise" by compare's own rule (the larger ≤ (1 + noise)× the smaller), as the sentences below use it
+near_best = [p for p in speed.index if compare(speed[p], speed[best], "", "", within="y", rel_tol=noise) == "y"]
+near_worst = [p for p in speed.index if compare(speed[p], speed[worst], "", "", within="y", rel_tol=noise) == "y"]
 
 
 def where(p):
@@ -616,33 +616,69 @@ else:
 elsewhere = (f" Besides, the curve is this machine's, measured now, and the speed-ups are those of the sweep's file, "
              f"measured on {file_machine(sweep_machine)} at another moment.")  # fmt: skip
 predicted_best = best_on["this CPU (measured)"]
+# Pricing each step at t(n̄) rather than the mean of t(n) over its steps errs by how the curve bends where the steps'
+# sizes lie (Jensen). The table has no per-step sizes, so the bend is read over the grid's n̄: t at the middle of that
+# range against the chord between its ends, within the pair noise of section 5's verdicts.
+n_lo, n_hi = (float(f(pred["tokens verified / forward"])) for f in (np.min, np.max))
+bend = compare(curve((n_lo + n_hi) / 2), (curve(n_lo) + curve(n_hi)) / 2, "down", "up", within="straight",
+               rel_tol=pair_noise)  # fmt: skip
+bend_where = (f"over the grid's n̄, {n_lo:.0f} to {n_hi:.0f} tokens, t at the middle lies "
+              + {"up": "below the chord between the ends, beyond the timing noise", "down": "above the chord between "
+                 "the ends, beyond the timing noise", "straight": f"within the timing noise ({pair_noise:.0%}) of the "
+                 "chord between the ends"}[bend])  # fmt: skip
+jensen = (f"pricing every step at t of the *mean* tokens per forward, where the steps' sizes vary and the curve bends "
+          f"upward ({bend_where}), so the mean of t(n) over the steps is at least t(n̄)")  # fmt: skip
+jensen_not = (" Pricing every step at t of the *mean* tokens per forward is not shown to be one of them: "
+              + bend_where + (", so on this curve the mean of t(n) over steps of varied sizes is at most t(n̄), which "
+                              "would put the prediction low" if bend == "down" else
+                              ", so the steps' varied sizes need not move the mean of t(n) off t(n̄) either way")
+              + ".")  # fmt: skip
+leaves_out = ["the proposer's own Python time (pool, trie, window) and the loop's other per-step work, which "
+              "lookahead's steps pay and the t(n) curve does not",
+              *([jensen] if bend == "up" else []),
+              "the curve being the median of a few warm repeats after {context} cached tokens, while the sweep's "
+              "forwards ran after the prompt and its output so far, on a machine as busy as it then was"]  # fmt: skip
 measured_best = (f"measured: {where(best)}" if len(near_best) == 1 else
                  f"measured: any of the {len(near_best)} points within the sweep's timing noise ({noise:.0%}) of the "
                  f"fastest (section 4), the predicted best on this CPU's curve "
                  f"{'among them' if predicted_best in near_best else 'not among them'}")  # fmt: skip
+# a measured curve can only beat the flat one where it prices a forward below t(1): say so, and whether that is noise
+over_flat = pred.index[pred["predicted (this CPU (measured))"] > pred["predicted (flat (GPU-like))"]]
+below_t1 = [n for n, v in verdict_t1.items() if v == "below"]
+over_flat_note = "" if not len(over_flat) else (
+    f"At {len(over_flat)} of the {len(pred)} points this CPU's curve predicts more than the flat one: it prices "
+    "their forwards below t(1), "
+    + ("where section 5 finds no size below t(1) beyond the timing noise, so that edge is the noise of this run's "
+       "curve, not a faster forward. " if not below_t1 else
+       f"as section 5 measured (below t(1) beyond the timing noise at n = {below_t1}). ")
+)  # fmt: skip
 Markdown(
     f"On this CPU's curve the prediction {side}. "
     + compare(ratio, 1.0,
               "The median predicted / measured is {a:.2f} (95% bootstrap interval over the points {lo:.2f} to "
-              "{hi:.2f}, which leaves out 1; sign test on the points' sides p = {p:.1g}): the prediction runs high. Three things it leaves out could each put it there, and the table records "
-              "none of them per step, so it cannot say which weighs most: the proposer's own Python time (pool, "
-              "trie, window) and the loop's other per-step work, which lookahead's steps pay and the t(n) curve "
-              "does not; pricing every step at t of the *mean* tokens per forward, where the steps' sizes vary and "
-              "the curve bends upward, so the mean of t(n) over the steps is at least t(n̄); and the curve being "
-              "the median of a few warm repeats after {context} cached tokens, while the sweep's forwards "
-              "ran after the prompt and its output so far, on a machine as busy as it then was.",
+              "{hi:.2f}, which leaves out 1; sign test on the points' sides p = {p:.1g}): the prediction runs high. "
+              + ("Three" if len(leaves_out) == 3 else "Two") + " things it leaves out could each put it there, and "
+              "the table records none of them per step, so it cannot say which weighs most: "
+              + "; ".join(leaves_out[:-1]) + "; and " + leaves_out[-1] + "."
+              + ("" if bend == "up" else jensen_not),
               "The median predicted / measured is {a:.2f} (95% bootstrap interval over the points {lo:.2f} to "
-              "{hi:.2f}, which leaves out 1; sign test on the points' sides p = {p:.1g}): the prediction runs low, although what it leaves out (the proposer's own time, the spread of the "
-              "steps' sizes around the mean on an upward-bending curve) would, if anything, put it above; what "
-              "remains is the curve: measured now (the median of a few warm repeats after {context} cached tokens), it "
-              "may be steeper than what the sweep's forwards paid.",
+              "{hi:.2f}, which leaves out 1; sign test on the points' sides p = {p:.1g}): the prediction runs low, although the proposer's own time, which it leaves out, would if anything put it "
+              "above"
+              + ({"up": " (and so would the steps' sizes varying around the mean on this curve: " + bend_where + ")",
+                  "down": "; the steps' sizes varying around the mean could put it low: " + bend_where + ", so the "
+                  "mean of t(n) over the steps is at most t(n̄)",
+                  "straight": "; the steps' varied sizes need not move it either way: " + bend_where}[bend])
+              + "; what remains is the curve: measured now (the median of a few warm repeats after {context} cached "
+              "tokens), it may be steeper than what the sweep's forwards paid.",
               within="The median predicted / measured is {a:.2f}; its 95% bootstrap interval over the points, {lo:.2f} "
               "to {hi:.2f}, contains 1 (sign test on the points' sides p = {p:.1g}): within the points' scatter, the "
               "median shows no bias either way.",
               rel_tol=ratio_tol, lo=lo, hi=hi, p=sign_p, context=COST_CONTEXT)
     + elsewhere + " "
     + "Best point predicted " + "; ".join(f"on {name}: {where(p)}" for name, p in best_on.items())
-    + f"; {measured_best}. Rank correlation of the predicted with the measured speed-ups: "
+    + f"; {measured_best}. "
+    + over_flat_note
+    + "Rank correlation of the predicted with the measured speed-ups: "
     + ", ".join(f"{name} {r:.2f}" for name, r in rank_corr.items())
     + ". On the flat curve the predicted speed-up is the mean accepted itself, so the best point there is the one "
     "that accepts most per forward, however many tokens it verifies: the window is sized again for that curve "
@@ -691,13 +727,24 @@ def margin_here():  # the CPU's pick against its runner-up: a tie where their co
     other = max((w for w in scores if w != pick), key=lambda w: scores[w])
     tol = sum(curve_noise.at(max(1, round(b.nodes(w, b.g_nodes.value)))) for w in (pick, other))
     return compare(scores[pick], scores[other],
-                   " Its runner-up on this CPU, {o}, predicts {m:.1%} less, more than the {t:.1%} the repeats of the two "
-                   "sizes' t(n) spread (added): the pick stands on this curve.",
+                   " On this CPU it predicts {m:.1%} more than its runner-up, {o}: more than the {t:.1%} the repeats of "
+                   "the two sizes' t(n) spread (added), so the pick stands on this curve.",
                    " On this CPU {o} scores higher: the sizer opens with a narrow window as a probe, not as its best score.",
-                   within=" Its runner-up on this CPU, {o}, predicts only {m:.1%} less, within the {t:.1%} the repeats "
-                   "of the two sizes' t(n) spread (added): within noise, another run of this cell can open with either.",
+                   within=" On this CPU it predicts only {m:.1%} more than its runner-up, {o}: within the {t:.1%} the "
+                   "repeats of the two sizes' t(n) spread (added), so another run of this cell can open with either.",
                    rel_tol=tol, t=tol, o=opening(other),
-                   m=(scores[pick] - scores[other]) / max(abs(scores[pick]), abs(scores[other])))  # fmt: skip
+                   m=(scores[pick] - scores[other]) / min(abs(scores[pick]), abs(scores[other])))  # fmt: skip
+
+
+# a width this CPU's curve scores above the flat curve: only a forward priced below t(1) can do that (section 5)
+over_flat_w = [w for w in choices["this CPU (measured)"] if w.startswith("W=")
+               and choices["this CPU (measured)"][w] > choices["flat (GPU-like)"][w]]
+over_flat_w_note = "" if not over_flat_w else (
+    f" At {', '.join(over_flat_w)} the table scores this CPU above the flat curve: its curve prices those forwards "
+    "below t(1), "
+    + ("which section 5 finds within the timing noise of t(1), so that edge is this run's noise, not a faster forward."
+       if not below_t1 else f"as section 5 measured (below t(1) beyond the timing noise at n = {below_t1}).")
+)  # fmt: skip
 
 
 Markdown(
@@ -706,6 +753,7 @@ Markdown(
     + margin_here() + " From there it re-chooses "
     "every `adapt_every` steps from the hit rates it observes: on a CPU a window is widened only while window "
     "n-grams keep hitting."
+    + over_flat_w_note
 )  # fmt: skip
 
 # %% [markdown]

@@ -218,7 +218,7 @@ def runs_sentence(times: Mapping[str, Sequence[float]], threshold: float = DEFAU
     if worst > threshold:
         return (
             f"The {runs} runs of “{name}” spread by {worst:.0%} (relative interquartile range): the machine was "
-            "busy while they ran, so the ratio is rougher than that; a rerun on a quiet machine gives a "
-            "cleaner one."
+            "busy while they ran, so a ratio of the medians is uncertain by about that much either way; a rerun "
+            "on a quiet machine gives a tighter one."
         )
     return f"The {runs} runs of each agree to within {worst:.0%} (relative interquartile range; the widest: “{name}”)."

@@ -57,6 +57,8 @@ def runs_in(stem: str, record: str | os.PathLike | None = None) -> str:
         return f"Runs in: not measured yet (`make reproduce` records it in {path.name})."
     if seconds < 59.5:  # under a minute, in seconds ("about 1 min" for 24 s would overstate it)
         took = f"{max(1, round(seconds))} s"
+    elif seconds < 600:  # minutes with one decimal ("about 1 min" for 83 s would understate it)
+        took = f"{seconds / 60:.1f} min"
     else:
         took = f"{round(seconds / 60)} min"
     return f"Runs in about {took} with its defaults (the last `make reproduce`: {times.get('machine', '?')})."

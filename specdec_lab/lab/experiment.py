@@ -383,9 +383,9 @@ def experiment_record(results: Sequence[LabResult], steps: bool = False) -> dict
 
 def fastest(results: Sequence[LabResult], rel_tol: float = 0.0) -> list[LabResult]:
     """The runs whose speed-up is the highest, or within `rel_tol` of it by `course.compare`'s rule
-    (|a − b| <= rel_tol · max(|a|, |b|)), fastest first (equal speed-ups in the order given): one run where the
-    timings tell the fastest apart, several where they cannot. Runs without a speed-up (stopped before the
-    baseline ran: NaN) are left out; none left: []."""
+    (|a − b| <= rel_tol · min(|a|, |b|): the larger at most (1 + rel_tol)× the smaller), fastest first (equal
+    speed-ups in the order given): one run where the timings tell the fastest apart, several where they cannot.
+    Runs without a speed-up (stopped before the baseline ran: NaN) are left out; none left: []."""
     return _extreme(results, rel_tol, highest=True)
 
 
@@ -400,7 +400,9 @@ def _extreme(results: Sequence[LabResult], rel_tol: float, highest: bool) -> lis
     if not timed:
         return []
     end = (max if highest else min)(r.speedup for r in timed)
-    tied = [r for r in timed if math.isclose(r.speedup, end, rel_tol=rel_tol)]
+    # course.compare's reading of "within rel_tol": against the smaller of the two (math.isclose's max-based band
+    # would call a 2× gap "within 52%")
+    tied = [r for r in timed if abs(r.speedup - end) <= rel_tol * min(abs(r.speedup), abs(end))]
     return sorted(tied, key=lambda r: -r.speedup if highest else r.speedup)
 
 

@@ -100,13 +100,15 @@ def vocab_callback(t: VocabTradeoff, alpha: float, shipped: int | None = None):
 def training_figure(live: Sequence[Mapping], curve: Mapping, positions: Sequence[int] = (1, 2, 3),
                     title: str | None = None) -> go.Figure:  # fmt: skip
     """Left: the training loss against training tokens — the live run's training batches, its loss on a fixed
-    held-out batch (`held_loss`, when given) and the recorded run's at its evaluation points; right: the recorded
+    held-out batch (`held_loss`, when given) and the recorded run's training-batch loss at its evaluation points
+    (comparable with the live training batches, not with the held-out batch); right: the recorded
     run's held-out accuracy at draft positions `positions` against training tokens."""
     titles = ("training loss (TTT, weighted over steps)", "recorded run: held-out accuracy")
     fig = make_subplots(cols=2, subplot_titles=titles, horizontal_spacing=0.12)
     rec = [p for p in curve["points"] if p.get("loss") is not None]
     fig.add_trace(go.Scatter(x=[p["tokens"] for p in rec], y=[p["loss"] for p in rec], mode="lines+markers",
-                             name="recorded run", line={"color": "#7f7f7f"}, marker={"color": "#7f7f7f"}),
+                             name="recorded run: its training batch (as the dotted line)", line={"color": "#7f7f7f"},
+                             marker={"color": "#7f7f7f"}),
                   row=1, col=1)  # fmt: skip
     fig.add_trace(go.Scatter(x=[p["tokens"] for p in live], y=[p["loss"] for p in live], mode="lines+markers",
                              name="live run: its training batch", line={"color": "#ff9896", "dash": "dot"},

@@ -52,6 +52,9 @@ class BatchResult:
     batch_size: int
     seconds: float  # wall time of the whole batch, prefills included
     forwards: int  # batched target forwards (steps)
+    # wall time spent filling free rows (their prompts' prefills, while the other rows waited): what a decode-only
+    # figure leaves out, as the published batch tables do (`decode_tokens_per_s`)
+    prefill_seconds: float = 0.0
     latency: list[float] = field(default_factory=list)  # per prompt: seconds from the start until its last token
     active: list[int] = field(default_factory=list)  # rows decoding in each step (the rest padding)
     # per step, per row: (the prompt it decodes, tokens it emitted) or None where the row was padding: the
@@ -67,6 +70,12 @@ class BatchResult:
     def tokens_per_s(self) -> float:
         """Total throughput: every prompt's new tokens over the batch's wall time."""
         return self.tokens / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Decode-only throughput: the new tokens over the wall time less the rows' prefills (`prefill_seconds`)."""
+        decode = self.seconds - self.prefill_seconds
+        return self.tokens / decode if decode > 0 else float("nan")
 
     def summary(self) -> dict:
         lat = sorted(self.latency)
@@ -149,6 +158,8 @@ def generate_batch(
             slots[b] = (i, setup.open(ids[i], cache.row(b), proposer, setup.generator(seq_seed), Memory(), clock,
                                       rows=rows, prefilled=prefilled.get(b), opened=opened, on_step=hook))  # fmt: skip
         start = clock.now()
+        if picked:  # the rows just filled were prefilled from `opened` to here; the other rows waited
+            out.prefill_seconds += start - opened
         speculate = gate is None or gate.open()
         trees: list[Tree | None] = [None] * rows
         for b, slot in enumerate(slots):

@@ -249,6 +249,14 @@ def test_the_policy_shrinks_what_it_proposes_as_the_step_turns_compute_bound():
     assert (published_k(1), published_k(100), published_k(1000)) == (5, 1, None)
 
 
+def test_the_batch_times_its_prefills_apart_for_a_decode_only_figure(model):
+    # 5 prompts on 2 rows: the first fill, then 3 refills while the other row waits
+    out = generate_batch(model, PROMPTS[:5], "prompt_lookup", max_new_tokens=6, batch_size=2)
+    assert 0 < out.prefill_seconds < out.seconds
+    assert out.decode_tokens_per_s == pytest.approx(out.tokens / (out.seconds - out.prefill_seconds))
+    assert out.decode_tokens_per_s > out.tokens_per_s  # the prefills' wall time left out
+
+
 def test_the_batched_bench_records_speedups_and_identity_per_row(model, tmp_path):
     from specdec_lab.bench.batched import run_batched, summarize_batched
     from specdec_lab.io import Prompt
@@ -261,5 +269,9 @@ def test_the_batched_bench_records_speedups_and_identity_per_row(model, tmp_path
     assert summary[(2, "autoregressive")]["speedup"] == 1.0 and summary[(2, "prompt_lookup")]["identical"] == "4/4"
     assert summary[(1, "hf_generate")]["identical"] == "4/4"  # transformers' greedy decoding, the same tokens
     assert "error" in summary[(2, "hf_assisted")]  # transformers refuses assisted generation on a batch: recorded
+    ours = next(r for r in record["runs"] if r["batch_size"] == 2 and r["method"] == "prompt_lookup")
+    assert ours["decode_tokens_per_s"] > ours["tokens_per_s"] and 0 < ours["prefill_seconds"] < ours["seconds"]
+    hf = next(r for r in record["runs"] if r["batch_size"] == 2 and r["method"] == "hf_generate")
+    assert "decode_tokens_per_s" not in hf  # transformers' prefills are not timed apart: no decode-only figure
     again = run_batched(model, prompts, methods, [1, 2], max_new_tokens=8, out=str(out), progress=False)
     assert again["runs"] == record["runs"]  # resumed from the file: nothing measured again

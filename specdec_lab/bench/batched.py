@@ -168,7 +168,7 @@ def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, referenc
         if error:
             return {**base, "error": error}
         seconds = time.perf_counter() - t0
-        forwards, gate_record = None, None
+        forwards, gate_record, prefill_seconds = None, None, None  # transformers' loop: its prefills not timed apart
     else:
         spec = check_method_spec(parse_method_spec(method))  # typed parameters, checked against the registry
         # warm-up, not timed (as the single-sequence bench's): the sizers' first step at B rows measures the cost
@@ -177,6 +177,7 @@ def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, referenc
         result = generate_batch(lm, ids, spec.name, max_new_tokens, batch_size=b, trace=True, gate=gate,
                                 **spec.params)  # fmt: skip
         tokens, latency, seconds = [r.tokens for r in result.results], result.latency, result.seconds
+        prefill_seconds = result.prefill_seconds
         forwards = sum(r.forwards for r in result.results)
         steps = [s for r in result.results for s in r.steps]
         gate_record = result.gate
@@ -188,6 +189,9 @@ def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, referenc
                      "top2_gap": top2_gap(model, x, ref, diff) if diff is not None else None})  # fmt: skip
     n = sum(len(t) for t in tokens)
     run = {**base, "seconds": round(seconds, 4), "tokens": n, "tokens_per_s": n / seconds, "rows": rows}
+    if prefill_seconds is not None and seconds > prefill_seconds:  # decode-only beside end-to-end (issue 58)
+        run["prefill_seconds"] = round(prefill_seconds, 4)
+        run["decode_tokens_per_s"] = n / (seconds - prefill_seconds)
     if forwards:
         run["mean_accepted"] = round(n / forwards, 3)
         run["nodes_per_step"] = round(sum(len(s.tree_tokens) for s in steps) / max(len(steps), 1), 3)

@@ -26,7 +26,8 @@ from pathlib import Path
 from ..viz.figures import TEMPLATE  # the one plotly template: the viz functions' and, by default, every cell's
 from ..viz.tables import register_readable_text
 
-__all__ = ["TEMPLATE", "ran_on", "runs_in", "start", "compare", "check", "watch", "Watch", "ExerciseError", "is_stub"]
+__all__ = ["TEMPLATE", "ran_on", "runs_in", "start", "compare", "within_tol", "check", "watch", "Watch",
+           "ExerciseError", "is_stub"]  # fmt: skip
 
 
 def ran_on(date: datetime.date | None = None) -> str:
@@ -89,6 +90,13 @@ def start(figures_dir: str = "../figures", threads: int = 0, seed: int = 0, stem
     return Path(os.environ.get("SPECDEC_LAB_FIGURES") or figures_dir)
 
 
+def within_tol(a: float, b: float, rel_tol: float) -> bool:
+    """Whether a and b are within `rel_tol` of each other as a reader takes it: the larger at most (1 + rel_tol)×
+    the smaller, |a − b| ≤ rel_tol · min(|a|, |b|) (not `math.isclose`, whose max(|a|, |b|) would call a 2× gap
+    "within 52%"); with rel_tol 0, only where equal. The one rule behind `compare` and `experiment.fastest`."""
+    return abs(a - b) <= rel_tol * min(abs(a), abs(b))
+
+
 def compare(
     a: float,
     b: float,
@@ -110,7 +118,7 @@ def compare(
     """
     if any(isinstance(x, float) and math.isnan(x) for x in (a, b)):
         raise ValueError(f"compare needs two numbers, got {a!r} and {b!r} (a NaN states no comparison)")
-    if within is not None and abs(a - b) <= rel_tol * min(abs(a), abs(b)):  # the larger ≤ (1 + rel_tol)× the smaller
+    if within is not None and within_tol(a, b, rel_tol):
         sentence = within
     else:
         sentence = above if a > b else below

@@ -33,6 +33,7 @@ from ..generate import GenerationResult, StepTrace, generate
 from ..machine import machine
 from ..models.load import prompt_ids, unwrap
 from ..proposers.registry import BASELINE, METHODS, MethodSpec, check_method_spec, parse_method_spec
+from .course import within_tol
 from .trace_reading import PROVENANCE, forward_sizes, instructive_step, json_number, provenance
 
 __all__ = [
@@ -400,9 +401,7 @@ def _extreme(results: Sequence[LabResult], rel_tol: float, highest: bool) -> lis
     if not timed:
         return []
     end = (max if highest else min)(r.speedup for r in timed)
-    # course.compare's reading of "within rel_tol": against the smaller of the two (math.isclose's max-based band
-    # would call a 2× gap "within 52%")
-    tied = [r for r in timed if abs(r.speedup - end) <= rel_tol * min(abs(r.speedup), abs(end))]
+    tied = [r for r in timed if within_tol(r.speedup, end, rel_tol)]  # course.compare's reading of "within"
     return sorted(tied, key=lambda r: -r.speedup if highest else r.speedup)
 
 

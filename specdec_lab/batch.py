@@ -5,6 +5,7 @@
         fill every free row from the queue                    # continuous batching: prefill into that row
         for each active row:  row.begin(...)                  # budget -> max_depth; its step before observed
                               tree_b = row.propose()          # 1. each row proposes its own tree
+        trees = planner.cut(trees, t(B, ·))                   # 1b. (levers="plan") one width N* for the step
         outs = verify_rows(target, rows, trees)               # 2. ONE forward over every row's tree (4D mask:
                                                               #    each row's cache and tree, padding masked)
         for each active row:  step = row.accept(tree_b, out_b)  # 3.-6. each row accepts its own path: rows
@@ -26,6 +27,13 @@ price leaves out — each row's Python work and the padding to the widest row's 
 measured on the batch itself by a `cost.gate.SpeculationGate` (`gate=True`, off by default: on the bench it did
 not pay overall, `data/bench/README.md`): it runs steps that speculate and plain steps (depth 0) and keeps the mode
 that emits more tokens per second, re-probing the other.
+
+The forward pads every row to the widest row's tree, so the step costs t(B, N) at the widest N, not at each row's
+own n. With `levers="plan"` (`Levers`; the default from four rows) a `cost.plan.WidthPlanner` prices the step as
+it runs: after the rows propose, it picks the one width N* that maximises the batch's expected tokens per second
+on t(B, N), cuts every tree to its first N* nodes, caps the next step's paid drafts (EAGLE's, Medusa's heads) one
+deeper, and each row learns its cost at the width the forward ran. Each lever is a switch, so the bench measures
+each apart (`bench.batched --levers off,plan`).
 """
 
 from __future__ import annotations
@@ -35,13 +43,61 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from .cost.gate import SpeculationGate
+from .cost.plan import WidthPlanner
+from .cost.step import step_kind
 from .generate import Clock, Decoding, GenerationResult, Setup, StepTrace
 from .kv_cache import RowsCache
 from .memory import Memory
 from .trees.tree import Tree
 from .verify import verify_rows
 
-__all__ = ["BatchResult", "generate_batch"]
+__all__ = ["BatchResult", "Levers", "generate_batch"]
+
+
+@dataclass(frozen=True)
+class Levers:
+    """The batch's levers, each a switch (the bench measures each apart: `bench.batched --levers`).
+
+    plan: one width per step (`cost.plan.WidthPlanner`): every row's tree is cut to the width N* that maximises
+          the batch's expected tokens per second at t(B, N), and each row learns its cost at the width the forward
+          ran (every row is padded to the widest tree). Off: each row sizes and prices its own tree alone.
+
+    The default ("default" or None, `Levers.default(rows)`): the planner from PLAN_MIN_ROWS rows, the smallest batch
+    the lever bench measured it at (`data/bench/README.md`); fewer rows size their own trees, as before it.
+    """
+
+    plan: bool = False
+
+    NAMES = ("plan",)
+    PLAN_MIN_ROWS = 4
+
+    @classmethod
+    def default(cls, rows: int) -> Levers:
+        """The levers `generate_batch` runs with `rows` rows unless told otherwise (class docstring)."""
+        return cls(plan=rows >= cls.PLAN_MIN_ROWS)
+
+    @classmethod
+    def of(cls, spec: Levers | str | None, rows: int = 1) -> Levers:
+        """A Levers; "off" (every lever off); a '+'-joined list of lever names ("plan"); or "default" / None:
+        `default(rows)`."""
+        if isinstance(spec, cls):
+            return spec
+        if spec is None or spec == "default":
+            return cls.default(rows)
+        if spec == "off":
+            return cls()
+        if not isinstance(spec, str):
+            raise TypeError(f"levers takes a Levers or a string like 'plan' or 'off', got {spec!r}")
+        names = [x.strip() for x in spec.split("+") if x.strip()]
+        unknown = [x for x in names if x not in cls.NAMES]
+        if unknown or not names:
+            raise ValueError(f"unknown lever(s) {', '.join(unknown) or repr(spec)}: levers are 'default', 'off' or a "
+                             f"'+'-joined list of {', '.join(cls.NAMES)}")  # fmt: skip
+        return cls(**dict.fromkeys(names, True))
+
+    def name(self) -> str:
+        """The spec `of` reads back ("off" with every lever off)."""
+        return "+".join(n for n in self.NAMES if getattr(self, n)) or "off"
 
 
 @dataclass
@@ -61,6 +117,7 @@ class BatchResult:
     # ragged acceptance of a batch, drawn as a rows × steps heatmap (`viz.batching.ragged_figure`)
     grid: list[list[tuple[int, int] | None]] = field(default_factory=list)
     gate: dict | None = None  # the speculation gate's steps per mode and rates (`SpeculationGate.summary`); None: off
+    plan: dict | None = None  # the width planner's steps, share cut and mean width (`WidthPlanner.summary`); None: off
 
     @property
     def tokens(self) -> int:
@@ -88,6 +145,7 @@ class BatchResult:
             "latency_median_s": round(lat[len(lat) // 2], 3) if lat else None,
             "mean_active_rows": round(sum(self.active) / len(self.active), 2) if self.active else 0.0,
             "gate": self.gate,
+            "plan": self.plan,
         }
 
 
@@ -109,6 +167,7 @@ def generate_batch(
     trace: bool = False,
     progress: bool = False,
     gate: bool | SpeculationGate = False,
+    levers: Levers | str | None = None,
     on_step: Callable[[int, int, StepTrace | None, int], bool | None] | None = None,
     **params,
 ) -> BatchResult:
@@ -116,7 +175,9 @@ def generate_batch(
     next waiting prompt (continuous batching). Arguments as `generate`'s (the prompts: texts, or token-id lists);
     prompt i samples with seed + i. `gate`: True lets a `SpeculationGate` decide by measurement whether a
     speculative method's rows speculate (module docstring; more than one row only), a `SpeculationGate` of your
-    own runs always; False (the default): the sizers alone decide. `on_step`: `generate`'s hook with the prompt
+    own runs always; False (the default): the sizers alone decide. `levers`: which of the batch's levers run
+    (`Levers`; a Levers or a spec like "plan" or "off"; None: `Levers.default`, the planner from four rows).
+    `on_step`: `generate`'s hook with the prompt
     first, on_step(prompt index, the prompt's step index, its StepTrace (None without trace), tokens it emitted
     so far), called after every step of every prompt; returning False ends that prompt there (stop_reason
     "stopped", the tokens so far kept) and its row takes the next waiting prompt; the other rows go on.
@@ -143,12 +204,15 @@ def generate_batch(
     if gate is True:
         gate = SpeculationGate() if rows > 1 and setup.method != "autoregressive" else None
     gate = gate or None
+    levers = Levers.of(levers, rows)
+    planner = WidthPlanner() if levers.plan and rows > 1 and setup.method != "autoregressive" else None
     bar = _progress(len(ids), progress)
     while queue or any(slots):
         free = [b for b in range(rows) if slots[b] is None][: len(queue)]  # continuous batching: each takes a prompt
         picked = [queue.pop() for _ in free]
         opened = clock.now()
-        prefilled = _prefill_together(setup, cache, [ids[i] for i in picked]) if len(free) == rows > 1 else {}
+        together = len(free) == rows > 1 and _padding_pays([ids[i] for i in picked])
+        prefilled = _prefill_together(setup, cache, [ids[i] for i in picked]) if together else {}
         for b, i in zip(free, picked, strict=True):
             if b not in prefilled:
                 cache.reset(b)
@@ -161,12 +225,19 @@ def generate_batch(
         if picked:  # the rows just filled were prefilled from `opened` to here; the other rows waited
             out.prefill_seconds += start - opened
         speculate = gate is None or gate.open()
+        cap = planner.depth_cap() if planner is not None else None  # drafts no deeper than the last width paid
         trees: list[Tree | None] = [None] * rows
         for b, slot in enumerate(slots):
             if slot is not None:
                 row = slot[1]
                 row.begin(start, speculate)  # not speculating: a plain step, one token per row
+                if cap is not None and row.state.cost.drafted > 0:  # a drafter that pays per draft (prompt
+                    row.state.max_depth = min(row.state.max_depth, cap)  # lookup's are free: never capped)
                 trees[b] = row.propose()  # 1.
+        live = [b for b in range(rows) if trees[b] is not None]
+        if planner is not None and len(live) > 1:  # 1b. one width for the step: every row cut to N*
+            trees = planner.cut(trees, partial(_price, [slots[b][1] for b in live], trees))
+        width = max((len(t) for t in trees if t is not None), default=1)
         proposed = clock.now()
         outputs = verify_rows(setup.model, cache, trees, setup.layers)  # 2. one forward over every row
         verified = clock.now()
@@ -179,6 +250,9 @@ def generate_batch(
                 continue
             i, row = slot
             step = row.accept(trees[b], outputs[b])  # 3.-6.
+            if planner is not None:
+                step.width = width  # priced at the width the forward ran (each row was padded to it)
+                planner.record(trees[b], step.acc.path)
             out.grid[-1][b] = (i, len(step.emitted))
             emitted += len(step.emitted)
             if row.end(step, start, proposed, verified):  # an EOS, the budget, or its on_step said stop
@@ -190,9 +264,36 @@ def generate_batch(
             gate.record(emitted, clock.now() - start)
     bar.close()
     out.gate = gate.summary() if gate is not None else None
+    out.plan = planner.summary() if planner is not None else None
     out.results, out.latency = results, latency
     out.seconds = clock.now(drain=True) - clock.start
     return out
+
+
+def _price(decodings: list[Decoding], trees: list[Tree | None], n: int) -> float:
+    """Seconds of a batch step, its trees drafted already, whose forward runs n nodes per row: t̂(B, n) (each row's
+    StepCost with its learned load) plus the step's overhead as proposed (the kind of the widest offer: drafting
+    is spent whatever n), averaged over the rows."""
+    branching = any(t is not None and not t.is_chain for t in trees)
+    widest = max(len(t) for t in trees if t is not None)
+    kind = step_kind(widest, branching)
+    for d in decodings:
+        if not d.state.cost.curves:  # a proposer of fixed size never asked for a price: measure t(B, n) once
+            d.state.cost.prepare(max(32, widest), tree=branching)
+    return sum(d.state.cost.verify(n, branching) + d.state.cost.overhead(kind) for d in decodings) / len(decodings)
+
+
+PREFILL_PADDING = 1.15  # most padded tokens per real one a joint prefill may compute (below: one forward each)
+
+
+def _padding_pays(prompts: list[list[int]]) -> bool:
+    """Whether one joint prefill of `prompts` beats one forward each: the joint forward pads every prompt to the
+    longest (B · max P tokens) and a prefill of a hundred tokens or more is compute-bound, so its time follows the
+    tokens computed; separate forwards compute Σ P and pay a forward's fixed cost each. Joint only when padding
+    adds at most PREFILL_PADDING − 1 of the real tokens (prompts of about equal length gain the fixed costs; the
+    measurement behind the rule is in issue 58's note)."""
+    lengths = [len(p) - 1 for p in prompts]  # each prefills all but its last token (the first tree's root)
+    return len(lengths) * max(lengths) <= PREFILL_PADDING * max(sum(lengths), 1)
 
 
 def _prefill_together(setup: Setup, cache: RowsCache, prompts: list[list[int]]) -> dict:

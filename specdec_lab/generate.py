@@ -165,6 +165,7 @@ class Step:
     emitted: list[int]
     judged: float
     marks: tuple[float, ...] = ()  # (start, proposed, verified, accepted) once stamped
+    width: int = 0  # nodes per row the forward ran (a batch pads every row to its widest tree); 0: the tree's own
 
     @property
     def verify(self) -> float:
@@ -297,9 +298,11 @@ class Decoding:
 
     def observe(self, step: Step, until: float) -> None:
         """Tell the cost model what `step` took: its forward and acceptance, and all else until the next step
-        began (the loop's bookkeeping, the trace, the on_step hook)."""
+        began (the loop's bookkeeping, the trace, the on_step hook). The step is priced at the width its forward
+        ran: in a batch every row pays for the widest row's tree (`Step.width`), not for its own."""
         start, verify = step.marks[0], step.verify
-        self.state.cost.observe(len(step.tree), not step.tree.is_chain, verify, until - start - verify)
+        n = max(step.width, len(step.tree))
+        self.state.cost.observe(n, not step.tree.is_chain, verify, until - start - verify)
 
     def traced(self, step: Step) -> StepTrace:
         """The trace's record of a step (its phases' seconds on the decoding clock)."""

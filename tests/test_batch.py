@@ -275,3 +275,18 @@ def test_the_batched_bench_records_speedups_and_identity_per_row(model, tmp_path
     assert "decode_tokens_per_s" not in hf  # transformers' prefills are not timed apart: no decode-only figure
     again = run_batched(model, prompts, methods, [1, 2], max_new_tokens=8, out=str(out), progress=False)
     assert again["runs"] == record["runs"]  # resumed from the file: nothing measured again
+
+
+def test_a_joint_prefill_only_where_padding_is_cheap_and_either_way_rows_equal_alone(model):
+    """The first fill prefills every row in one forward only when padding to the longest prompt adds little
+    (`batch._padding_pays`); prompts of equal length take that path, prompts of very different lengths are
+    prefilled one forward each, and either way every row equals its prompt decoded alone."""
+    from specdec_lab.batch import _padding_pays
+
+    assert _padding_pays([[1, 2, 3, 4], [5, 6, 7, 8]]) and not _padding_pays([[1] * 40, [2, 3]])
+    even = [[1, 2, 3, 1, 2, 3], [7, 8, 9, 7, 8, 9], [4, 4, 4, 4, 4, 5]]
+    for prompts in (even, PROMPTS[:3]):
+        ref = [S.generate(model, p, max_new_tokens=10).tokens for p in prompts]
+        for name in ("autoregressive", "prompt_lookup"):
+            out = generate_batch(model, prompts, name, max_new_tokens=10, batch_size=3)
+            assert [r.tokens for r in out.results] == ref, (name, prompts)

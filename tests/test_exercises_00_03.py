@@ -10,7 +10,9 @@ import re
 import numpy as np
 import pytest
 import torch
-from exercise_cells import cells, exercise, fails, passes, run, source
+from exercise_cells import attempt, cells, exercise, fails, passes, run, source
+
+from specdec_lab.lab.course import ExerciseError
 
 
 def code_cell(stem: str, pattern: str) -> str:
@@ -32,21 +34,33 @@ def ns01() -> dict:
     return ns
 
 
-def test_01_exercise_1_refuses_the_reference_and_a_tv_without_its_half():
+def test_01_exercise_1_refuses_the_reference_a_tv_without_its_half_and_a_tv_computed_backwards():
     ex = exercise("01_acceptance_math", 1)
     fails(ex, None, ns01)
-    tv = "tv = 0.5 * np.abs(p1 - q1).sum()\n"  # a right TV, for the wrong α's below
-    fails(ex, tv + "import torch\nanswer = float(acceptance_rate(torch.tensor(p1), torch.tensor(q1)))", ns01)  # copied
-    fails(ex, tv + "import torch\nanswer = 1 - float(tv_distance(torch.tensor(p1), torch.tensor(q1)))", ns01)  # copied
-    fails(ex, "import torch\ntv = float(tv_distance(torch.tensor(p1), torch.tensor(q1)))\nanswer = 1 - tv", ns01)
-    fails(ex, "tv = np.abs(p1 - q1).sum()\nanswer = 1 - tv", ns01)  # TV without its 1/2
-    fails(ex, tv + "answer = 0.65", ns01)  # section 1's α (p, q), printed above the exercise
-    fails(ex, tv + "answer = simulate_acceptance(p1, q1)['alpha']", ns01)  # section 1's simulator, watched
-    # section 1's Σ min line gives α but not TV: handed back as TV (or with no TV at all) it fails
-    fails(ex, "tv = sum(min(a, b) for a, b in zip(p1, q1))\nanswer = 1 - tv", ns01)
-    fails(ex, "answer = sum(min(a, b) for a, b in zip(p1, q1))", ns01)
-    ref = "float(acceptance_rate(torch.tensor(p1), torch.tensor(q1)))"
-    fails(ex, f"import torch\ntv = 1 - {ref}\nanswer = 1 - tv", ns01)  # TV from the watched reference
+    tv1 = "def tv1(p, q):\n    return {}\n\n\nanswer = tv1(p1, q1)".format  # the function, then the answer from it
+    acc, tvd = "acceptance_rate(torch.tensor(p), torch.tensor(q))", "tv_distance(torch.tensor(p), torch.tensor(q))"
+    fails(ex, "import torch\n" + tv1(f"1 - float({acc})"), ns01)  # TV from the watched α reference
+    fails(ex, "import torch\n" + tv1(f"float({tvd})"), ns01)  # the TV reference, copied
+    fails(ex, "import torch\nanswer = float(tv_distance(torch.tensor(p1), torch.tensor(q1)))", ns01)  # as a value
+    fails(ex, tv1("np.abs(p - q).sum()"), ns01)  # TV without its 1/2
+    fails(ex, tv1("1 - 0.65"), ns01)  # one minus section 1's α (p, q), printed above the exercise
+    # section 1's simulator, watched (as the function, it also meets slices that are not distributions)
+    fails(ex, tv1("0.5 * np.abs(p - q).sum()") + "\nanswer = 1 - simulate_acceptance(p1, q1)['alpha']", ns01)
+    # section 1's Σ min line gives α, not TV: handed back as TV it fails
+    fails(ex, tv1("sum(min(a, b) for a, b in zip(p, q))"), ns01)
+    right = tv1("0.5 * np.abs(p - q).sum()")
+    fails(ex, right + "\nanswer = 1 - tv1(p1, q1)", ns01)  # α handed back where TV is asked
+    # TV computed backwards, as 1 − Σ min(p, q): right over two whole distributions, wrong on the slices
+    for backwards in ("1 - np.minimum(p, q).sum()", "1 - sum(min(a, b) for a, b in zip(p, q))"):
+        with pytest.raises(ExerciseError, match="first three tokens"):
+            attempt(ex, ns01(), tv1(backwards))
+    # the backwards function with the right TV typed in as the answer: the slices still call the function
+    with pytest.raises(ExerciseError, match="first three tokens"):
+        attempt(ex, ns01(), tv1("1 - np.minimum(p, q).sum()") + "\nanswer = 0.5 * np.abs(p1 - q1).sum()")
+    # TV(p1, q1) pasted as a value, the function left a stub: the slices get no answer
+    with pytest.raises(ExerciseError, match="first three tokens.*no answer yet"):
+        attempt(ex, ns01(), "answer = 0.43")
+    run(ex["exercise"], right, ex["check"], namespace=ns01())  # the definition passes
     passes(ex, ns01)
 
 

@@ -274,6 +274,38 @@ def test_08_exercise_3_an_answer_that_calls_fastest_is_refused():
         run(ex, ns(), calls)
 
 
+@pytest.mark.parametrize(
+    ("name", "answer"),
+    [
+        (  # section 2's `slowest` on the reciprocal speed-ups: the same rule, so the same specs
+            "slowest",
+            "def fastest_specs(speedups, rel_tol):\n    from types import SimpleNamespace as S\n"
+            "    return [x.spec for x in slowest([S(spec=k, speedup=1 / v) for k, v in speedups.items()], rel_tol)]",
+        ),
+        (  # section 1's `compare_sentence` (course.compare) deciding "within" for each spec
+            "compare_sentence",
+            "def fastest_specs(speedups, rel_tol):\n    top = max(speedups.values(), default=0)\n"
+            "    near = [s for s in speedups if compare_sentence(speedups[s], top, 'a', 'b', within='w', "
+            "rel_tol=rel_tol) == 'w']\n"
+            "    return sorted(near, key=lambda s: -speedups[s])",
+        ),
+    ],
+    ids=["slowest", "compare_sentence"],
+)
+def test_08_exercise_3_an_answer_that_hands_the_rule_to_another_function_in_scope_is_refused(name, answer):
+    from specdec_lab.lab.course import check
+
+    ex = cells("08_speedup_lab", 3)
+    runs = [SimpleNamespace(spec="prompt_lookup", speedup=1.21), SimpleNamespace(spec="draft", speedup=1.19)]
+    ns = lambda: {"comparison": runs, "tie_tol": 0.05, "tol": 0.05, "check": check}  # noqa: E731
+    with pytest.raises(ExerciseError, match=f"called `{name}`"):
+        run(ex, ns(), answer)
+    # what stops it is the watch: with only `fastest` watched, as before, the call's answer passes
+    unwatched = {**ex, "exercise": ex["exercise"].replace(', "slowest", "compare_sentence")', ")")}
+    assert unwatched["exercise"] != ex["exercise"]
+    run(unwatched, ns(), answer)
+
+
 # ---- the library behind 08's sentences and tree figure ----------------------------------------------------------
 def test_slowest_and_the_rounds_spread_say_when_the_timings_cannot_order():
     from specdec_lab.lab.experiment import fastest, round_spread, slowest

@@ -5,8 +5,12 @@ from scope, an answer that ignores the exercise's point), and passes on the solu
 from __future__ import annotations
 
 import json
+import math
 
-from exercise_cells import NOTEBOOKS, exercise, fails, passes, run
+import pytest
+from exercise_cells import NOTEBOOKS, attempt, exercise, fails, passes, run
+
+from specdec_lab.lab.course import ExerciseError
 
 ROOT = NOTEBOOKS.parent
 
@@ -79,6 +83,17 @@ def test_09_exercise_2_the_interval_computed_not_called():
     fails(ex, "answer = gap_interval(rows_pl, rows_ar, lambda rows: 0.0)", ns09_rows)
     # section 2's two-file bootstrap, pointed at one file: the same draws, watched too
     fails(ex, "answer = paired_ratio_interval('prompt_lookup', 'autoregressive')", ns09_rows)
+    # exercise 1's `summarize`, in scope, stores this very interval as "speedup_95": watched here too
+    from_summary = ("answer = tuple(summarize(rows_pl + rows_ar, ['autoregressive', 'prompt_lookup'])"
+                    "['prompt_lookup']['speedup_95'])")  # fmt: skip
+    ns = ns09_rows()
+    assert "summarize" not in ns  # exercise 1 not run here: the stub imports `summarize` itself, and watches it
+    with pytest.raises(ExerciseError, match="called `summarize`"):
+        attempt(ex, ns, from_summary)
+    # what stops it is the watch: without `summarize` among the watched names, the one call passes
+    unwatched = {**ex, "exercise": ex["exercise"].replace(', "summarize")', ")")}
+    assert unwatched["exercise"] != ex["exercise"]
+    attempt(unwatched, ns09_rows(), from_summary)
     boot = ("rate = lambda rs: sum(r['new_tokens'] for r in rs) / sum(r['seconds'] for r in rs)\n"
             "by = {r['question_id']: r for r in rows_ar}\n"
             "pairs = [(r, by[r['question_id']]) for r in rows_pl]\n"
@@ -128,27 +143,58 @@ def ns10_accuracy() -> dict:
     return ns
 
 
+CHAIN = "def chain_length(a_js):\n    return {}\n\n\n".format  # chain_length(a_js), the E[L] of a chain
+RANK = "def rank(accuracies):\n    return {}\n\n\n".format  # rank({name: a_js}), the names by E[L]
+RIGHT_CHAIN = "math.fsum(math.prod(a_js[:j]) for j in range(len(a_js) + 1))"  # 1 + a_1 + a_1 a_2 + ...
+RIGHT_RANK = "sorted(accuracies, key=lambda n: -chain_length(accuracies[n]))"
+ANSWER = (  # the table's answer and order, through the two functions
+    "answer = {n: chain_length(s['accuracy'][:k_chain]) for n, s in src.items()}\n"
+    "order = rank({n: s['accuracy'][:k_chain] for n, s in src.items()})"
+)
+
+
 def test_10_exercise_1_chain_tokens_per_step_from_position_accuracy():
     ex = exercise("10_eagle", 1)
     fails(ex, None, ns10_accuracy)
+    right = CHAIN(RIGHT_CHAIN) + RANK(RIGHT_RANK)
+    passes({**ex, "solution": right + ANSWER}, ns10_accuracy)  # the functions above are a right answer
     # every position counted on its own, not only once the earlier ones hit
-    fails(ex, "answer = {n: 1 + sum(s['accuracy'][:k_chain]) for n, s in src.items()}", ns10_accuracy)
+    fails(ex, CHAIN("1 + sum(a_js)") + RANK(RIGHT_RANK) + ANSWER, ns10_accuracy)
     # the products right, the bonus left out: not notebook 00's L
-    fails(ex, "import math\nanswer = {n: sum(math.prod(s['accuracy'][:j]) for j in range(1, k_chain + 1)) "
-          "for n, s in src.items()}", ns10_accuracy)  # fmt: skip
+    fails(ex, CHAIN("sum(math.prod(a_js[:j]) for j in range(1, len(a_js) + 1))") + RANK(RIGHT_RANK) + ANSWER,
+          ns10_accuracy)  # fmt: skip
     # the reference called on a chain: refused whatever its value
-    fails(ex, "answer = {n: expected_length([(0,) * d for d in range(1, k_chain + 1)], "
-          "[[a] for a in s['accuracy'][:k_chain]]) for n, s in src.items()}", ns10_accuracy)  # fmt: skip
+    ref = "expected_length([(0,) * d for d in range(1, len(a_js) + 1)], [[a] for a in a_js])"
+    fails(ex, CHAIN(ref) + RANK(RIGHT_RANK) + ANSWER, ns10_accuracy)
+    # ... and called by `rank` alone, on the check's own table (the table's order typed in): refused there
+    answer_typed = (
+        "answer = {n: chain_length(s['accuracy'][:k_chain]) for n, s in src.items()}\n"
+        "order = sorted(answer, key=lambda n: -answer[n])"
+    )
+    rank_ref = RANK("sorted(accuracies, key=lambda n: -" + ref.replace("a_js", "accuracies[n]") + ")")
+    with pytest.raises(ExerciseError, match="ranked by E\\[L\\].*called `expected_length`"):
+        attempt(ex, ns10_accuracy(), CHAIN(RIGHT_CHAIN) + rank_ref + answer_typed)
     # the right E[L], then a ranking: only the one by E[L] passes, not one by the summed accuracies (no products),
-    # by the last position's accuracy, or reversed; a yes/no in place of the ranking is refused
-    right = ("answer = {}\nfor n, s in src.items():\n    e, r = 1.0, 1.0\n    for a in s['accuracy'][:k_chain]:\n"
-             "        r *= a\n        e += r\n    answer[n] = e\n")  # fmt: skip
-    passes({**ex, "solution": right + "order = sorted(answer, key=lambda n: -answer[n])"}, ns10_accuracy)
-    fails(ex, right + "order = sorted(src, key=lambda n: -sum(src[n]['accuracy'][:k_chain]))", ns10_accuracy)
-    fails(ex, right + "order = sorted(src, key=lambda n: -src[n]['accuracy'][k_chain - 1])", ns10_accuracy)
-    fails(ex, right + "order = sorted(answer, key=lambda n: answer[n])", ns10_accuracy)
-    fails(ex, right + "order = True", ns10_accuracy)
-    fails(ex, right + "order = tuple(sorted(answer, key=lambda n: -answer[n]))", ns10_accuracy)  # not a list
+    # by the last position's accuracy, or reversed; a yes/no or a tuple in place of the ranking is refused
+    chain = CHAIN(RIGHT_CHAIN)
+    for wrong_rank in ("sorted(accuracies, key=lambda n: -sum(accuracies[n]))",
+                       "sorted(accuracies, key=lambda n: -accuracies[n][-1])",
+                       "sorted(accuracies, key=lambda n: chain_length(accuracies[n]))",
+                       "tuple(" + RIGHT_RANK + ")"):  # fmt: skip
+        fails(ex, chain + RANK(wrong_rank) + ANSWER, ns10_accuracy)
+    for wrong_order in ("True", "tuple(sorted(answer, key=lambda n: -answer[n]))"):
+        fails(ex, right + ANSWER + f"\norder = {wrong_order}", ns10_accuracy)
+    # the ranking sorted on a_1: right by luck on the table, whose order by a_1 is its order by E[L] (asserted
+    # here), wrong on the check's own table, whose order by a_1 is not
+    table = {n: s["accuracy"][:4] for n, s in ns10_accuracy()["src"].items()}
+    assert sorted(table, key=lambda n: -table[n][0]) == sorted(
+        table, key=lambda n: -math.fsum(math.prod(table[n][:j]) for j in range(5))
+    )
+    by_a1 = RANK("sorted(accuracies, key=lambda n: -accuracies[n][0])")
+    with pytest.raises(ExerciseError, match="ranked by E\\[L\\], on the table and on the check's own"):
+        attempt(ex, ns10_accuracy(), chain + by_a1 + ANSWER)
+    # the table's order sorted from `answer`, `rank` left a stub: the check's own table gets no ranking
+    fails(ex, chain + answer_typed, ns10_accuracy)
     passes(ex, ns10_accuracy)
 
 

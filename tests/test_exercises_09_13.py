@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
-from exercise_cells import NOTEBOOKS, exercise, fails, passes, run
+from exercise_cells import NOTEBOOKS, attempt, exercise, fails, passes, run
+
+from specdec_lab.lab.course import ExerciseError
 
 ROOT = NOTEBOOKS.parent
 
@@ -67,17 +70,33 @@ def ns12_variants() -> dict:
     return ns
 
 
-def test_12_exercise_3_a_chain_priced_on_each_build():
+SHAPE = "def speedup_of_shape(r):\n    return {}\n\n\n".format  # the function of r = t(k + 1)/t(1) alone
+EL = "(1 - alpha ** (k + 1)) / (1 - alpha)"  # E[L], the bonus included
+BY_SHAPE = "answer = {n: speedup_of_shape(t(k + 1) / t(1)) for n, t in variants.items()}"
+PRINTED = f"answer = {{n: {EL} * t(1) / (k * c * t(1) + t(k + 1)) for n, t in variants.items()}}"  # the formula
+
+
+def test_12_exercise_3_a_chain_priced_on_each_build_from_its_shape_alone():
     ex = exercise("12_appendix_kernels", 3)
     fails(ex, None, ns12_variants)
+    right = SHAPE(f"{EL} / (k * c + r)")
+    passes({**ex, "solution": right + BY_SHAPE}, ns12_variants)
+    # the reference, called: as the answer, or inside the function (with t(1) set to 1), with the answer by its
+    # shape or by the printed formula (the function then runs only on the check's made-up curves, which the check
+    # cell calls before its references begin, so the call is seen)
     fails(ex, "answer = {n: measured_speedup(alpha, k, t(1), c * t(1), t) for n, t in variants.items()}",
-          ns12_variants)  # the reference, called  # fmt: skip
-    fails(ex, "answer = {n: (1 - alpha ** (k + 1)) / (1 - alpha) * t(1) / (k * c * t(1) + t(k)) "
-          "for n, t in variants.items()}", ns12_variants)  # t(k), not t(k + 1)  # fmt: skip
-    fails(ex, "answer = {n: (alpha - alpha ** (k + 1)) / (1 - alpha) * t(1) / (k * c * t(1) + t(k + 1)) "
-          "for n, t in variants.items()}", ns12_variants)  # no bonus  # fmt: skip
-    fails(ex, "answer = {n: (1 - alpha ** (k + 1)) / (1 - alpha) * t(1) / (k * 0.1 * t(1) + t(k + 1) + t(1)) "
-          "for n, t in variants.items()}", ns12_variants)  # one forward too many  # fmt: skip
+          ns12_variants)  # fmt: skip
+    calls = SHAPE("measured_speedup(alpha, k, 1.0, c, r)")
+    for answer in (BY_SHAPE, PRINTED):
+        with pytest.raises(ExerciseError, match="called `measured_speedup`"):
+            attempt(ex, ns12_variants(), calls + answer)
+    # the printed formula copied, per build, the function left a stub: the made-up curves get no speed-up
+    fails(ex, PRINTED, ns12_variants)
+    # ... or a function that ignores r (a flat curve's speed-up, whatever the shape): wrong on the made-up curves
+    fails(ex, SHAPE(f"{EL} / (k * c + 1)") + PRINTED, ns12_variants)
+    fails(ex, right + "answer = {n: speedup_of_shape(t(k) / t(1)) for n, t in variants.items()}", ns12_variants)  # t(k)
+    fails(ex, SHAPE("(alpha - alpha ** (k + 1)) / (1 - alpha) / (k * c + r)") + BY_SHAPE, ns12_variants)  # no bonus
+    fails(ex, SHAPE(f"{EL} / (k * c + r + 1)") + BY_SHAPE, ns12_variants)  # one forward too many
     passes(ex, ns12_variants)
 
 

@@ -62,3 +62,17 @@ def test_rows_mask_draws_one_panel_per_row():
     assert len(fig.data) == 3 and fig.layout.width <= WIDTH
     assert [list(r) for r in fig.data[0].z[:3]] == [[1, 1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 0, 0, 0], [1, 1, 1, 0, 1, 0, 0]]
     assert [list(r) for r in fig.data[2].z] == [[0, 0, 0, 1, 0, 0, 0], [0, 0, 0, 0, 1, 0, 0], [0, 0, 0, 0, 0, 1, 0]]
+
+
+def test_the_width_plan_figure_highlights_the_chosen_width():
+    from specdec_lab.cost.plan import best_width, width_rates
+    from specdec_lab.viz.batching import width_plan_figure
+
+    gains = [[1.0, 0.6, 0.36], [1.0, 0.6], [1.0]]
+    price = {1: 0.03, 2: 0.031, 3: 0.05}.__getitem__
+    n, _ = best_width(gains, price)
+    fig = width_plan_figure(width_rates(gains, price), n)
+    bar = fig.data[0]
+    assert list(bar.x) == [1, 2, 3] and n == 2 and bar.marker.color[1] == "#d62728"
+    assert fig.layout.title.text.endswith("(N* = 2, red)")
+    assert fig.layout.xaxis.title.text and fig.layout.yaxis.title.text

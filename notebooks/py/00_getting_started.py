@@ -627,6 +627,28 @@ display(
 )
 capped = [a for a, k in best.items() if k == k_cap]
 wide = [a for a in best if len(over[a]) > 1]
+# a speed-up printed above its step's E[L]: only a t(k+1) measured below t(1) gives that (speed-up = E[L]·t(1)/t(k+1))
+over_el = [a for a, k in best.items() if round(gain(a, k), 2) > round(expected_tokens_per_step(a, k), 2)]
+
+
+def el_band(k):  # the wider of t(1)'s and t(k+1)'s repeat spreads: the break-even table's rule
+    return max(noise.at(1), noise.at(k + 1))
+
+
+def el_text(group, why):  # "At α = 0.2 the expected speed-up (1.23×) is more than the E[L] = 1.20 ..."
+    ks_ = sorted({best[a] for a in group})
+    return (
+        f"At α = {', '.join(map(str, group))} the expected speed-up ({', '.join(f'{gain(a, best[a]):.2f}×' for a in group)}) "
+        f"is more than the E[L] = {', '.join(f'{expected_tokens_per_step(a, best[a]):.2f}' for a in group)} tokens "
+        "such a step emits on average — more than any draft can give where a verify costs at least t(1). It rests on "
+        + ", ".join(f"t({k + 1})/t(1) = {curve(k + 1) / curve(1):.3f}" for k in ks_)
+        + why.format(spread=", ".join(f"{el_band(k):.0%}" for k in ks_))
+    )
+
+
+el_noise = [a for a in over_el  # t(k+1) within the repeats' spread of t(1): the "gain" over E[L] is noise
+            if compare(curve(best[a] + 1), curve(1), "", "", within="=", rel_tol=el_band(best[a])) == "="]  # fmt: skip
+el_real = [a for a in over_el if a not in el_noise]
 Markdown(
     f"The search tries k = 1 to {k_cap}; "
     + (f"at α = {', '.join(map(str, capped))} the best k is that cap, so the optimum lies at {k_cap} or beyond — "
@@ -645,7 +667,12 @@ Markdown(
        "also reach the best one's, though their predicted speed-up is under 1× — slower than not speculating — "
        "by less than the spreads of t(1) and t(k+1): not candidates for the best k, only not ruled out by this run. "
        if any(under.values()) else "")
-    + "A draft length predicted under 1× beyond those spreads is never listed."
+    + "A draft length predicted under 1× beyond those spreads is never listed. "
+    + (el_text(el_noise, ", within the repeats' spread ({spread}) of 1: noise, not a gain — read these speed-ups as "
+               "about E[L], not above it; another run may put them a little below it. ") if el_noise else "")
+    + (el_text(el_real, ", below 1 by more than the repeats' spread ({spread}) of either size: on this CPU the larger "
+               "forward came out the cheaper one, so a step gains from that as well as from its accepted drafts. ")
+       if el_real else "")
 )  # fmt: skip
 
 # %%
@@ -767,6 +794,27 @@ ar_why = (
     "this part is the first run's own difference from them). The largest of these three parts is "
     f"{ar_label[ar_big]}. "
 )
+# the same split for prompt lookup's first run (the one whose prefill share is printed): exact parts of its time
+pl = run.result
+pl_verify = sum(s.t_verify for s in pl.steps)  # its forwards, each over the k + 1 tokens of its step
+pl_at_t1 = pl.forwards * curve(1)  # as many forwards at t(1)
+pl_loop = pl.seconds - pl.prefill_seconds - pl_verify  # the loop's time outside the forwards
+pl_sizes = sorted({len(s.tree_tokens) for s in pl.steps})  # the sizes its forwards verified
+pl_band = max(noise.at(n) for n in [1, *pl_sizes])  # the widest repeat spread of t(1) and those sizes
+pl_split = (
+    f"The rest of prompt lookup's run: its {pl.forwards} forwards, over "
+    f"{pl_sizes[0] if len(pl_sizes) == 1 else f'{pl_sizes[0]} to {pl_sizes[-1]}'} tokens each, took "
+    f"{pl_verify:.2f} s, against {pl.forwards} × t(1) = {pl_at_t1:.2f} s ({pl_at_t1 / pl.seconds:.0%} of the run) "
+    "for as many single-token forwards — "
+    + compare(pl_verify, pl_at_t1,
+              "the longer forwards cost {d:.2f} s more ({share:.0%} of the run), beyond the repeats' spread ({band:.0%})",
+              "less by more than the repeats' spread ({band:.0%}): no cost of the longer forwards shows in this run "
+              "({d:+.2f} s)",
+              within="within the repeats' spread ({band:.0%}) of it: the longer forwards cost nothing measurable here "
+              "({d:+.2f} s)",
+              rel_tol=pl_band, d=pl_verify - pl_at_t1, share=(pl_verify - pl_at_t1) / pl.seconds, band=pl_band)
+    + f"; the loop's own time outside the forwards took {pl_loop:.2f} s ({pl_loop / pl.seconds:.0%}). "
+)  # fmt: skip
 # the ratio against the fewer forwards: an order only where the runs' whole span lies on one side of it
 ratio_vs_fewer = (
     f"the runs' span ({lo:.2f}× to {hi:.2f}×) holds the {fewer:.2f}× fewer forwards, so these runs alone do not "
@@ -787,6 +835,7 @@ Markdown(
     f"prefill, one forward over the {ctx0}-token prompt ({prefill:.2f} s in the first autoregressive run, "
     f"{run.result.prefill_seconds:.2f} s in prompt lookup's: "
     f"{run.result.prefill_seconds / run.result.seconds:.0%} of that run's time, time no draft can save). "
+    + pl_split
     + compare(seconds["autoregressive"], ar_predicted,
               "The autoregressive runs took {a:.2f} s, more than the {b:.2f} s that the prefill plus their "
               f"{run.baseline.forwards} forwards at t(1) predict, by {ar_gap / ar_predicted:.0%} of the prediction, more "
@@ -1069,7 +1118,7 @@ _ = check("the additive tree mask", answer, reference, watch=_watch,
 #   acceptance rate each draft length needs to pay, and that curve belongs to the machine it was measured on.
 # - Prompt lookup cut the target forwards on a prompt whose answer copies its input; the wall-clock gain is
 #   that saving discounted by the prefill (paid by both, saved by neither), the longer forwards and the loop's own
-#   work (section 4's run says how much each weighed there).
+#   work (section 4 weighs each in its prompt-lookup run).
 # - In a tree, the attention mask lets each node see the cached prefix and its own ancestors only.
 #
 # ## Further reading

@@ -206,7 +206,8 @@ pd.DataFrame(
 # optimum. There is no closed
 # form for the integer optimum, but the objective is unimodal in k, so `theory.optimal_k` scans it; it counts
 # a gain smaller than a relative $10^{-9}$ as a tie and gives the tie to the shorter draft (measured costs
-# carry float rounding), which matters for small α at c = 0, as the note under the heat map shows.
+# carry float rounding), which matters for small α at c = 0, as the note under the heat map shows, and wherever
+# two draft lengths give exactly the same speedup: the table below marks each such tie.
 
 # %%
 from specdec_lab.viz.acceptance import speedup_surface_figure
@@ -229,13 +230,23 @@ from specdec_lab.cost.theory import expected_speedup, optimal_k
 
 alphas_t = (0.5, 0.6, 0.7, 0.8, 0.9)
 cs_t = (0.0, 0.02, 0.05, 0.1, 0.2)
+
+
+def tied_with(a, cc):  # the other k whose speedup ties k*'s (within optimal_k's relative 1e-9): k* won by the tie rule
+    k_best = optimal_k(a, cc, k_max)
+    s_best = expected_speedup(a, k_best, cc)
+    return [k for k in range(k_max + 1) if k != k_best and abs(expected_speedup(a, k, cc) - s_best) <= 1e-9 * s_best]
+
+
 pd.DataFrame(
     [
         [  # at the search cap the optimum lies at k_max or beyond, and so does its speedup: the speedup at k_max,
             # rounded down, is a lower bound (rounded to nearest, 1.99998 would print as an unreachable 2.00)
             f"k* ≥ {k_max} (search cap), ≥ {math.floor(expected_speedup(a, k_max, cc) * 100) / 100:.2f}×"
             if optimal_k(a, cc, k_max) == k_max
-            else f"k*={optimal_k(a, cc, k_max)}, {expected_speedup(a, optimal_k(a, cc, k_max), cc):.2f}×"
+            else f"k*={optimal_k(a, cc, k_max)}"
+            + (f" (tied with k={', '.join(map(str, tied_with(a, cc)))})" if tied_with(a, cc) else "")
+            + f", {expected_speedup(a, optimal_k(a, cc, k_max), cc):.2f}×"
             for cc in cs_t
         ]
         for a in alphas_t
@@ -298,13 +309,23 @@ def _best(a, cc):  # (k*, speedup at k*) from the formula
     return k_best, expected_speedup(a, k_best, cc)
 
 
+def _k_text(a, cc, k_best):  # "k* = 1", with the draft lengths that tie it, if any
+    ties = tied_with(a, cc)
+    return f"k* = {k_best}" + (
+        f", tied with k = {', '.join(map(str, ties))}: the tie rule gives it to the shorter draft" if ties else ""
+    )
+
+
 (k_cheap, s_cheap), (k_dear, s_dear) = _best(0.5, 0.05), _best(0.5, 0.2)
 Markdown(
-    f"Reading the table: at c = 0.05 a draft with α = 0.5 promises {s_cheap:.2f}× *in theory* (k* = {k_cheap}); "
+    f"Reading the table: at c = 0.05 a draft with α = 0.5 promises {s_cheap:.2f}× *in theory* "
+    f"({_k_text(0.5, 0.05, k_cheap)}); "
     f"at c = 0.2 (a made-up, dearer draft: four times the cost per step) the same α gives {s_dear:.2f}× "
-    f"(k* = {k_dear}). That is why the draft in notebook 02 evaluates only a reduced drafting vocabulary: it "
-    "cuts c, and "
-    + compare(k_cheap, k_dear, "the optimal k grows as c falls", "the optimal k shrinks as c falls",
+    f"({_k_text(0.5, 0.2, k_dear)}). That is why the draft in notebook 02 evaluates only a reduced drafting "
+    "vocabulary: it cuts c, and "
+    # tied draft lengths count on either side: the order holds whichever of them the tie rule picks
+    + compare(min([k_cheap, *tied_with(0.5, 0.05)]), max([k_dear, *tied_with(0.5, 0.2)]),
+              "the optimal k grows as c falls", "the optimal k shrinks as c falls",
               within="the optimal k stays the same while the speedup grows")
     + ". Section 4 shows how much of the promise survives a real verification cost."
 )  # fmt: skip
@@ -554,12 +575,14 @@ Markdown(
 # %% [markdown] tags=["exercise-1"]
 # ### Exercise 1 ★ — α from the total variation distance
 #
-# For the two distributions in the cell below, compute **TV(p, q)** = ½ Σ_x |p(x) − q(x)| using numpy only, then
-# α as **1 − TV(p, q)**. The references are two separate library functions: `specdec_lab.cost.theory.tv_distance`
-# (½ Σ_x |p(x) − q(x)|) for TV and `acceptance_rate` (Σ_x min(p(x), q(x))) for α, so your answer passing both is the
-# identity α = 1 − TV seen on these numbers. The check compares values only: a TV computed backwards, as
-# 1 − Σ min(p, q), would pass it without using the definition — compute TV from |p − q|, as asked. It refuses an
-# answer that calls `acceptance_rate` or `tv_distance`.
+# For the two distributions in the cell below, write `tv1(p, q)`, the total variation distance
+# **TV(p, q)** = ½ Σ_x |p(x) − q(x)|, using numpy only; α is then **1 − TV(p, q)**. The references are two
+# separate library functions: `specdec_lab.cost.theory.tv_distance` (½ Σ_x |p(x) − q(x)|) for TV and
+# `acceptance_rate` (Σ_x min(p(x), q(x))) for α, and the check takes α as one minus your TV, so its passing is the
+# identity α = 1 − TV seen on these numbers. Each token adds its own ½ |p(x) − q(x)| to TV, so the check also calls
+# `tv1(p1[:3], q1[:3])`, the first three tokens' share of TV(p1, q1), against `tv_distance` on the same slices: a
+# TV computed backwards, as 1 − Σ min(p, q), equals the definition only over two whole distributions, and fails
+# there. It refuses an answer that calls `acceptance_rate` or `tv_distance`.
 
 # %% tags=["exercise", "exercise-1"]
 import numpy as np
@@ -571,25 +594,37 @@ _watch = watch(globals(), "acceptance_rate", "tv_distance", "simulate_acceptance
 
 p1 = np.array([0.40, 0.30, 0.20, 0.10, 0.00])  # the target's distribution over five tokens (not section 1's p)
 q1 = np.array([0.11, 0.49, 0.07, 0.09, 0.24])  # the draft's (not section 1's q)
-tv = ...  # TV(p1, q1) = ½ Σ_x |p1(x) − q1(x)|
-answer = ...  # α = 1 − TV(p1, q1)
+
+
+def tv1(p, q):  # TV(p, q) = ½ Σ_x |p(x) − q(x)|, summed over the tokens it is given
+    ...
+
+
+answer = tv1(p1, q1)  # TV(p1, q1); the check takes α = 1 − TV(p1, q1) from it
 
 # %% tags=["solution", "exercise-1"]
-tv = 0.5 * np.abs(p1 - q1).sum()
-answer = 1 - tv
+def tv1(p, q):
+    return 0.5 * np.abs(p - q).sum()
+
+
+answer = tv1(p1, q1)
 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 import torch
 
 from specdec_lab.lab.course import check
 
+_part = tv1(p1[:3], q1[:3])  # the first three tokens' share of TV (not two distributions: each sums to under 1)
 _watch.begin_check()  # from here the references are the check's own
 _alpha1 = float(_watch["acceptance_rate"](torch.tensor(p1), torch.tensor(q1)))  # Σ min
 _tv1 = float(_watch["tv_distance"](torch.tensor(p1), torch.tensor(q1)))  # ½ Σ |p − q|: its own reference
-_ = check("TV(p, q)", tv, _tv1, close=1e-9, watch=_watch,
+_tv_part = float(_watch["tv_distance"](torch.tensor(p1[:3]), torch.tensor(q1[:3])))  # the same, on the slices
+_ = check("TV(p, q)", answer, _tv1, close=1e-9, watch=_watch,
           hint="TV(p, q) is half the sum of |p − q| over the tokens.")
-_ = check("α = 1 − TV(p, q)", answer, _alpha1, close=1e-9, watch=_watch,
-          hint="α is one minus TV(p, q).")  # fmt: skip
+_ = check("the first three tokens' share of TV(p, q)", _part, _tv_part, close=1e-9, watch=_watch,
+          hint="Sum ½ |p(x) − q(x)| over the tokens given: 1 − Σ min(p, q) is TV only for two whole distributions.")
+_ = check("α = 1 − TV(p, q), one minus your TV", 1 - answer, _alpha1, close=1e-9, watch=_watch,
+          hint="α = Σ min(p, q) is one minus TV(p, q) for any two distributions.")  # fmt: skip
 
 # %% [markdown] tags=["exercise-2"]
 # ### Exercise 2 ★★ — E[L] from the distribution of accepted drafts, when α varies along the chain

@@ -262,12 +262,17 @@ from specdec_lab.viz.medusa import PAPER_VICUNA_7B_SOURCE
 
 SET_NAMES = {"smollm2-135m": "hand-written", "smollm2-135m-extra": "template bank", "smollm2-135m-docs": "real prose"}
 set_sizes = {}  # set -> (train prompts, held-out prompts), split by the manifest's rule (every 10th question_id)
+train_response_tokens = 0  # the training prompts' response tokens (notebook 02 counts the same split)
 for folder in manifest["data"]["distill_dir"].split(","):
     tr_set, ho_set = split_heldout(load_distillation_data(Path("..") / folder), every=heldout_every)
     set_sizes[SET_NAMES.get(Path(folder).name, Path(folder).name)] = (len(tr_set), len(ho_set))
+    train_response_tokens += sum(len(e.response_ids) for e in tr_set)
 Markdown(
     "Training prompts: " + ", ".join(f"{n_tr} {name}" for name, (n_tr, _) in set_sizes.items())
-    + f" ({manifest['data']['train_rows'] / 1e3:.0f}k hidden-state rows, one per position); held out: "
+    + f" ({manifest['data']['train_rows'] / 1e3:.0f}k hidden-state rows, one per position at which some head has a "
+    f"response token to predict: the last {K + 1} prompt positions and all but the last two response positions of "
+    f"each example, so {K - 1} rows per example more than its response tokens, {train_response_tokens:,} over the "
+    "training prompts); held out: "
     + ", ".join(f"{n_ho} {name}" for name, (_, n_ho) in set_sizes.items())
     + ". Their recipe and held-out accuracy, as recorded in the manifest: per head, top-1 and top-5 accuracy and the "
     "mean cross-entropy (nats) on the held-out positions, next to the Vicuna-7B heads' top-1 from the "
@@ -309,7 +314,8 @@ acc_untrained = head_accuracy(MedusaHeads.for_model(model, num_heads=K), held_ro
 print(f"LM head top-1 on its own greedy text: {acc_shipped.base_top1:.3f} (1.0 up to fp16 rounding of h_t)")
 print(f"head top-1 here: {[round(a, 3) for a in acc_shipped.top1]}; "
       f"manifest ({manifest['data']['heldout_examples']} held-out prompts): {acc_m['top1']}")  # fmt: skip
-fig = head_accuracy_figure({"shipped heads": acc_shipped, "untrained (= LM head)": acc_untrained})
+fig = head_accuracy_figure({"shipped heads": acc_shipped, "untrained (= LM head)": acc_untrained},
+                           title="Medusa head accuracy on held-out self-distilled text: head k predicts x<sub>t+k+1</sub>")  # fmt: skip
 if not quick:
     print(f"saved {save_figure(fig, '03_head_accuracy', FIGURES)}")
 fig
@@ -522,13 +528,14 @@ Markdown(
        if abs(d_held) < noise else (": the heads still learn." if d_held > 0 else ": memorising now costs held-out accuracy."))
     + f" The shipped heads, trained on {manifest['data']['train_rows'] / 1e3:.0f}k rows, saw each about "
     f"{tr['steps'] * tr['batch_size'] / manifest['data']['train_rows']:.1f} times, near this run's epoch "
-    f"{epochs[near]['epoch']} (gap {train1[near] - held1[near]:.2f}). The table above measures their gap otherwise "
+    f"{epochs[near]['epoch']} (gap {train1[near] - held1[near]:.2f}). Section 3's table of training positions against "
+    "held-out ones measures their gap otherwise "
     + (f"(the share of the target's own distribution in the heads' targets is {tr.get('soft', 0.0):.0%} there, "
        f"{mem['config'].get('soft', 0.0):.0%} in this run; "
        if tr.get("soft", 0.0) != mem["config"].get("soft", 0.0) else "(")
     + f"{len(train_ex)} {SET_NAMES.get(Path(distill_dir).name, Path(distill_dir).name)} training prompts against "
-    f"{len(held_ex)} held-out ones, with an error between "
-    "prompts, where this run samples rows from every set), so this notebook does not set the two gaps side by side."
+    f"{len(held_ex)} held-out ones, where this run samples rows from every set), so this notebook does not set the "
+    "two gaps side by side."
 )
 
 # %% [markdown]

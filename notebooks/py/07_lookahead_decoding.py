@@ -547,7 +547,8 @@ Markdown(
 #
 # on the tree verify cost curve measured here (`measure_cost_curve(..., tree=True)`: one tree-masked input of
 # $n$ tokens after 64 cached tokens, warm, the median of 5 repeats with their spread — the same function,
-# input and statistic as notebook 06's noise check, `cost.noise.measure_cost_curve_with_noise`; notebook 04
+# input and statistic as notebook 06's re-timing of its curve, `cost.noise.measure_cost_curve_with_noise`; the curve
+# 06's decode prices on is `cost_curve_for`'s, the median of paired within-repeat ratios instead; notebook 04
 # times one tree after a prompt, so its ratio is not this curve's) and on a flat one ($t(n) = t(1)$, GPU-like, `cost.flat_curve`). The prediction leaves
 # out the proposer's own Python time, and the measured curve is the machine running this notebook while the
 # table's speed-ups are those of the machine that ran the sweep (section 4 names it): the comparison is exact only
@@ -559,24 +560,33 @@ from specdec_lab.cost.noise import measure_cost_curve_with_noise
 from specdec_lab.viz.lookahead_sweep import cost_figure, predicted_speedups
 
 COST_CONTEXT = 64  # cached tokens before each timed forward (measure_cost_curve's default)
-COST_REPEATS = 5  # timed passes over all sizes (as notebook 06): the curve is their median per size
+COST_REPEATS = 5  # timed passes over all sizes (as notebook 06's re-timing): the curve is their median per size
 curve, curve_noise = measure_cost_curve_with_noise(
     lm.model, sizes=[int(n) for n in cost_sizes.split(",")], context=COST_CONTEXT, tree=True, repeats=COST_REPEATS,
     warmup=1,
 )
 flat = flat_curve(curve(1), up_to=max(curve.sizes))
 curves = {"this CPU (measured)": curve, "flat (GPU-like)": flat}
+
+
+# How far two costs may differ from noise alone, the one rule of this notebook (section 5 and the window's pick
+# below): the two sizes' own spreads (IQR / median of their repeats) added, and never less than the typical spread
+# (the median over the sizes) counted once for each: one size's IQR of 5 repeats is itself noisy, small by chance
+# as well as large. Read against the smaller cost, as `compare` reads "within".
+def pair_tol(n, m):
+    return max(0.02, 2 * curve_noise.spread, curve_noise.at(n) + curve_noise.at(m))
+
+
 print(f"t(n)/t(1) here (tree verify input, after {COST_CONTEXT} cached tokens, warm: median of {COST_REPEATS} repeats "
-      "after 1 untimed pass; ± the spreads, IQR / median, of t(n) and t(1) added):",
-      ", ".join(f"{n}: {r:.2f} ± {r * (curve_noise.at(n) + curve_noise.at(1)):.2f}"
+      "after 1 untimed pass; in brackets how far t(n) and t(1) may differ from noise alone: their spreads, IQR / "
+      f"median, added, and at least {max(0.02, 2 * curve_noise.spread):.1%}, twice the sizes' median spread of "
+      f"{curve_noise.spread:.1%} and never under 2%):",
+      ", ".join(f"{n}: {r:.2f}" + (f" ({pair_tol(n, 1):.1%})" if n > 1 else "")
                 for n, r in zip(curve.sizes, curve.relative(), strict=True)))  # fmt: skip
-# Which sizes cost more than t(1) beyond noise: one size's IQR of 5 repeats is itself noisy, so two costs are compared
-# against the typical spread (the median over the sizes), counted once for each of the two (as notebook 06)
-pair_noise = max(0.02, 2 * curve_noise.spread)
-verdict_t1 = {n: compare(curve(n), curve(1), "above", "below", within="within", rel_tol=pair_noise)
+verdict_t1 = {n: compare(curve(n), curve(1), "above", "below", within="within", rel_tol=pair_tol(n, 1))
               for n in curve.sizes if n > 1}  # fmt: skip
-print(f"beyond the timing noise ({pair_noise:.0%}: the repeats' median spread, {curve_noise.spread:.0%}, once for each "
-      "of two costs), t(n) stands above t(1) at n = "
+print("beyond that noise (the larger of t(n) and t(1) more than the bracket above the smaller), t(n) stands above t(1) "
+      "at n = "
       + str([n for n, v in verdict_t1.items() if v == "above"] or "none")
       + "; within noise of t(1) at n = " + str([n for n, v in verdict_t1.items() if v == "within"] or "none")
       + "".join(f"; below it at n = {b}" for b in [[n for n, v in verdict_t1.items() if v == "below"]] if b))  # fmt: skip
@@ -618,13 +628,14 @@ elsewhere = (f" Besides, the curve is this machine's, measured now, and the spee
 predicted_best = best_on["this CPU (measured)"]
 # Pricing each step at t(n̄) rather than the mean of t(n) over its steps errs by how the curve bends where the steps'
 # sizes lie (Jensen). The table has no per-step sizes, so the bend is read over the grid's n̄: t at the middle of that
-# range against the chord between its ends, within the pair noise of section 5's verdicts.
+# range against the chord between its ends, by section 5's rule (the chord's spread: the noisier end's).
 n_lo, n_hi = (float(f(pred["tokens verified / forward"])) for f in (np.min, np.max))
+bend_tol = pair_tol((n_lo + n_hi) / 2, max((n_lo, n_hi), key=curve_noise.at))
 bend = compare(curve((n_lo + n_hi) / 2), (curve(n_lo) + curve(n_hi)) / 2, "down", "up", within="straight",
-               rel_tol=pair_noise)  # fmt: skip
+               rel_tol=bend_tol)  # fmt: skip
 bend_where = (f"over the grid's n̄, {n_lo:.0f} to {n_hi:.0f} tokens, t at the middle lies "
               + {"up": "below the chord between the ends, beyond the timing noise", "down": "above the chord between "
-                 "the ends, beyond the timing noise", "straight": f"within the timing noise ({pair_noise:.0%}) of the "
+                 "the ends, beyond the timing noise", "straight": f"within the timing noise ({bend_tol:.0%}) of the "
                  "chord between the ends"}[bend])  # fmt: skip
 jensen = (f"pricing every step at t of the *mean* tokens per forward, where the steps' sizes vary and the curve bends "
           f"upward ({bend_where}), so the mean of t(n) over the steps is at least t(n̄)")  # fmt: skip
@@ -718,20 +729,21 @@ def opening(w):
     return "no window (pool verification only)" if w == 0 else f"a window of W = {w}"
 
 
-def margin_here():  # the CPU's pick against its runner-up: a tie where their costs' spreads (IQR / median) cover it
+def margin_here():  # the CPU's pick against its runner-up: a tie within section 5's noise rule for their two costs
     b = budgets["this CPU (measured)"]
     scores = b.scores()
     pick = opens["this CPU (measured)"]
     if pick not in scores or len(scores) < 2:
         return ""
     other = max((w for w in scores if w != pick), key=lambda w: scores[w])
-    tol = sum(curve_noise.at(max(1, round(b.nodes(w, b.g_nodes.value)))) for w in (pick, other))
+    tol = pair_tol(*(max(1, round(b.nodes(w, b.g_nodes.value))) for w in (pick, other)))
     return compare(scores[pick], scores[other],
-                   " On this CPU it predicts {m:.1%} more than its runner-up, {o}: more than the {t:.1%} the repeats of "
-                   "the two sizes' t(n) spread (added), so the pick stands on this curve.",
+                   " On this CPU it predicts {m:.1%} more than its runner-up, {o}: more than the {t:.1%} by which the "
+                   "two sizes' t(n) may differ from noise alone (section 5's rule), so the pick stands on this curve.",
                    " On this CPU {o} scores higher: the sizer opens with a narrow window as a probe, not as its best score.",
-                   within=" On this CPU it predicts only {m:.1%} more than its runner-up, {o}: within the {t:.1%} the "
-                   "repeats of the two sizes' t(n) spread (added), so another run of this cell can open with either.",
+                   within=" On this CPU it predicts only {m:.1%} more than its runner-up, {o}: within the {t:.1%} by "
+                   "which the two sizes' t(n) may differ from noise alone (section 5's rule), so another run of this "
+                   "cell can open with either.",
                    rel_tol=tol, t=tol, o=opening(other),
                    m=(scores[pick] - scores[other]) / min(abs(scores[pick]), abs(scores[other])))  # fmt: skip
 

@@ -625,12 +625,17 @@ finally:
 # check also runs it on `tied`, made-up speed-ups of five methods with `rel_tol = 0.05`: two of them tied, and a
 # third that a band relative to the *larger* value (`math.isclose`'s) would wrongly let in. The reference is `specdec_lab.lab.experiment.fastest`, on section 2's
 # results with the tolerance section 2's sentence used (`tol`: `tie_tol`, or the largest spread of section 2's rounds
-# and section 1's repeats where that is larger), so the check's fastest and the sentence's agree; an answer that calls it is refused.
+# and section 1's repeats where that is larger), so the check's fastest and the sentence's agree; an answer that calls it is refused,
+# and so is one that hands the rule to section 2's `slowest` (the same rule, on reciprocal speed-ups) or to
+# section 1's `compare_sentence` (`course.compare`, which applies it).
 
 # %% tags=["exercise", "exercise-3"]
+from specdec_lab.lab.course import compare as compare_sentence  # noqa: F401 - in scope (section 1), and watched
 from specdec_lab.lab.course import watch
+from specdec_lab.lab.experiment import fastest, slowest  # noqa: F401 - in scope (section 2), and watched
 
-_watch = watch(globals(), "fastest")  # the check's reference: compute the rule yourself
+# the check's reference, and the two in-scope functions that apply the same rule: compute the rule yourself
+_watch = watch(globals(), "fastest", "slowest", "compare_sentence")
 speedups = {x.spec: x.speedup for x in comparison}
 tied = {"prompt_lookup": 1.902, "draft": 1.80, "medusa": 2.00, "lookahead": 1.93, "eagle": 1.20}  # made up
 

@@ -218,7 +218,7 @@ display(traced_speedup.style.format("{:.2f}x").set_caption(
 
 # %% [markdown]
 # Then all 56 prompts (8 per category), from the two committed full runs: each method against the
-# autoregressive rows of its own run (Jacobi ran only in the traced run).
+# autoregressive rows of its own run (the table's caption names the traced run's methods it lacks).
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab.viz.figures import save_figure
@@ -229,8 +229,10 @@ full_speedup = pd.concat([
     speedup_frame(full, ["draft", "layer_skip", "medusa", "lookahead"]),
 ])  # fmt: skip
 full_machines = " and ".join(sorted({machine_label(anchors["machine"]), machine_label(full["machine"])}))
+not_full = [m for m in results["methods"] if m not in full_speedup.index]  # the traced run's methods this table lacks
 display(full_speedup.style.format("{:.2f}x").set_caption(
-    f"speedup over autoregressive — all 56 prompts, measured on {full_machines}"))  # fmt: skip
+    f"speedup over autoregressive — all 56 prompts, measured on {full_machines}"
+    + (f"; not in this table: {', '.join(not_full)} (the traced run above has them)" if not_full else "")))  # fmt: skip
 fig = category_figure({"56 prompts": full_speedup}, f"Speedup per category, {full_machines}, "
                       f"{cfg['model']} fp32, {full['config']['max_new_tokens']} new tokens")  # fmt: skip
 fig.update_xaxes(title_text="prompt category")
@@ -939,6 +941,7 @@ print(f"saved {save_figure(fig, '09_flat_ranking', FIGURES)}")
 fig
 
 # %%
+from specdec_lab.lab.course import within_tol
 from specdec_lab.proposers.registry import make_proposer, parse_method_spec
 
 sized = [r for r in whatif["run's own"] if r["recorded_size"] is not None]
@@ -961,11 +964,12 @@ order_decided = ranking_text(ranking["re-decided: flat"].to_dict(), spread_t)
 
 def highest(col):
     """'highest **m**, x×' where no other method lies within the noise (the larger of the two methods' spreads
-    and the model's own error `gap`) of the best; else the tied group, named as such."""
+    and the model's own error `gap`) of the best, by the course's rule (`course.within_tol`: relative to the
+    smaller of the two, as `ranking_text` reads it); else the tied group, named as such."""
     col_v = ranking[col]
     best = col_v.idxmax()
-    tied = [m for m in col_v.index if m != best and abs(col_v[best] - col_v[m])
-            <= max(spread_t.get(best, 0.0), spread_t.get(m, 0.0), gap) * col_v[best]]  # fmt: skip
+    tied = [m for m in col_v.index if m != best and within_tol(col_v[best], col_v[m],
+                                                               max(spread_t.get(best, 0.0), spread_t.get(m, 0.0), gap))]  # fmt: skip
     if not tied:
         return f"highest **{best}**, {col_v[best]:.2f}×"
     return ("no single highest: " + ", ".join(f"**{m}** {col_v[m]:.2f}×" for m in [best, *tied])
@@ -996,14 +1000,19 @@ grew = [f"{m} ({flat_rows[m]['size']}: {r['recorded_size']:.1f} → {flat_rows[m
 
 
 def below_one(m):
-    """What a mean size below one says about a method's steps, and its share of steps that drafted beside it."""
+    """What a mean size below one says about a method's steps, and its share of steps that drafted beside it. The
+    size is a mean over prompts of each prompt's mean (a whole number per step), so it bounds the same weighing of
+    the steps: each prompt's share of steps sized zero, averaged over prompts (not the share of all steps pooled);
+    the drafting share set beside it is weighed alike."""
     r_b = next(r for r in sized if r["method"] == m)
     u = max(r_b["recorded_size"], r_b["chosen_size"])
-    text = f"{m}'s {r_b['size']} is zero on at least {1 - u:.0%} of the steps its rule sizes"
-    share_b = size_vs_nodes.loc[m, "share of steps that drafted"] if m in size_vs_nodes.index else None
-    if share_b is None:
+    text = (f"{m}'s {r_b['size']} is zero on at least {1 - u:.0%} of the steps its rule sizes, in the mean over "
+            "prompts of each prompt's share (the size's own weighing)")
+    per_prompt = [st for st in (steps_of(row) for row in traced_rows(traced) if row["method"] == m) if st]
+    if not per_prompt:
         return text
-    return text + f", and {m} drafts on {share_b:.0%} of its steps" + (
+    share_b = sum(sum(s.candidates > 0 for s in st) / len(st) for st in per_prompt) / len(per_prompt)
+    return text + f", and {m} drafts on {share_b:.0%} of its steps in the same mean over prompts" + (
         ", more than that size allows: it also drafts where that size is zero" if share_b > u else "")
 display(Markdown(
     f"On the run's own curve ({machine_label(mach_t)}) the rules re-choose sizes "
@@ -1029,7 +1038,8 @@ display(Markdown(
        if speed_miss else "; each within the run's own spread of its measurement")
     + ". On the flat curve "
     + (f"the sizes grow: {'; '.join(grew)}." if grew else "no size grows.")
-    + f"\n\nRanking measured: {order_here} (≈ joins neighbours within the run's own spread, half of each method's 95% interval). "
+    + f"\n\nRanking measured: {order_here} (≈ joins neighbours within the run's own spread, half of each method's 95% "
+    "interval, relative to the smaller of the two speedups, as notebook 08 reads \"within\"). "
     f"On a flat curve, re-priced: {order_priced} ({highest('re-priced: flat')}); re-decided: {order_decided} "
     f"({highest('re-decided: flat')}), with the measurement's spread carried over."
     + (" The two views rank the methods alike" if order_priced == order_decided else
@@ -1297,16 +1307,19 @@ _ = check("prompt lookup's speedup on the qa and rag prompts", answer, reference
 # prompts drawn as `rng.choices(range(n), k=n)` (indices into the pairs, in the order of `rows_pl`), and of the
 # sorted ratios `ratios[int(0.025 * 1999)]` and `ratios[round(0.975 * 1999)]`. The check compares with
 # `specdec_lab.bench.report.speedup_interval(rows_pl, rows_ar)`; an answer that calls it, section 3's
-# `gap_interval` or section 2's `paired_ratio_interval` (the same bootstrap over two files) is refused — write the
-# loop yourself, for one method against autoregressive decoding in one file.
+# `gap_interval`, section 2's `paired_ratio_interval` (the same bootstrap over two files) or exercise 1's
+# `summarize` (which stores this very interval as `speedup_95`) is refused — write the loop yourself, for one
+# method against autoregressive decoding in one file.
 
 # %% tags=["exercise", "exercise-2"]
 import random
 
+from specdec_lab.bench.report import summarize  # noqa: F401, F811 - in scope from exercise 1, watched here
 from specdec_lab.lab.course import watch
 
-# section 2's `paired_ratio_interval` is this bootstrap for two methods of two files: calling it is refused too
-_watch = watch(globals(), "speedup_interval", "gap_interval", "paired_ratio_interval")
+# section 2's `paired_ratio_interval` is this bootstrap for two methods of two files, and exercise 1's `summarize`
+# returns this interval as its "speedup_95" (it calls the library's `speedup_interval`): calling either is refused too
+_watch = watch(globals(), "speedup_interval", "gap_interval", "paired_ratio_interval", "summarize")
 answer = ...  # (low, high)
 
 # %% tags=["solution", "exercise-2"]

@@ -822,10 +822,13 @@ if bench is not None:
 # $1..j-1$ being right). A chain of $k = 4$ drafts emits the accepted drafts plus the bonus; treating each $a_j$ as
 # if it were that conditional chance gives the approximation
 # $E[L] \approx 1 + a_1 + a_1 a_2 + a_1 a_2 a_3 + a_1 a_2 a_3 a_4$ (notebook 00's L: tokens one step emits). Compute
-# it for every proposer of the table (`src[name]["accuracy"]`, first 4 positions): `{name: E[L]}`. Then compare:
-# rank the proposers by this E[L], highest first: `order`, a list of their names. Does it follow the order by
-# $a_1$ here (the table's first column)? The check compares with `specdec_lab.trees.build.expected_length`, the tree
-# value Medusa's trees are sized by, on a chain; an answer that calls it is refused.
+# it for every proposer of the table (`src[name]["accuracy"]`, first 4 positions): `{name: E[L]}`, with
+# `chain_length(a_js)`, which returns E[L] for any list of accuracies. Then compare: write `rank(accuracies)`,
+# which orders the names of a `{name: [a_1, a_2, ...]}` table by this E[L], highest first, and answer `order`, the
+# table's proposers ranked by it (first 4 positions); the check also calls `rank` on a table of its own. Does the
+# ranking follow the order by $a_1$ here (the table's first column), and must it on every table? The check compares
+# with `specdec_lab.trees.build.expected_length`, the tree value Medusa's trees are sized by, on a chain; an answer
+# that calls it is refused.
 
 # %% tags=["exercise", "exercise-1"]
 from specdec_lab.lab.course import watch
@@ -833,18 +836,34 @@ from specdec_lab.trees.build import expected_length  # noqa: F401 - watched, the
 
 k_chain = 4
 _watch = watch(globals(), "expected_length")
+
+
+def chain_length(a_js: list[float]) -> float:
+    ...  # E[L] of a chain whose draft j has accuracy a_js[j - 1], bonus included
+
+
+def rank(accuracies: dict[str, list[float]]) -> list[str]:
+    ...  # the names, highest chain E[L] first
+
+
 answer = ...  # {proposer name: E[L] of a chain of k_chain drafts, bonus included}
-order = ...  # [proposer name, ...]: highest E[L] first
+order = ...  # rank(...) of the table's proposers, first k_chain positions: [proposer name, ...]
 
 # %% tags=["solution", "exercise-1"]
-answer = {}
-for name, source in src.items():
+def chain_length(a_js: list[float]) -> float:  # noqa: F811 - the stub's, filled in
     expected, reach = 1.0, 1.0  # the bonus, and the chance that every draft so far was accepted
-    for a in source["accuracy"][:k_chain]:
+    for a in a_js:
         reach *= a
         expected += reach
-    answer[name] = expected
-order = sorted(answer, key=lambda n: -answer[n])
+    return expected
+
+
+def rank(accuracies: dict[str, list[float]]) -> list[str]:  # noqa: F811 - the stub's, filled in
+    return sorted(accuracies, key=lambda n: -chain_length(accuracies[n]))
+
+
+answer = {name: chain_length(source["accuracy"][:k_chain]) for name, source in src.items()}
+order = rank({name: source["accuracy"][:k_chain] for name, source in src.items()})
 
 # %% tags=["check", "exercise-1", "nbval-check-output"]
 _watch.begin_check()  # from here the references are the check's own
@@ -855,13 +874,19 @@ from specdec_lab.lab.course import check
 chain_paths = [(0,) * d for d in range(1, k_chain + 1)]  # a chain: the top candidate at every depth
 reference = {name: _watch["expected_length"](chain_paths, [[a] for a in s["accuracy"][:k_chain]])
              for name, s in src.items()}  # fmt: skip
+# the check's own table: its order by a_1 and its order by the sum of the a_j both differ from its E[L] order
+own = {"sure first draft": [0.7, 0.1, 0.1, 0.1], "steady": [0.5, 0.6, 0.6, 0.6],
+       "weak first, then sure": [0.2, 0.95, 0.95, 0.95]}  # fmt: skip
+own_length = {name: _watch["expected_length"](chain_paths, [[a] for a in acc]) for name, acc in own.items()}
+orders = (sorted(reference, key=lambda n: -reference[n]), sorted(own_length, key=lambda n: -own_length[n]))
 _ = check("E[L] of a 4-draft chain per proposer", answer, reference, watch=_watch,
           close=lambda a, r: isinstance(a, dict) and a.keys() == r.keys() and all(math.isclose(a[n], r[n], rel_tol=1e-9) for n in r),
           hint="Draft j counts only if drafts 1..j all hit: multiply, then add the bonus.")  # fmt: skip
-_ = check("the proposers ranked by E[L]", order, sorted(reference, key=lambda n: -reference[n]),
-          close=lambda a, r: isinstance(a, list) and a == r,
-          hint="Sort the proposers' names by your E[L], highest first (each position's accuracy multiplied in, not "
-               "added).")  # fmt: skip
+_ = check("the proposers ranked by E[L], on the table and on the check's own accuracies",
+          order if order is ... else (order, rank(dict(own))), orders, watch=_watch,
+          close=lambda a, r: isinstance(a, tuple) and all(isinstance(x, list) for x in a) and a == r,
+          hint="Sort the names by their chain's E[L], highest first (each position's accuracy multiplied in, not "
+               "added; a_1 alone does not decide it).")  # fmt: skip
 
 # %% [markdown] tags=["exercise-2"]
 # ### Exercise 2 ★★ — the drafting vocabulary that buys the most

@@ -32,7 +32,9 @@
 # - **explain** ragged acceptance and continuous batching, and read them off a rows × steps grid;
 # - **measure** the step's price t(B, n) and predict from it where speculation stops paying;
 # - **choose** a draft length at batch size B from a measured curve, as the loop's sizers do, and compare the
-#   choice with the policies vLLM and SGLang ship.
+#   choice with the policies vLLM and SGLang ship;
+# - **plan** one width for a whole batch step from the rows' expected gains and t(B, N), and read the lever's
+#   effect off a bench that runs it off and on.
 #
 # ### Prerequisites
 #
@@ -47,6 +49,7 @@
 # 4. how much to speculate at B: the sizers' choices beside vLLM's and SGLang's policies;
 # 5. the batched bench: speedup, throughput and latency by batch size;
 # 6. what the price leaves out: a speculation gate, measured;
+# 7. one width for the whole step: the planner, a lever measured;
 #
 # then questions, exercises, takeaways and further reading.
 
@@ -55,6 +58,7 @@ quick: bool = False  # CI: a smaller live batch (same code paths)
 policy_file: str = "../data/curves/batch_policy-amx.json"  # t(B, n) and the sizers' choices (bench.batch_policy)
 bench_file: str = "../data/bench/amx-batched-28x64-r2.json"  # the batched bench (bench.batched)
 gate_file: str = "../data/bench/amx-batched-gate-28x64-r2.json"  # the same bench with the speculation gate (§6)
+levers_file: str = "../data/bench/avx512-batched-levers-21x48-r2.json"  # the bench with the planner off and on (§7)
 demo_prompts: int = 6  # prompts of the live batch (section 3)
 demo_batch: int = 3  # its rows
 demo_tokens: int = 48  # new tokens per prompt
@@ -364,13 +368,14 @@ if least is not None and hi in share and hi in curves:
             f"curve, that is about {priced_drafts:.0%} more than a plain step, but the forward pads every row to the "
             f"step's widest tree, and one row "
             f"drafting a single node already makes it t({hi}, 2) / t({hi}, 1) = {padded_one:.2f}× a plain step "
-            f"(section 2's curve). It ran at {least['speedup']:.2f}× (every single repeat below plain decoding), "
-            f"so each of its steps ({least['mean_accepted']:.2f} tokens) took {least['mean_accepted']:.2f} / "
-            f"{least['speedup']:.2f} = {step_ratio:.2f}× a plain step's time: "
+            f"(section 2's curve). It ran at {least['speedup']:.2f}× end to end (every single repeat below plain "
+            f"decoding; the wall time holds every row's prefill, which this file does not time apart), so each of its "
+            f"steps ({least['mean_accepted']:.2f} tokens), its share of the prefills counted in, took "
+            f"{least['mean_accepted']:.2f} / {least['speedup']:.2f} = {step_ratio:.2f}× a plain step's time: "
             + compare(
                 step_ratio, padded_one,
-                "more than a one-node padded forward costs, but the bench does not record each step's widest tree, "
-                "so this run cannot split the loss between wider padded trees and the per-row work outside the "
+                "more than a one-node padded forward costs (if its prefills cost what plain decoding's do), but the "
+                "bench does not record each step's widest tree, so this run cannot split the loss between wider padded trees and the per-row work outside the "
                 "forward (proposers, acceptance, K/V writes; section 6).",
                 "within what the padded forward alone can cost, so this run does not show how much of the loss "
                 "lies outside the forward (proposers, acceptance, K/V writes; section 6) — the bench does not "
@@ -588,6 +593,125 @@ display(Markdown(
 ))  # fmt: skip
 
 # %% [markdown]
+# ## 7. One width for the whole step: the planner, a lever measured
+#
+# Section 6's list of what the sizers' price leaves out starts with padding: one forward runs every row at the
+# widest row's tree (section 1's mask), so a step costs t(B, N) with N the largest tree, while each row priced its
+# own n. The planner (`specdec_lab.cost.plan`, `generate_batch(..., levers="plan")`) prices the step as the
+# forward runs it, as SGLang and vLLM size a batch's speculation: after the rows propose, it gives node j of row b
+# a gain g_bj — the chance it is accepted, learned on the batch per (depth, sibling rank) — and picks the one
+# width N* that maximises the batch's expected tokens per second,
+#
+# $$N^* = \arg\max_N \frac{\sum_b \left(1 + \sum_{j < \min(N, n_b) - 1} g_{bj}\right)}{t(B, N) + o},$$
+#
+# where o is the step's own overhead (the rows have drafted already: it is the same for every N), then cuts every
+# row's tree to its first N* nodes. N = 1 (every row a plain step) is always a candidate. The cut is made before
+# the forward, as a `max_depth` cut is, so greedy rows still emit their prompts' own outputs. The next step's
+# paid drafts (EAGLE's, Medusa's heads) are capped one deeper than N*, so a drafter that pays per token drafts
+# little where little pays; prompt lookup's drafts cost nothing and are never capped.
+#
+# First the rule on one made-up step, priced on the policy file's t(4, n) (its machine): four rows, one with a
+# long prompt-lookup match (five drafts), two with one draft, one with none, every draft surviving its parent with
+# probability $s = 0.6$.
+
+# %%
+from specdec_lab.cost.plan import best_width, width_rates
+from specdec_lab.viz.batching import width_plan_figure
+
+s_demo = 0.6
+demo_gains = [[s_demo**j for j in range(6)], [1.0, s_demo], [1.0, s_demo], [1.0]]  # g_bj, the root's 1 first
+demo_rates = width_rates(demo_gains, curves[4])
+demo_n, _ = best_width(demo_gains, curves[4])
+widest_n = max(len(g) for g in demo_gains)
+rate_of = {n: tok / sec for n, (tok, sec) in demo_rates.items()}
+width_plan_figure(demo_rates, demo_n)
+
+# %%
+display(Markdown(
+    f"Uncut, the step runs at the long row's width N = {widest_n}: {demo_rates[widest_n][0]:.2f} expected tokens in "
+    f"t(4, {widest_n}) = {demo_rates[widest_n][1] * 1e3:.1f} ms, {rate_of[widest_n]:.0f} tokens/s. "
+    + (f"The planner's N* = {demo_n} gives {rate_of[demo_n]:.0f} tokens/s ({rate_of[demo_n] / rate_of[widest_n]:.2f}× "
+       f"the uncut step's, {rate_of[demo_n] / rate_of[1]:.2f}× a plain step's): every row but the long one is whole "
+       f"at that width, and the long row's deep drafts were worth less than what they made the other three pay."
+       if demo_n not in (1, widest_n) else
+       f"Here N* = {demo_n}: " + ("plain steps, nothing drafted pays its padded price on this curve."
+                                  if demo_n == 1 else "the whole trees: on this curve the padding is worth its price."))
+))  # fmt: skip
+
+# %% [markdown]
+# Then the lever on the batched bench: `--levers off,plan` runs every speculative method twice in one run, with
+# the planner off (each row sizes and prices its own tree, as in sections 5–6) and on; autoregressive and
+# transformers' `generate` run once (a plain step has nothing to cut); the cell prints the file's machine.
+# `plan / off` is a method's tokens/s with the planner over its own without, and the range
+# beside it the same ratio repeat by repeat (the two paired by repeat); `decode-only` divides by the wall time less
+# the rows' prefills, which the published batch tables compare.
+
+# %%
+with open(levers_file) as f:
+    lever_run = json.load(f)
+print(f"levers_file: {lever_run['machine']['cpu']} · {lever_run['machine']['isa']} (its machine)\n"
+      f"command: {lever_run.get('command', '(not recorded)')}")  # fmt: skip
+lever_sum = {(r["batch_size"], r["method"], r.get("levers", "off")): r for r in lever_run["summary"] if "error" not in r}
+lever_runs = {(r["batch_size"], r["method"], r.get("levers", "off")): r for r in lever_run["runs"] if "error" not in r}
+
+
+def per_repeat(b: int, m: str) -> list[float]:
+    """plan / off of each repeat (the two runs paired by repeat): how far one run's ratio moved."""
+    on, off = lever_runs[(b, m, "plan")]["repeat_tokens_per_s"], lever_runs[(b, m, "off")]["repeat_tokens_per_s"]
+    return [x / y for x, y in zip(on, off, strict=True)]
+
+
+lever_rows = []
+for (b, m, lv), r in sorted(lever_sum.items()):
+    if lv != "plan" or (b, m, "off") not in lever_sum:
+        continue
+    off_r, reps = lever_sum[(b, m, "off")], per_repeat(b, m)
+    lever_rows.append({
+        "B": b, "method": m, "off: speedup": off_r["speedup"], "plan: speedup": r["speedup"],
+        "off: decode-only": off_r["decode_speedup"], "plan: decode-only": r["decode_speedup"],
+        "plan / off": r["vs_off"], "plan / off, per repeat": f"[{min(reps):.2f}, {max(reps):.2f}]",
+        "mean width (plan)": (lever_runs[(b, m, "plan")].get("plan") or {}).get("mean_width"),
+        "steps cut (plan)": (lever_runs[(b, m, "plan")].get("plan") or {}).get("cut"),
+        "identical (plan)": r["identical"],
+    })  # fmt: skip
+with pd.option_context("display.max_colwidth", None):
+    display(pd.DataFrame(lever_rows).set_index(["B", "method"]))
+
+# %%
+sides = {"faster": [], "slower": [], "within": []}
+for row in lever_rows:
+    reps = per_repeat(row["B"], row["method"])
+    side = "faster" if min(reps) > 1.0 else "slower" if max(reps) < 1.0 else "within"
+    sides[side].append(f"{row['method']} at B = {row['B']} ({row['plan / off']:.2f}×)")
+display(Markdown(
+    "The planner against the same method without it, judged by single repeats (faster: every repeat's plan / off "
+    "above 1; slower: every one below; within noise: repeats on both sides): "
+    + (f"faster — {', '.join(sides['faster'])}" if sides["faster"] else "faster nowhere")
+    + (f"; slower — {', '.join(sides['slower'])}" if sides["slower"] else "; slower nowhere")
+    + (f"; within noise — {', '.join(sides['within'])}" if sides["within"] else "")
+    + "."
+))  # fmt: skip
+# issue 58's targets for the best lossless method at B = 4, by default (end to end, decode-only), and our plain
+# batched step against transformers' batched generate at every B
+TARGET_B4, TARGET_B4_DECODE = 1.25, 1.3
+ours4 = [r for (b, m, lv), r in lever_sum.items() if b == 4 and m != "autoregressive" and not m.startswith("hf_")]
+if ours4:
+    top_e2e = max(ours4, key=lambda r: r["speedup"])
+    top_dec = max((r for r in ours4 if r.get("decode_speedup")), key=lambda r: r["decode_speedup"], default=None)
+    plain_vs_hf = {b: lever_sum[(b, "autoregressive", "off")]["tokens_per_s"] / lever_sum[(b, "hf_generate", "off")]["tokens_per_s"]
+                   for b in sorted({k[0] for k in lever_sum}) if (b, "hf_generate", "off") in lever_sum
+                   and (b, "autoregressive", "off") in lever_sum}  # fmt: skip
+    display(Markdown(
+        f"Against the targets this lever was built for: at B = 4 the best of our methods ran "
+        f"{top_e2e['speedup']:.2f}× batched autoregressive end to end ({top_e2e['method']}, levers "
+        f"{top_e2e['levers']}; target {TARGET_B4}×)"
+        + (f" and {top_dec['decode_speedup']:.2f}× decode-only ({top_dec['method']}, levers {top_dec['levers']}; "
+           f"target {TARGET_B4_DECODE}×)" if top_dec else "")
+        + ". Our plain batched step over transformers' batched `generate` (one run each, no interval): "
+        + ", ".join(f"B = {b}: {x:.2f}×" for b, x in plain_vs_hf.items()) + "."
+    ))  # fmt: skip
+
+# %% [markdown]
 # ## Check your understanding
 #
 # 1. Why does a padding node attend to its own cache slot rather than to nothing?
@@ -703,7 +827,7 @@ check("k at every B, α = 0.6", k_chosen, {b: _watch["optimal_k"](0.6, 0.0, 8, v
 # count each row's padding cells — the steps in which that row decoded nothing — as a list, one count per row.
 # The check also holds your counts to what `batch.active` (the rows decoding in each step) implies in total:
 # steps × rows minus the active ones. Then name the row that waited most (`waited_most`, its index; any row tied
-# for the most counts), and say why from section 3's figure.
+# for the most counts); section 3's figure shows where in the run its padding fell.
 
 # %% tags=["exercise", "exercise-4"]
 padding = ...  # a list: padding steps of row 0, row 1, ...
@@ -741,9 +865,11 @@ check("the row that waited most", waited_most, {b for b in range(n_rows) if _per
 #   batch's curve instead of one sequence's (section 4's table). Whether what they chose still beat plain
 #   batched decoding at the widest B is the bench's measurement: the sentence under section 5's figures names
 #   the methods, if any, that did beyond noise.
-# - The forward is not the whole step: what grows with B outside it (each row's Python work, padding) is not in
-#   t(B, n). A gate can measure it on the batch; whether that pays is measured per method and B, not predicted:
-#   section 6 lists the method × B changes beyond noise, in both directions.
+# - The forward is not the whole step, and its width is the batch's, not a row's: what grows with B outside it
+#   (each row's Python work) is not in t(B, n), and every row pays for the widest tree. A gate measures the first
+#   on the batch (section 6); the planner prices the second, one width N* for the whole step (section 7). Whether
+#   either pays is measured per method and B, off and on, not predicted: sections 6 and 7 list the changes beyond
+#   noise, in both directions.
 # - Greedy rows equal their prompts decoded alone up to the rounding of a batched forward; the bench records any
 #   difference with its logit gap.
 #

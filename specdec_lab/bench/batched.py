@@ -14,6 +14,13 @@ every (B, method) keeps its fastest repeat, and the speedup's interval is the ra
 method and autoregressive paired by repeat). One untimed warm-up decode per (B, method) comes first: the sizers
 measure the cost curve t(B, n) on their first step.
 
+Levers (`batch.Levers`; by default `default`, what `generate_batch` runs unless told: the planner from four rows):
+`--levers off,plan` runs every speculative method once per lever set (autoregressive and
+the anchors once: no lever changes a plain step), so each lever's effect is measured apart, in the same run; a
+run's `levers` names its set, and `vs_off` is its tokens/s over the same method's with every lever off. Beside the
+end-to-end tokens/s each of our runs records `decode_tokens_per_s`, the new tokens over the wall time less the
+rows' prefills (what the published batch tables compare), and its `decode_speedup` over autoregressive's.
+
 Anchors: `hf_generate`, transformers' own batched greedy `generate` (left padding, B prompts at a time, each
 chunk waiting for its longest answer), and `hf_assisted` at B > 1 records what transformers does there (it refuses
 batches; the message is kept). The results file is written after every (B, method): a rerun resumes.
@@ -30,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from ..batch import generate_batch
+from ..batch import Levers, generate_batch
 from ..cost.timing import rotated
 from ..io import eos_ids, first_per_category, load_prompts, positive_int, write_json
 from ..machine import machine_info, sync
@@ -89,10 +96,13 @@ def _paired_range(mine: list[float] | None, base: list[float] | None) -> list[fl
 
 
 def summarize_batched(runs: list[dict], baseline: str = BASELINE) -> list[dict]:
-    """Per (B, method): tokens/s, latency median and p90, speedup over batched `baseline` at that B, mean accepted,
-    tokens verified per row and step, identical n/N."""
+    """Per (B, method, levers): tokens/s end to end and decode-only, latency median and p90, speedup over batched
+    `baseline` at that B (end to end, its per-repeat range, and decode-only), the speedup over the same method with
+    every lever off (`vs_off`), mean accepted, tokens verified per row and step, identical n/N."""
     base = {r["batch_size"]: r["tokens_per_s"] for r in runs if r["method"] == baseline and r.get("tokens_per_s")}
     base_each = {r["batch_size"]: r.get("repeat_tokens_per_s") for r in runs if r["method"] == baseline}
+    base_decode = {r["batch_size"]: r.get("decode_tokens_per_s") for r in runs if r["method"] == baseline}
+    off = {(r["batch_size"], r["method"]): r.get("tokens_per_s") for r in runs if r.get("levers", "off") == "off"}
     out = []
     for r in runs:
         if r.get("error"):
@@ -101,10 +111,14 @@ def summarize_batched(runs: list[dict], baseline: str = BASELINE) -> list[dict]:
         rows = r["rows"]
         same = [x["identical"] for x in rows if x.get("identical") is not None]
         out.append({
-            "batch_size": r["batch_size"], "method": r["method"], "tokens_per_s": round(r["tokens_per_s"], 2),
+            "batch_size": r["batch_size"], "method": r["method"], "levers": r.get("levers", "off"),
+            "tokens_per_s": round(r["tokens_per_s"], 2),
             "speedup": round(r["tokens_per_s"] / base[r["batch_size"]], 3) if r["batch_size"] in base else None,
             # the interval: the speedup of each repeat on its own (a method and autoregressive paired by repeat)
             "speedup_range": _paired_range(r.get("repeat_tokens_per_s"), base_each.get(r["batch_size"])),
+            "decode_tokens_per_s": _round(r.get("decode_tokens_per_s")),
+            "decode_speedup": _ratio(r.get("decode_tokens_per_s"), base_decode.get(r["batch_size"])),
+            "vs_off": _ratio(r["tokens_per_s"], off.get((r["batch_size"], r["method"]))),
             "latency_median_s": round(statistics.median(x["latency"] for x in rows), 2),
             "latency_p90_s": round(_percentile([x["latency"] for x in rows], 0.9), 2),
             "mean_accepted": r.get("mean_accepted"), "nodes_per_step": r.get("nodes_per_step"),
@@ -114,10 +128,19 @@ def summarize_batched(runs: list[dict], baseline: str = BASELINE) -> list[dict]:
     return out
 
 
+def _round(x: float | None, digits: int = 2) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a and b else None
+
+
 def run_batched(lm, prompts, methods: Sequence[str], batch_sizes: Sequence[int], max_new_tokens: int = 128,
                 repeats: int = 1, out: str | None = None, progress: bool = True, command: str | None = None,
-                gate: bool = False) -> dict:  # fmt: skip
-    """The run (module docstring); `prompts`: `io.Prompt`s. -> the results record (also written to `out`)."""
+                gate: bool = False, levers: Sequence[str] = ("default",)) -> dict:  # fmt: skip
+    """The run (module docstring); `prompts`: `io.Prompt`s; `levers`: the lever sets (`batch.Levers` specs) each
+    speculative method runs under. -> the results record (also written to `out`)."""
     from tqdm.auto import tqdm
 
     model, tokenizer = unwrap(lm)
@@ -126,29 +149,36 @@ def run_batched(lm, prompts, methods: Sequence[str], batch_sizes: Sequence[int],
               "repeats": repeats, "prompts": len(prompts)}  # fmt: skip
     if gate:
         config["gate"] = True  # our methods ran with generate_batch(gate=True)
+    # checked (a clear error) and in one spelling; "default" stays itself (what generate_batch runs unless told)
+    levers = [x if x == "default" else Levers.of(x).name() for x in levers] or ["default"]
+    if levers != ["off"]:
+        config["levers"] = levers
+    # (method, lever set) contenders per B: a plain step has nothing to cut, so autoregressive and the anchors once
+    contenders = [(m, lv) for m in methods for lv in (levers if m != BASELINE and m not in ANCHORS else levers[:1])]
     record = _resume(out, config) or {"format": FORMAT, "config": config, "machine": machine_info(), "runs": []}
     if command:
         record.setdefault("command", command)
-    done = {(r["batch_size"], r["method"]) for r in record["runs"]}
+    done = {(r["batch_size"], r["method"], r.get("levers", "off")) for r in record["runs"]}
     reference = [generate_batch(lm, [x], BASELINE, max_new_tokens, batch_size=1).results[0].tokens
                  for x in tqdm(ids, desc="reference (one sequence)", disable=not progress)]  # fmt: skip
-    bar = tqdm(total=len(batch_sizes) * len(methods) * repeats, desc="(B, method, repeat)", disable=not progress)
+    bar = tqdm(total=len(batch_sizes) * len(contenders) * repeats, desc="(B, method, repeat)", disable=not progress)
     for b in batch_sizes:
-        best: dict[str, dict] = {}
-        each: dict[str, list[float]] = {m: [] for m in methods}  # tokens/s of every repeat, in repeat order
+        best: dict[tuple[str, str], dict] = {}
+        each: dict[tuple[str, str], list[float]] = {c: [] for c in contenders}  # tokens/s of every repeat, in order
         for rep in range(repeats):
-            for method in rotated(list(methods), rep):
+            for method, lv in rotated(list(contenders), rep):
                 bar.update(1)
-                if (b, method) in done:
+                if (b, method, lv) in done:
                     continue
-                run = _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, reference, gate)
+                run = _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, reference, gate, lv)
                 if "tokens_per_s" in run:
-                    each[method].append(round(run["tokens_per_s"], 3))
-                if "error" in run or method not in best or run["seconds"] < best[method]["seconds"]:
-                    best[method] = run
-        for method in methods:
-            if method in best:
-                record["runs"].append({**best[method], "repeat_tokens_per_s": each[method]})
+                    each[method, lv].append(round(run["tokens_per_s"], 3))
+                key = (method, lv)
+                if "error" in run or key not in best or run["seconds"] < best[key]["seconds"]:
+                    best[key] = run
+        for key in contenders:
+            if key in best:
+                record["runs"].append({**best[key], "repeat_tokens_per_s": each[key]})
         record["summary"] = summarize_batched(record["runs"])
         if out:
             write_json(out, record)  # atomic; a rerun of the same command resumes after the last finished B
@@ -156,9 +186,9 @@ def run_batched(lm, prompts, methods: Sequence[str], batch_sizes: Sequence[int],
     return record
 
 
-def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, reference, gate=False) -> dict:
-    """One (B, method): its decode of every prompt, timed, with identity per row."""
-    base = {"batch_size": b, "method": method}
+def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, reference, gate=False, levers="off") -> dict:
+    """One (B, method, lever set): its decode of every prompt, timed, with identity per row."""
+    base = {"batch_size": b, "method": method, "levers": levers}
     if method in ANCHORS:
         if method == "hf_assisted" and b == 1:
             return {**base, "error": "measured at batch 1 by the single-sequence bench (python -m specdec_lab.bench)"}
@@ -168,19 +198,20 @@ def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, referenc
         if error:
             return {**base, "error": error}
         seconds = time.perf_counter() - t0
-        forwards, gate_record, prefill_seconds = None, None, None  # transformers' loop: its prefills not timed apart
+        # transformers' loop: its prefills are not timed apart
+        forwards, gate_record, plan_record, prefill_seconds = None, None, None, None
     else:
         spec = check_method_spec(parse_method_spec(method))  # typed parameters, checked against the registry
         # warm-up, not timed (as the single-sequence bench's): the sizers' first step at B rows measures the cost
         # curve t(B, n) once per process (seconds), which would otherwise land in this run's clock
-        generate_batch(lm, ids[:b], spec.name, WARMUP_TOKENS, batch_size=b, **spec.params)
+        generate_batch(lm, ids[:b], spec.name, WARMUP_TOKENS, batch_size=b, levers=levers, **spec.params)
         result = generate_batch(lm, ids, spec.name, max_new_tokens, batch_size=b, trace=True, gate=gate,
-                                **spec.params)  # fmt: skip
+                                levers=levers, **spec.params)  # fmt: skip
         tokens, latency, seconds = [r.tokens for r in result.results], result.latency, result.seconds
         prefill_seconds = result.prefill_seconds
         forwards = sum(r.forwards for r in result.results)
         steps = [s for r in result.results for s in r.steps]
-        gate_record = result.gate
+        gate_record, plan_record = result.gate, result.plan
     rows = []
     for p, x, toks, ref, lat in zip(prompts, ids, tokens, reference, latency, strict=True):
         diff = first_diff(ref, toks)
@@ -195,6 +226,8 @@ def _one(lm, model, tokenizer, ids, prompts, method, b, max_new_tokens, referenc
     if forwards:
         run["mean_accepted"] = round(n / forwards, 3)
         run["nodes_per_step"] = round(sum(len(s.tree_tokens) for s in steps) / max(len(steps), 1), 3)
+    if plan_record is not None:
+        run["plan"] = plan_record  # the width planner's steps, share cut, mean width (`cost.plan`)
     if gate_record is not None:
         run["gate"] = gate_record  # the speculation gate's steps per mode and measured rates (`cost.gate`)
     return run
@@ -227,6 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="results/bench-batched.json")
     p.add_argument("--gate", action="store_true",
                    help="our methods decide by a speculation gate measured on the batch (cost/gate.py)")  # fmt: skip
+    p.add_argument("--levers", default="default",
+                   help="comma-separated lever sets our speculative methods run under, each 'default' (what "
+                        "generate_batch runs unless told: the planner from 4 rows), 'off' or a '+'-joined list of "
+                        "levers (batch.Levers: plan), e.g. off,plan")  # fmt: skip
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
     try:
@@ -240,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         lm = load_model("smollm2-135m", weights=a.weights)
         command = " ".join(["python -m specdec_lab.bench.batched", *(argv if argv is not None else sys.argv[1:])])
         record = run_batched(lm, prompts, [m for m in a.methods.split(",") if m], sizes, a.max_new_tokens, a.repeats,
-                             a.out, progress=not a.no_progress, command=command, gate=a.gate)  # fmt: skip
+                             a.out, progress=not a.no_progress, command=command, gate=a.gate,
+                             levers=[x for x in a.levers.split(",") if x.strip()])  # fmt: skip
     except ValueError as err:
         print(f"specdec_lab.bench.batched: error: {err}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@
     timing.py       contenders timed in one interleaved loop, the order rotated (`interleaved`)
     noise.py        how far to trust a timing: the spread of repeats, and a warning when it is large
     gate.py         whether a batch's rows speculate, from both modes measured on the batch (`SpeculationGate`)
+    plan.py         one width for a batch step: the rows' expected gains against t(B, N) (`WidthPlanner`)
     memory_wall.py  the fastest a step can be when it must read every weight once
     theory.py       closed-form acceptance math: E[tokens], speedup, optimal k (Leviathan et al.; Chen et al.)
 

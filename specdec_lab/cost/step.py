@@ -67,6 +67,7 @@ class StepCost:
         self.steps = 0  # steps observed
         self.load_decay, self.shape_decay, self.overhead_decay = 0.6, 0.97, 0.9
         self._drafting = 0.0  # seconds the proposer priced itself in the step in flight (`note`)
+        self.drafted = 0.0  # all the seconds it noted so far: > 0 marks a drafter that pays for its drafts
 
     @classmethod
     def of(cls, curve: CostCurve, *, learn: bool = True, overheads: dict[str, float] | None = None) -> StepCost:
@@ -128,6 +129,7 @@ class StepCost:
         """The proposer drafted for `seconds` this step, work it prices itself (its `drafting`): the loop
         leaves it out of the overhead it learns."""
         self._drafting += seconds
+        self.drafted += seconds
 
     def observe(self, n: int, tree: bool, verify: float, other: float) -> None:
         """One step: n tokens verified in `verify` seconds (forward and acceptance); `other`: the rest of the

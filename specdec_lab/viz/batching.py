@@ -7,6 +7,7 @@ plotly figures out.
     throughput_latency_figure(summary)      total tokens/s against median request latency, one line per method
     rows_mask_figure(mask, lengths)         one batched verify's attention mask, one panel per row
     policy_view(curves, b, accuracies)      what the sizers choose at batch size b (a dashboard's callback)
+    width_plan_figure(rates, chosen)        one batch step's width: expected tokens per second by nodes per row N
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from plotly.colors import qualitative
 from .figures import TEMPLATE
 
 __all__ = ["cost_by_batch_figure", "ragged_figure", "speedup_by_batch_figure", "throughput_latency_figure",
-           "rows_mask_figure", "policy_view", "log_ticks", "WIDTH"]  # fmt: skip
+           "rows_mask_figure", "policy_view", "width_plan_figure", "log_ticks", "WIDTH"]  # fmt: skip
 
 WIDTH = 900  # px: inside the 950 px output area
 
@@ -144,3 +145,19 @@ def policy_view(curves: dict, b: int, accuracies=None) -> tuple[go.Figure, dict]
     row = chosen_sizes({at: curves[at]}, accuracies)[0]
     fig = cost_by_batch_figure({at: curves[at]}, title=f"t(B, n) at B = {at}")
     return fig, row
+
+
+def width_plan_figure(rates: dict, chosen: int, title: str = "One width for the step: tokens/s by N") -> go.Figure:
+    """Bars: the batch's expected tokens per second if every row is cut to its first N nodes (`cost.plan.width_rates`:
+    {N: (expected tokens, seconds)}), the chosen width N* highlighted; hover gives both terms."""
+    ns = sorted(rates)
+    rate = [rates[n][0] / rates[n][1] for n in ns]
+    fig = go.Figure()
+    fig.add_bar(x=ns, y=rate, marker_color=["#d62728" if n == chosen else "#1f77b4" for n in ns], showlegend=False,
+                customdata=[[rates[n][0], rates[n][1] * 1e3] for n in ns],
+                hovertemplate="N=%{x}: %{customdata[0]:.2f} tokens in %{customdata[1]:.1f} ms = %{y:.1f} tokens/s"
+                "<extra></extra>")  # fmt: skip
+    fig.update_layout(template=TEMPLATE, title=f"{title} (N* = {chosen}, red)", width=WIDTH, height=380,
+                      xaxis={"title": "nodes per row N (the forward's width)", "dtick": 1},
+                      yaxis_title="expected tokens per second")  # fmt: skip
+    return fig

@@ -34,7 +34,9 @@ ANCHOR_PREFIX = "hf_"
 
 def ranking_text(values: Mapping[str, float], spread: Mapping[str, float] | float = 0.0) -> str:
     """Names ordered by value, highest first: 'a > b ≈ c > d', where ≈ joins neighbours whose values are within
-    the noise — |x − y| ≤ s · max(x, y), s the larger of the two names' relative spreads (a float: one for all).
+    the noise — |x − y| ≤ s · min(|x|, |y|), s the larger of the two names' relative spreads (a float: one for all):
+    the course's one reading of "within", `lab.course.within_tol` (the larger at most (1 + s)× the smaller; not
+    `math.isclose`'s max, which lets in more), written out here because `viz` never imports `lab`.
     A tie within a run's own spread is written as a tie, never as an order."""
     order = sorted(values, key=lambda m: -values[m])
     if not order:
@@ -43,7 +45,7 @@ def ranking_text(values: Mapping[str, float], spread: Mapping[str, float] | floa
     out = order[0]
     for prev, m in zip(order, order[1:], strict=False):
         tol = max(s.get(prev, 0.0), s.get(m, 0.0))
-        out += (" ≈ " if abs(values[prev] - values[m]) <= tol * max(abs(values[prev]), abs(values[m])) else " > ") + m
+        out += (" ≈ " if abs(values[prev] - values[m]) <= tol * min(abs(values[prev]), abs(values[m])) else " > ") + m
     return out
 
 

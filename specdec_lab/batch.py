@@ -236,7 +236,7 @@ def generate_batch(
                 trees[b] = row.propose()  # 1.
         live = [b for b in range(rows) if trees[b] is not None]
         if planner is not None and len(live) > 1:  # 1b. one width for the step: every row cut to N*
-            trees = planner.cut(trees, partial(_price, [slots[b][1] for b in live], trees))
+            trees = planner.cut(trees, _price([slots[b][1] for b in live], trees))
         width = max((len(t) for t in trees if t is not None), default=1)
         proposed = clock.now()
         outputs = verify_rows(setup.model, cache, trees, setup.layers)  # 2. one forward over every row
@@ -270,17 +270,18 @@ def generate_batch(
     return out
 
 
-def _price(decodings: list[Decoding], trees: list[Tree | None], n: int) -> float:
-    """Seconds of a batch step, its trees drafted already, whose forward runs n nodes per row: t̂(B, n) (each row's
-    StepCost with its learned load) plus the step's overhead as proposed (the kind of the widest offer: drafting
-    is spent whatever n), averaged over the rows."""
+def _price(decodings: list[Decoding], trees: list[Tree | None]) -> Callable[[int], float]:
+    """price(n): seconds of this batch step, its trees drafted already, if its forward runs n nodes per row: t̂(B, n)
+    (each row's StepCost with its learned load) plus the step's overhead as proposed (the kind of the widest offer:
+    drafting is spent whatever n), averaged over the rows. What does not depend on n is settled once per step."""
     branching = any(t is not None and not t.is_chain for t in trees)
     widest = max(len(t) for t in trees if t is not None)
-    kind = step_kind(widest, branching)
-    for d in decodings:
-        if not d.state.cost.curves:  # a proposer of fixed size never asked for a price: measure t(B, n) once
-            d.state.cost.prepare(max(32, widest), tree=branching)
-    return sum(d.state.cost.verify(n, branching) + d.state.cost.overhead(kind) for d in decodings) / len(decodings)
+    costs = [d.state.cost for d in decodings]
+    for cost in costs:
+        if not cost.curves:  # a proposer of fixed size never asked for a price: measure t(B, n) once
+            cost.prepare(max(32, widest), tree=branching)
+    overhead = sum(cost.overhead(step_kind(widest, branching)) for cost in costs) / len(costs)
+    return lambda n: sum(cost.verify(n, branching) for cost in costs) / len(costs) + overhead
 
 
 PREFILL_PADDING = 1.15  # most padded tokens per real one a joint prefill may compute (below: one forward each)

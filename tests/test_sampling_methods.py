@@ -23,7 +23,8 @@ Sibling draws, as declared by each proposer (`Tree.sibling_draw`) and so verifie
 draft and layer_skip chains are sampled (q carried); prompt lookup proposes one chain, the most recent
 match of the longest suffix n-gram (deterministic: q one-hot); Medusa's top-s siblings, Lookahead's pool
 n-grams and EAGLE-2's dynamic tree are deterministic (one-hot rule); an EAGLE chain is sampled; the hybrid's
-merged trie of lookup chains, Medusa's top-s and EAGLE-2's expansion is deterministic (one-hot rule).
+merged trie of lookup chains, Medusa's top-s and EAGLE-2's expansion is deterministic (one-hot rule); Token
+Recycling's walk of its successor table is deterministic (one-hot rule).
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def methods(target):
         "eagle_chain": (dict(method="eagle", weights=eagle, draft_length=2), False),
         "eagle_dynamic": (dict(method="eagle", weights=eagle, tree="dynamic", max_budget=6, width=3), True),
         "hybrid": (hybrid, True),
+        "recycle": (dict(method="recycle", max_budget=6), True),
     }
 
 
@@ -155,6 +157,7 @@ def sample_runs(model, kwargs: dict, sampling: Sampling, runs: int = RUNS, first
         "eagle_chain",
         "eagle_dynamic",
         "hybrid",
+        "recycle",
     ],  # fmt: skip
 )
 def test_method_emits_the_autoregressive_distribution(target, methods, name, setting):

@@ -9,6 +9,7 @@ from .jacobi import JacobiConfig, JacobiProposer
 from .lookahead import LookaheadConfig, LookaheadProposer
 from .medusa import MedusaDecodeConfig, MedusaProposer
 from .prompt_lookup import PromptLookupConfig, PromptLookupProposer
+from .recycle import RecycleConfig, RecycleProposer
 from .registry import METHODS, Method, get_method, make_proposer, register_method
 
 __all__ = [
@@ -31,6 +32,8 @@ __all__ = [
     "JacobiProposer",
     "LookaheadConfig",
     "LookaheadProposer",
+    "RecycleConfig",
+    "RecycleProposer",
     "Method",
     "METHODS",
     "register_method",

@@ -33,6 +33,7 @@ from .jacobi import JacobiConfig, JacobiProposer
 from .lookahead import LookaheadConfig, LookaheadProposer
 from .medusa import MedusaDecodeConfig, MedusaProposer
 from .prompt_lookup import PromptLookupConfig, PromptLookupProposer
+from .recycle import RecycleConfig, RecycleProposer
 
 __all__ = [
     "BASELINE",
@@ -83,6 +84,7 @@ METHODS: dict[str, Method] = {
     "hybrid": Method(HybridProposer, HybridConfig),
     "jacobi": Method(JacobiProposer, JacobiConfig),
     "lookahead": Method(LookaheadProposer, LookaheadConfig),
+    "recycle": Method(RecycleProposer, RecycleConfig),
 }
 
 

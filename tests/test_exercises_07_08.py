@@ -242,6 +242,18 @@ def test_08_exercise_2_count_provenance_with_a_plain_step_and_a_cut_path():
     )
     with pytest.raises(ExerciseError, match="called `provenance`"):
         run(ex, ns(), calls)
+    via_lab = (  # section 1's `lab` copied with other steps: its own counts call the library's reading
+        "import dataclasses\n\n\ndef count_provenance(steps):\n"
+        "    copy = dataclasses.replace(lab, result=dataclasses.replace(lab.result, steps=list(steps)))\n"
+        "    return dict(copy.provenance_counts)"
+    )
+    with pytest.raises(ExerciseError, match="called `provenance`"):
+        run(ex, ns(), via_lab)
+    import specdec_lab.lab.experiment as experiment_module
+    import specdec_lab.lab.trace_reading as trace_reading_module
+
+    assert experiment_module.provenance is trace_reading_module.provenance  # the check put the library back
+    assert experiment_module.provenance.__module__ == "specdec_lab.lab.trace_reading"
     run(ex, ns(), ex["solution"])
 
 

@@ -164,9 +164,9 @@ fig.update_layout(xaxis_title="position in the step: drafts 1 to k, then the bon
 #   draft it is one token more. So a step emits L = accepted + 1 tokens, and a step that drafted nothing
 #   (a row with only a bonus) is one plain decoding step.
 # * **Right, the wall time of each phase** (`StepTrace.t_propose`, `t_verify`, `t_accept`), end to end in the
-#   order they ran: drafting by lookup is a dictionary probe and accepting is a comparison, so nearly all of
-#   a step is the verify forward. What that forward costs as it verifies more tokens is the question of
-#   section 3.
+#   order they ran: drafting by lookup is a dictionary probe and accepting is a comparison, against a forward
+#   through the whole model; the sentence under the picture gives the verify forwards' share of these steps'
+#   time in this run. What that forward costs as it verifies more tokens is the question of section 3.
 
 # %%
 import statistics
@@ -278,6 +278,7 @@ print(f"identical to transformers' greedy generate: {ar.tokens == hf_tokens}")
 
 # %%
 from specdec_lab import measure_cost_curve
+from specdec_lab.cost.noise import relative_spread
 from specdec_lab.cost.timing import interleaved, runs_sentence
 from specdec_lab.lab.course import compare
 
@@ -291,11 +292,14 @@ step_times = interleaved(
     self_timed=True,  # each call returns the seconds of its one timed forward
 )
 step_cached, step_full = (pd.Series(t).median() for t in step_times.values())
+step_band = max(relative_spread(t) for t in step_times.values())  # the wider of the two cases' repeat spreads
 Markdown(
     f"One step at context {context}: **{step_cached * 1e3:.1f} ms** with the cache, "
     f"**{step_full * 1e3:.1f} ms** recomputing all {context} tokens ("
     + compare(step_full, step_cached, "recomputing is {r:.1f}× slower", "recomputing is {r:.1f}× faster here",
-              r=max(step_full, step_cached) / min(step_full, step_cached))
+              within="the two are within their repeats' spread ({band:.0%}) of each other: this run cannot tell "
+              "them apart",
+              rel_tol=step_band, r=max(step_full, step_cached) / min(step_full, step_cached), band=step_band)
     + f"; medians of {repeats} interleaved repeats). {runs_sentence(step_times)}"
 )  # fmt: skip
 
@@ -440,8 +444,8 @@ Markdown(
 # **Break-even acceptance rate.** If each drafted token is accepted with probability α (independently),
 # a chain of *k* drafts emits E[L] = (1 − α^{k+1}) / (1 − α) tokens per step, bonus included
 # ([Leviathan et al. 2023](https://arxiv.org/abs/2211.17192); notebook 01 derives it). With a free proposer
-# (prompt lookup's propose phase is tiny next to a forward: the sentence under the table gives this run's
-# numbers), drafting *k* pays when E[L] > t(k+1)/t(1). Solving for α on the measured
+# (whether prompt lookup's propose phase is small enough next to a forward to count as free, the sentence under
+# the table says from this run's numbers), drafting *k* pays when E[L] > t(k+1)/t(1). Solving for α on the measured
 # curve — read between two measured sizes, linearly, where k + 1 was not measured itself (the tables' column
 # "t(k+1) is" says which) — and where the measured t(k+1) is no more than t(1), any α pays, even α = 0: a draft that is never
 # accepted still costs nothing, since the step emits its bonus token either way. Where t(k+1) lies within the
@@ -544,14 +548,16 @@ elif paid:
 for k in paid:  # a costly k against the k counted free: is its t(k+1) told apart from theirs, or within noise?
     near_free = [j for j in level if compare(curve(k + 1), curve(j + 1), "", "", within="=",
                                               rel_tol=max(noise.at(k + 1), noise.at(j + 1))) == "="]  # fmt: skip
+    measured_k = k + 1 in curve.sizes  # or read off the line between two measured sizes (the table's last column)
     if near_free:
         sentences.append(
             f"That k = {k} costs something while k = {', '.join(map(str, near_free))} "
-            f"{'does' if len(near_free) == 1 else 'do'} not is no order this run can state: t({k + 1}) lies within "
-            f"the repeats' spread of t({'), t('.join(str(j + 1) for j in near_free)}) (each pair within the wider of "
-            f"its two sizes' spreads), so k = {k}'s verify is not measurably dearer than theirs; only t({k + 1}) "
-            f"landed outside t(1)'s band. Another run may count them all free, or all costly — and the table's "
-            f"speed-up at α = 0.8 for k = {k} rests on the same t({k + 1})."
+            f"{'does' if len(near_free) == 1 else 'do'} not is no order this run can state: t({k + 1})"
+            + ("" if measured_k else f" — {t_is(k + 1)}, not measured itself —")
+            + f" lies within the repeats' spread of t({'), t('.join(str(j + 1) for j in near_free)}) (each pair "
+            f"within the wider of its two sizes' spreads), so k = {k}'s verify is not measurably dearer than theirs; "
+            f"only t({k + 1}) {'landed' if measured_k else 'falls'} outside t(1)'s band. Another run may count them "
+            f"all free, or all costly — and the table's speed-up at α = 0.8 for k = {k} rests on the same t({k + 1})."
         )
 t_propose = pd.Series([s.t_propose for s in demo.steps]).median()  # the picture's decode: the proposer's phase
 sentences.append(
@@ -567,8 +573,9 @@ Markdown(" ".join(sentences))
 # %% [markdown]
 # `theory.optimal_k(α, T_draft, k_max, verify_cost=t)` picks the *k* that maximizes expected tokens per second,
 # E[L] / (k·T_draft + t(k+1)), seconds throughout (called without `verify_cost`, its second argument is the
-# ratio c and every verify costs one target step: notebook 01). Prompt lookup's drafts are free, so the table
-# below passes T_draft = 0 and the objective is E[L] / t(k+1). That is how prompt lookup's default `draft_length="cost"` chooses its draft length
+# ratio c and every verify costs one target step: notebook 01). The table below treats prompt lookup's drafts as
+# free (how near free they came in this run, the sentence under the break-even table says): it passes
+# T_draft = 0, and the objective is E[L] / t(k+1). That is how prompt lookup's default `draft_length="cost"` chooses its draft length
 # each step, with α estimated online from its recent acceptances; *k* = 0 means "don't speculate".
 # The curve above was measured at a 64-token context; as a generation grows, the loop's own timings correct
 # it per size and add what the loop itself spends per step (`cost.StepCost`, the one price every method's
@@ -723,22 +730,29 @@ print(run.result.text)
 # %% [markdown]
 # How much faster was it? One run of each, timed at different moments, can differ by more than the
 # speed-up when something else wakes up on the machine. So both methods run again `speed_runs` times in
-# one loop, alternating (`timing.interleaved`), and each keeps its median.
+# one loop, alternating (`timing.interleaved`'s loop, each run's trace kept: `lab.getting_started.timed_runs`),
+# and each keeps its median. The table and the sentences under it describe one run per method, the timed run at
+# its median (nearest it, for an even `speed_runs`), so the parts they split its time into add up to it; section
+# 4's run above was timed apart and is not among them.
 
 # %%
-from specdec_lab.cost.noise import relative_spread
+from specdec_lab.lab.getting_started import median_run, split_run, timed_runs
 
-speed_times = interleaved(
+speed_times, speed_results = timed_runs(  # `timing.interleaved`'s loop, each run's result kept beside its seconds
     {
         "prompt lookup": lambda: run_prompt_lookup(
             lm, prompt.text, max_draft=10, draft_length="cost", max_new_tokens=max_new_tokens, cost_curve=curve
-        ),
+        ).result,
         "autoregressive": lambda: generate(lm, prompt.text, method="autoregressive", max_new_tokens=max_new_tokens),
     },
     repeats=speed_runs,
     warmup=0,  # both just ran above
 )
 seconds = {name: pd.Series(t).median() for name, t in speed_times.items()}
+# the timed run at each method's median (nearest it, for an even count): the table and every sentence below
+# describe that one run, so the parts they give add up to its time
+pl, base = (median_run(speed_times[name], speed_results[name])[1] for name in ("prompt lookup", "autoregressive"))
+which = "at the median" if speed_runs % 2 else "nearest the median"
 stats = pd.DataFrame.from_dict(
     {
         name: {
@@ -748,107 +762,115 @@ stats = pd.DataFrame.from_dict(
             f"median seconds ({speed_runs} runs)": round(seconds[name], 3),
             "tokens per second": round(len(r.tokens) / seconds[name], 1),
         }
-        for name, r in (("prompt lookup", run.result), ("autoregressive", run.baseline))
+        for name, r in (("prompt lookup", pl), ("autoregressive", base))
     },
     orient="index",  # one row per method: each column keeps its own type (counts stay integers)
 )
 speedup = seconds["autoregressive"] / seconds["prompt lookup"]
 lo = min(speed_times["autoregressive"]) / max(speed_times["prompt lookup"])  # the runs' worst pairing ...
 hi = max(speed_times["autoregressive"]) / min(speed_times["prompt lookup"])  # ... and their best
-fewer = run.baseline.forwards / run.result.forwards
-prefill = run.baseline.prefill_seconds  # the prompt's one forward, timed inside the first autoregressive run
-ar_predicted = prefill + run.baseline.forwards * curve(1)  # the prefill, then its forwards at section 3's t(1)
+fewer = base.forwards / pl.forwards
+pl_forwards = sorted({r.forwards for r in [run.result, *speed_results["prompt lookup"]]})  # section 4's run too
+forwards_note = (
+    ""
+    if len(pl_forwards) == 1
+    else f"; its runs, section 4's among them, needed {pl_forwards[0]} to {pl_forwards[-1]}: the cost rule picks "
+    "each step's draft length from the loop's own timings, so two runs of the same prompt can draft differently"
+)
+ar_predicted = base.prefill_seconds + base.forwards * curve(1)  # its prefill, then its forwards at section 3's t(1)
 ar_spread = relative_spread(speed_times["autoregressive"])  # the autoregressive runs' own spread
 ar_tol = round(ar_spread, 2) + round(noise.at(1), 2)  # the runs' spread plus t(1)'s, as printed (whole %): they add up
 ar_gap = abs(seconds["autoregressive"] - ar_predicted)  # read against the smaller of the two: the stricter reading
 ar_gap_rel = ar_gap / min(seconds["autoregressive"], ar_predicted)  # what compare reads against rel_tol=ar_tol
 ar_noise = f"the {ar_tol:.0%} that the runs' own spread ({ar_spread:.0%}) plus t(1)'s repeat spread ({noise.at(1):.0%}) allow"
-ctx0 = len(run.result.prompt_tokens)  # the autoregressive forwards run after ctx0 .. ctx0 + new tokens cached
-# Where the gap between measured and predicted goes, from the first autoregressive run's own trace (exact parts):
-# its verify forwards against n × t(1), the loop's time outside the forwards, and the timed runs' median against it
-base = run.baseline
+ctx0 = len(pl.prompt_tokens)  # the autoregressive forwards run after ctx0 .. ctx0 + new tokens cached
+# Where the gap between measured and predicted goes, from the same run's own trace (exact parts): its verify
+# forwards against n × t(1), the loop's time outside the forwards, and the table's median against its own clock
 n_ar = base.forwards
 ar_verify = sum(s.t_verify for s in base.steps)  # the single-token forwards, timed inside the loop
 ar_verify_med = pd.Series([s.t_verify for s in base.steps]).median()
 ar_parts = {  # seconds: the three add up to the measured minus the predicted time
     "verify": ar_verify - n_ar * curve(1),  # its verify forwards against n × t(1)
     "loop": base.seconds - base.prefill_seconds - ar_verify,  # the loop's time outside the forwards
-    "runs": seconds["autoregressive"] - base.seconds,  # the timed runs' median against that first run
+    "runs": seconds["autoregressive"] - base.seconds,  # the table's median against that run's own clock
 }
 ar_label = {
     "verify": "the verify forwards' excess over t(1)",
     "loop": "the loop's own time outside the forwards",
-    "runs": "the difference between the timed runs and the first run",
+    "runs": "the table's median against that run's own clock",
 }
 ar_big = max(ar_parts, key=lambda name: abs(ar_parts[name]))
 ar_why = (
-    f"Where the {seconds['autoregressive'] - ar_predicted:+.2f} s go, from the first autoregressive run's trace: "
+    f"Where the {seconds['autoregressive'] - ar_predicted:+.2f} s go, from the median run's own trace: "
     f"its {n_ar} verify forwards (after {ctx0} to {ctx0 + len(base.tokens)} cached tokens, a median of "
     f"{ar_verify_med * 1e3:.1f} ms each against t(1) = {curve(1) * 1e3:.1f} ms after 64: "
     + compare(ar_verify_med, curve(1), "above it", "below it", within="within t(1)'s own repeat spread",
               rel_tol=noise.at(1))
     + f") took {ar_parts['verify']:+.2f} s against {n_ar} × t(1); the loop's own time outside the forwards "
     f"(proposing, accepting, trimming the cache, bookkeeping) added {ar_parts['loop']:+.2f} s "
-    f"({ar_parts['loop'] / n_ar * 1e3:.1f} ms per step); and the timed runs' median differs from that first run by "
-    f"{ar_parts['runs']:+.2f} s (the first run is not one of the timed runs, which agree within {ar_spread:.0%}: "
-    "this part is the first run's own difference from them). The largest of these three parts is "
-    f"{ar_label[ar_big]}. "
+    f"({ar_parts['loop'] / n_ar * 1e3:.1f} ms per step); and the table's median differs from that run's own clock "
+    f"by {ar_parts['runs']:+.2f} s (the call around the loop"
+    + ("" if speed_runs % 2 else ", and the median's distance from the run nearest it")
+    + f"). The largest of these three parts is {ar_label[ar_big]}. "
 )
-# the same split for prompt lookup's first run (the one whose prefill share is printed): exact parts of its time
-pl = run.result
-pl_verify = sum(s.t_verify for s in pl.steps)  # its forwards, each over the k + 1 tokens of its step
-pl_at_t1 = pl.forwards * curve(1)  # as many forwards at t(1)
-pl_loop = pl.seconds - pl.prefill_seconds - pl_verify  # the loop's time outside the forwards
-pl_sizes = sorted({len(s.tree_tokens) for s in pl.steps})  # the sizes its forwards verified
-pl_band = max(noise.at(n) for n in [1, *pl_sizes])  # the widest repeat spread of t(1) and those sizes
+# prompt lookup's run at the median, split the same way: parts of its own time that add up to it
+sp = split_run(pl, curve, noise)
 pl_split = (
-    f"The rest of prompt lookup's run: its {pl.forwards} forwards, over "
-    f"{pl_sizes[0] if len(pl_sizes) == 1 else f'{pl_sizes[0]} to {pl_sizes[-1]}'} tokens each, took "
-    f"{pl_verify:.2f} s, against {pl.forwards} × t(1) = {pl_at_t1:.2f} s ({pl_at_t1 / pl.seconds:.0%} of the run) "
+    f"The rest of that run: its {sp.forwards} forwards, over "
+    f"{sp.sizes[0] if len(sp.sizes) == 1 else f'{sp.sizes[0]} to {sp.sizes[-1]}'} tokens each, took "
+    f"{sp.verify:.2f} s ({sp.verify / sp.seconds:.0%} of the run), against {sp.forwards} × t(1) = {sp.at_t1:.2f} s "
     "for as many single-token forwards — "
-    + compare(pl_verify, pl_at_t1,
-              "the longer forwards cost {d:.2f} s more ({share:.0%} of the run), beyond the repeats' spread ({band:.0%})",
-              "less by more than the repeats' spread ({band:.0%}): no cost of the longer forwards shows in this run "
-              "({d:+.2f} s)",
-              within="within the repeats' spread ({band:.0%}) of it: the longer forwards cost nothing measurable here "
-              "({d:+.2f} s)",
-              rel_tol=pl_band, d=pl_verify - pl_at_t1, share=(pl_verify - pl_at_t1) / pl.seconds, band=pl_band)
-    + f"; the loop's own time outside the forwards took {pl_loop:.2f} s ({pl_loop / pl.seconds:.0%}). "
+    + compare(sp.verify, sp.at_t1,
+              "the longer forwards cost {d:.2f} s more, {rel:.0%} above {n} × t(1): beyond the repeats' spread "
+              "({band:.0%})",
+              "{d:.2f} s less: {n} × t(1) exceeds them by {rel:.0%} of their time, beyond the repeats' spread "
+              "({band:.0%}), so no cost of the longer forwards shows in this run",
+              within="{rel:.0%} apart, within the repeats' spread ({band:.0%}): the longer forwards cost nothing "
+              "measurable here ({signed:+.2f} s)",
+              rel_tol=sp.band, d=abs(sp.extra), signed=sp.extra, rel=sp.extra_rel, band=sp.band, n=sp.forwards)
+    + f"; the loop's own time outside the forwards took {sp.loop:.2f} s ({sp.loop / sp.seconds:.0%}). "
 )  # fmt: skip
-# the ratio against the fewer forwards: an order only where the runs' whole span lies on one side of it
-ratio_vs_fewer = (
-    f"the runs' span ({lo:.2f}× to {hi:.2f}×) holds the {fewer:.2f}× fewer forwards, so these runs alone do not "
-    "order the two (both pay the prefill, and a forward over k+1 tokens costs t(k+1), not t(1): the ratio "
-    "should sit below it on a quiet machine)"
-    if lo <= fewer <= hi
-    else compare(speedup, fewer, "it is above the {b:.2f}× fewer forwards, which only timing noise explains",
-                 "it is below the {b:.2f}× fewer forwards, since both pay the prefill, a forward over k+1 "
-                 "tokens costs t(k+1), not t(1), and the loop spends time of its own",
-                 within="it is about the {b:.2f}× fewer forwards", rel_tol=0.02)
-)
+# the ratio against the fewer forwards: an order only where the runs' whole span lies on one side of it (the
+# span is the runs' own spread: inside it, the two are not told apart)
+if lo <= fewer <= hi:
+    ratio_vs_fewer = (
+        f"the runs' span ({lo:.2f}× to {hi:.2f}×) holds the {fewer:.2f}× fewer forwards, so these runs alone do not "
+        "order the two (both pay the prefill, and a forward over k+1 tokens costs t(k+1), not t(1): the ratio "
+        "should sit below it on a quiet machine)"
+    )
+elif speedup > fewer:
+    ratio_vs_fewer = (
+        f"it is above the {fewer:.2f}× fewer forwards, across the runs' whole span ({lo:.2f}× to {hi:.2f}×), which "
+        "only timing noise explains"
+    )
+else:
+    ratio_vs_fewer = (
+        f"it is below the {fewer:.2f}× fewer forwards, across the runs' whole span ({lo:.2f}× to {hi:.2f}×), since "
+        "both pay the prefill, a forward over k+1 tokens costs t(k+1), not t(1), and the loop spends time of its own"
+    )
 ar_loose = ar_tol > 0.3  # a band this wide cannot test the prediction: it would pass almost anything
 display(stats)
 Markdown(
-    f"Prompt lookup needed **{run.result.forwards} target forwards instead of {run.baseline.forwards}** "
-    f"(mean accepted {run.result.mean_accepted:.2f}). Timed in one loop, {speed_runs} runs each, the ratio of "
-    f"the medians is {speedup:.2f}× (the runs span {lo:.2f}× to {hi:.2f}×). Both runs start with the same "
-    f"prefill, one forward over the {ctx0}-token prompt ({prefill:.2f} s in the first autoregressive run, "
-    f"{run.result.prefill_seconds:.2f} s in prompt lookup's: "
-    f"{run.result.prefill_seconds / run.result.seconds:.0%} of that run's time, time no draft can save). "
+    f"In its timed run {which}, prompt lookup needed **{pl.forwards} target forwards instead of {base.forwards}** "
+    f"(mean accepted {pl.mean_accepted:.2f}{forwards_note}). Timed in one loop, {speed_runs} runs each, the ratio "
+    f"of the medians is {speedup:.2f}× (the runs span {lo:.2f}× to {hi:.2f}×). Both runs start with the same "
+    f"prefill, one forward over the {ctx0}-token prompt ({base.prefill_seconds:.2f} s in the autoregressive run "
+    f"{which}, {pl.prefill_seconds:.2f} s in prompt lookup's: {pl.prefill_seconds / pl.seconds:.0%} of that run's "
+    f"{pl.seconds:.2f} s on the loop's own clock, time no draft can save). "
     + pl_split
     + compare(seconds["autoregressive"], ar_predicted,
-              "The autoregressive runs took {a:.2f} s, more than the {b:.2f} s that the prefill plus their "
-              f"{run.baseline.forwards} forwards at t(1) predict, by {ar_gap / ar_predicted:.0%} of the prediction, more "
+              "The autoregressive runs took {a:.2f} s, more than the {b:.2f} s that the median run's prefill plus its "
+              f"{base.forwards} forwards at t(1) predict, by {ar_gap / ar_predicted:.0%} of the prediction, more "
               f"than {ar_noise}. " + ar_why.replace("{", "{{").replace("}", "}}")
               + "The prediction is rough; the measured ratio is the number to read, and "
               + ratio_vs_fewer,
-              "The autoregressive runs took {a:.2f} s, less than the {b:.2f} s that the prefill plus their "
-              f"{run.baseline.forwards} forwards at t(1) predict, by {ar_gap / seconds['autoregressive']:.0%} of their "
+              "The autoregressive runs took {a:.2f} s, less than the {b:.2f} s that the median run's prefill plus its "
+              f"{base.forwards} forwards at t(1) predict, by {ar_gap / seconds['autoregressive']:.0%} of their "
               f"own time, more than {ar_noise}. "
               + ar_why.replace("{", "{{").replace("}", "}}")
               + "The prediction is rough; the measured ratio is the number to read",
-              within="The autoregressive runs took {a:.2f} s, as the prefill plus their "
-              f"{run.baseline.forwards} forwards at t(1) predict ({{b:.2f}} s, {ar_gap_rel:.0%} apart, within "
+              within="The autoregressive runs took {a:.2f} s, as the median run's prefill plus its "
+              f"{base.forwards} forwards at t(1) predict ({{b:.2f}} s, {ar_gap_rel:.0%} apart, within "
               f"{ar_noise}"
               + ("; a band that wide is too loose to test the prediction, and the ratio of the medians is as "
                  "rough as the runs' spread), and "
@@ -953,18 +975,36 @@ fig.update_layout(xaxis_title="key (the cached prefix, then the tree's nodes)")
 # %%
 import json
 
+from specdec_lab.lab.getting_started import category_extremes
 from specdec_lab.viz.results import machine_label, stat_frame
 
 lookup_file = Path("../data/bench/avx2-tuned.json")  # notebook 09's `anchors_file`: all 56 prompts, 8 per category
 lookup_bench = json.loads(lookup_file.read_text(encoding="utf-8"))
 per_category = stat_frame(lookup_bench, "mean_accepted").loc["prompt_lookup"].drop("overall")
-least, most = per_category.idxmin(), per_category.idxmax()
+# which categories the prompts' spread lets us call the lowest and the highest: a bootstrap over each category's
+# prompts, a category named alone only where no other one comes out lowest (highest) in more than 2.5% of draws
+ends = category_extremes(lookup_bench["rows"], "prompt_lookup")
+
+
+def end_text(cands, word):  # "lowest on `qa` prompts (1.10 …)", or the categories this file cannot order
+    if len(cands) == 1:
+        return f"{word} on `{cands[0]}` prompts ({per_category[cands[0]]:.2f} tokens per target forward)"
+    return (f"{word} on one of " + ", ".join(f"`{c}` ({per_category[c]:.2f})" for c in cands)
+            + ": which of them, the spread between each category's prompts cannot tell")  # fmt: skip
+
+
+rest = per_category.drop([*ends.lowest, *ends.highest]).sort_values()
 Markdown(
     f"In `{lookup_file.name}` (measured on {machine_label(lookup_bench['machine'])}), prompt lookup's mean "
-    f"accepted was lowest on `{least}` prompts ({per_category[least]:.2f} tokens per target forward) and highest "
-    f"on `{most}` prompts ({per_category[most]:.2f}); the other categories lie between: "
-    + ", ".join(f"`{c}` {v:.2f}" for c, v in per_category.drop([least, most]).sort_values().items())
-    + f". Try a `{least}` prompt in the dashboard, where there is least to copy."
+    f"accepted was {end_text(ends.lowest, 'lowest')}, and {end_text(ends.highest, 'highest')}"
+    + ("; the other categories lie between: " + ", ".join(f"`{c}` {v:.2f}" for c, v in rest.items())
+       if len(rest) else "")
+    + f" (a category is named alone only where no other one came out lowest, or highest, in more than "
+    f"{ends.tail:.1%} of {ends.resamples} bootstrap draws of each category's prompts, "
+    f"{'–'.join(map(str, sorted({min(ends.prompts.values()), max(ends.prompts.values())})))} per category). Try "
+    + (f"a `{ends.lowest[0]}` prompt" if len(ends.lowest) == 1
+       else "a prompt from " + " or ".join(f"`{c}`" for c in ends.lowest))
+    + " in the dashboard, where there is least to copy."
 )  # fmt: skip
 
 # %%
@@ -1112,8 +1152,8 @@ _ = check("the additive tree mask", answer, reference, watch=_watch,
 # - Every method here is one loop — propose, verify every proposal in one target forward, keep the longest
 #   agreeing prefix plus the target's bonus token — and under greedy decoding its output is exactly the
 #   target's.
-# - A step's time is almost all the verify forward; a proposer that copies from the context costs next to
-#   nothing.
+# - A proposer that copies from the context drafts with a lookup and accepts with a comparison, so its verify
+#   forwards' cost t(n) is what decides whether drafting pays (the picture and section 3 give this run's shares).
 # - A forward over n tokens costs far less than n forwards, but not nothing: the measured t(n)/t(1) sets the
 #   acceptance rate each draft length needs to pay, and that curve belongs to the machine it was measured on.
 # - Prompt lookup cut the target forwards on a prompt whose answer copies its input; the wall-clock gain is

@@ -28,8 +28,8 @@
 # - **derive** α = Σ min(p, q) = 1 − TV(p, q) and show that speculative sampling emits tokens distributed
 #   exactly as p;
 # - **compute** E[L], the expected tokens per step, for a given α and k, and check it by Monte Carlo;
-# - **find** the optimal draft length k* for α and c, first with a free verify forward, then on a cost curve
-#   t(n) (an example curve here; notebook 00 measures your machine's);
+# - **find** the optimal draft length k* for α and c, first with a verify forward that costs one target step
+#   whatever k is, then on a cost curve t(n) (an example curve here; notebook 00 measures your machine's);
 # - **convert** between the conventions papers report (α per token; τ and "mean accepted" per step) and apply
 #   the formulas to published numbers.
 #
@@ -327,7 +327,8 @@ Markdown(
     + compare(min([k_cheap, *tied_with(0.5, 0.05)]), max([k_dear, *tied_with(0.5, 0.2)]),
               "the optimal k grows as c falls", "the optimal k shrinks as c falls",
               within="the optimal k stays the same while the speedup grows")
-    + ". Section 4 shows how much of the promise survives a real verification cost."
+    + ". Section 4 shows what a verification cost that grows with the tokens verified does to that promise, on an "
+    "example curve (notebook 00 measures a real one)."
 )  # fmt: skip
 
 # %% [markdown]
@@ -350,8 +351,8 @@ Markdown(
 # This notebook stays deterministic (no model, no timing), so it works on an **example curve**, made up for
 # this notebook (no stored measurement behind it) — and a made-up draft step time. The curve is a
 # *hypothetical* shape, chosen to show what the measured form does with a curve that is not monotonic: a slow
-# 2–3-token path that costs more than larger forwards. It is not the curve notebook 00 measured, nor a claim
-# that a CPU has one; read what follows as what the rule would do on such a machine:
+# 2–3-token path that costs more than the 4- and 5-token forwards. It is not the curve notebook 00 measured,
+# nor a claim that a CPU has one; read what follows as what the rule would do on such a machine:
 
 # %% tags=["nbval-check-output"]
 from specdec_lab.cost import CostCurve

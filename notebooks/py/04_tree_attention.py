@@ -308,9 +308,12 @@ print(f"fp32: max |Δ logit| over all {len(tree)} nodes and {len(rows)} paths < 
 # What exactly is timed, so that this ratio is not read as another notebook's $t(n)/t(1)$: one forward of this
 # tree's $N$ = `tree_nodes` + 1 tokens with its tree mask, after this prompt's cached tokens (the cache length
 # printed above), warm (after the untimed round), the median of `repeats` rounds, against the mean of a few
-# single-token forwards after the same prefix. Notebooks 05–07 time their cost curves another way (a tree-masked
-# input after a fixed context of 64 cached tokens, one forward per size per pass, the median of passes); the code cell
-# after the next text cell times this tree's size that way too and sets the two ratios side by side.
+# single-token forwards after the same prefix. Notebooks 05 and 07 time their cost curves another way (a tree-masked
+# input after a fixed context of 64 cached tokens, one forward per size per pass, each size's median over the passes:
+# the "05/07 protocol" below); the code cell after the next text cell times this tree's size that way too and sets the
+# two ratios side by side. Notebook 06 uses that protocol only to re-time its curve: the curve its decode sizes trees
+# on is `cost_curve_for`'s (15 interleaved passes, $t(m)$ = the median over the passes of each pass's own
+# $t(m)/t(1)$, times the median $t(1)$), a third way, not compared here.
 #
 # **Predict, then run:** the tree has `tree_nodes` + 1 tokens. Will one forward over all of them cost about one
 # single-token forward, about as many single-token forwards as it has nodes, or something in between? Write down
@@ -399,7 +402,7 @@ display(Markdown(
                     "({b:.1f} ms): on this machine the tree saves no time per token.",
                     "One tree forward scored all {n} nodes in {r:.2f}× the time of this table's single-token "
                     "forward (the tree forward's rounds spread {u:.1%}, the unit's {v:.1%}; the cell after next "
-                    "checks the unit against the 05–07 protocol's): {s:.1f}× less time per token than scoring "
+                    "checks the unit against the 05/07 protocol's): {s:.1f}× less time per token than scoring "
                     "them one at a time.",
                     within="One tree forward of {n} nodes took about what {n} single-token forwards would ({a:.1f} "
                     "against {b:.1f} ms: within noise).", rel_tol=tol(names[0], names[1]), n=len(tree),
@@ -417,7 +420,8 @@ display(Markdown(
 ))
 
 # %% [markdown]
-# **The same size, timed as notebooks 05–07 time it.** Their curves come from `measure_cost_curve(..., tree=True)`:
+# **The same size, timed as notebooks 05 and 07 time it** (the 05/07 protocol; notebook 06 re-times its curve this
+# way too). Their curves come from `measure_cost_curve(..., tree=True)`:
 # a tree-masked input of $N$ tokens after 64 cached tokens (not this prompt), one forward of each size per pass
 # against one single-token forward (not the mean of several), the median of the passes
 # (`cost.noise.measure_cost_curve_with_noise`, which keeps the passes' spread). Here for $N$ = this tree's tokens:
@@ -425,7 +429,7 @@ display(Markdown(
 # %% tags=["nbval-ignore-output"]
 from specdec_lab.cost.noise import measure_cost_curve_with_noise
 
-PASSES = 3 if quick else 5  # timed passes of the 05–07 protocol (one untimed pass first)
+PASSES = 3 if quick else 5  # timed passes of the 05/07 protocol (one untimed pass first)
 their_curve, their_noise = measure_cost_curve_with_noise(model, sizes=[1, len(tree)], context=64, repeats=PASSES,
                                                          warmup=1, tree=True)  # fmt: skip
 ours, theirs = tree_ms / unit, their_curve(len(tree)) / their_curve(1)
@@ -433,28 +437,28 @@ their_unit = their_curve(1) * 1e3  # ms
 # each ratio's spread, measured the same way on both sides: the spreads of its numerator and denominator, added
 ours_noise = spread[names[0]] + spread[names[1]]  # this section's ratio: tree forward over single forward
 their_at = {m: round(their_noise.at(m), 3) for m in (1, len(tree))}  # rounded to the 0.1 % printed, as the table's
-theirs_noise = their_at[1] + their_at[len(tree)]  # the 05–07 ratio: its two sizes' spreads
+theirs_noise = their_at[1] + their_at[len(tree)]  # the 05/07 ratio: its two sizes' spreads
 both = max(0.05, ours_noise + theirs_noise)  # the two ratios' spreads, added (and at least 5 %)
 unit_tol = spread[names[0]] + their_at[1]  # the two units' spreads, added
 Markdown(
-    f"Timed as notebooks 05–07 do, $t({len(tree)})/t(1)$ = {theirs:.2f} (a single-token forward {their_unit:.1f} "
+    f"Timed as notebooks 05 and 07 do, $t({len(tree)})/t(1)$ = {theirs:.2f} (a single-token forward {their_unit:.1f} "
     f"ms; the passes spread {their_at[1]:.1%} at 1 token and {their_at[len(tree)]:.1%} at {len(tree)}, "
     f"IQR / median); this section's table gives {ours:.2f} (a single-token forward {unit:.1f} ms, its rounds "
     f"spread {spread[names[0]]:.1%}). "
     + compare(unit, their_unit,
-              "The two units differ: this section's is {r:.2f}× the 05–07 single forward, beyond the {t:.1%} their "
+              "The two units differ: this section's is {r:.2f}× the 05/07 single forward, beyond the {t:.1%} their "
               "spreads add to, and a dearer unit makes every ratio in the table smaller by that factor. ",
-              "The two units differ: this section's is {r:.2f}× the 05–07 single forward, beyond the {t:.1%} their "
+              "The two units differ: this section's is {r:.2f}× the 05/07 single forward, beyond the {t:.1%} their "
               "spreads add to, and a cheaper unit makes every ratio in the table larger by that factor. ",
               within="The two units agree within the {t:.1%} their spreads add to. ",
               rel_tol=unit_tol, t=unit_tol, r=unit / their_unit)
     + compare(theirs, ours,
-              "The 05–07 protocol gives the larger ratio, beyond the {t:.1%} the two ratios spread (added): "
+              "The 05/07 protocol gives the larger ratio, beyond the {t:.1%} the two ratios spread (added): "
               "{why}",
-              "The 05–07 protocol gives the smaller ratio, beyond the {t:.1%} the two ratios spread (added): "
+              "The 05/07 protocol gives the smaller ratio, beyond the {t:.1%} the two ratios spread (added): "
               "{why}",
               within="The two ratios differ by less than the {t:.1%} they spread (added; this section's table "
-              "{o:.1%}, the 05–07 passes {p:.1%}), so these runs cannot tell the two protocols apart.",
+              "{o:.1%}, the 05/07 passes {p:.1%}), so these runs cannot tell the two protocols apart.",
               rel_tol=both, t=both, o=ours_noise, p=theirs_noise,
               why=("with the units agreeing, the difference is the tree forward's own cost relative to one token, "
                    "after their 64-token context against after this prompt."
@@ -462,8 +466,8 @@ Markdown(
                    "the units' difference above accounts for some or all of it (the tree forward's own cost after "
                    "their 64-token context against after this prompt, for the rest)."))
     + f" The two ratios' spreads (each its two timings' spreads added) are this section's {ours_noise:.1%} and the "
-    f"05–07 passes' {theirs_noise:.1%}; each comes from a handful of repeats and has no spread of its own measured, so "
-    "this run does not rank the two protocols' steadiness. Notebook 05 sizes trees on the 05–07 protocol, and times "
+    f"05/07 passes' {theirs_noise:.1%}; each comes from a handful of repeats and has no spread of its own measured, so "
+    "this run does not rank the two protocols' steadiness. Notebook 05 sizes trees on the 05/07 protocol, and times "
     f"its whole cost curve in a run of its own: its $t(m)/t(1)$ near $m$ = {len(tree)} is a separate measurement, "
     "under that run's load, and need not agree with this one within either run's spread (this run's "
     f"{theirs_noise:.1%}; 05's are printed in its section 5): a run's spread bounds that run only."

@@ -265,12 +265,18 @@ from specdec_lab.viz.tree_sizing import expected_length_figure
 
 points = {name: (row["nodes"], row[f"E[L] Cartesian ({accuracy_model})"]) for name, row in cartesian.items()
           if row["nodes"] <= max_budget + 30}
+off_chart = [name for name in cartesian if name not in points]  # too big to draw beside the budgets: table only
+other = "independent" if accuracy_model == "conditional" else "conditional"
+# each trace's E[L] under the model it names: the Cartesian points are priced under `accuracy_model`, like the
+# first two lines; the third line is the other model's greedy tree priced under that other model
 fig = expected_length_figure(
-    {f"greedy ({accuracy_model})": (budgets, greedy_e[accuracy_model]),
-     f"DP ({accuracy_model})": (list(range(1, dp_budget + 1)), dp_e[accuracy_model]),
-     "greedy (" + ("independent" if accuracy_model == "conditional" else "conditional") + ")":
-         (budgets, greedy_e["independent" if accuracy_model == "conditional" else "conditional"])},
+    {f"greedy ({accuracy_model} model)": (budgets, greedy_e[accuracy_model]),
+     f"DP ({accuracy_model} model)": (list(range(1, dp_budget + 1)), dp_e[accuracy_model]),
+     f"greedy ({other} model)": (budgets, greedy_e[other])},
     points,
+    points_name=f"Cartesian trees ({accuracy_model} model)"
+    + (f"; {', '.join(off_chart)} in the table only" if off_chart else ""),
+    yaxis_title="E[L] under the model each trace names",
 )
 if not quick:
     print(f"saved {save_figure(fig, '05_expected_length', FIGURES)}")
@@ -445,7 +451,8 @@ print(f"flat curve picks n = {gpu.budget} nodes (E[L] = {gpu.expected_length:.3f
 # %%
 from specdec_lab.viz.tree_sizing import budget_rate_figure
 
-fig = budget_rate_figure({"this CPU (measured t)": cpu, "flat t(m) = t(1) (GPU-like)": gpu})
+fig = budget_rate_figure({"this CPU (t(m) measured above, heads timed)": cpu,
+                          "flat t(m) = t(1), heads free (GPU-like)": gpu})
 if not quick:
     print(f"saved {save_figure(fig, '05_budget_rate', FIGURES)}")
 fig
@@ -586,7 +593,7 @@ Markdown(
 chosen = prompts[:: max(len(prompts) // n_prompts, 1)][:n_prompts]  # evenly spread over the categories
 named = [("chain:1", [(0,)])]
 if cpu.budget > 0:  # n = 0 (plain decoding) has no tree to verify
-    named.append((f"this CPU's choice (n = {cpu.budget})", [tuple(q) for q in cpu.paths]))
+    named.append((f"this run's curve's choice (n = {cpu.budget})", [tuple(q) for q in cpu.paths]))
 named += [(f"greedy {greedy_nodes}", greedy_tree(A, greedy_nodes)),
           (f"flat curve's choice (n = {gpu.budget})", [tuple(q) for q in gpu.paths])]  # fmt: skip
 trees = {}  # one row per distinct tree: a tree two names pick is decoded once, under both names

@@ -171,9 +171,9 @@ steps_table[["proposed", "accepted", "emitted", "text", "ms_propose", "ms_verify
 # calibration predicted (a factor $\rho_d$ per depth its verified trees reached; a deeper depth, never verified yet,
 # takes the deepest reached depth's factor: `trees.DepthCorrection`). On a GPU, where $t$ stays flat up to tens of
 # tokens, that is tens of nodes; on a machine where $t$ grows with the input's width sooner, the budget is
-# smaller — possibly one node, or none. Where this machine's $t$ starts to rise is for the run to measure: section 2
-# prints which sizes $m$ cost more than $t(1)$ beyond the timing noise on this run, and whether that noise lets it
-# tell at all. We build the proposer ourselves so we
+# smaller — possibly one node, or none. Where this machine's $t$ starts to rise is for the run to measure: the cells
+# below print which sizes $m$ cost more than $t(1)$ beyond the timing noise on this run, and whether that noise lets
+# them tell at all. We build the proposer ourselves so we
 # can read its choice afterwards.
 #
 # **Predict, then run:** section 1's demonstration tree has 9 nodes below the root. Will `tree="auto"` pick more
@@ -196,10 +196,12 @@ print(f"measured on this prompt: mean accepted {med.mean_accepted:.2f} ({len(med
 calibrated = {n: opt.expected_length for n, opt in choice.options.items()}  # E[L](n) before any correction
 reprice_every = proposer.config.adapt_every  # it prices before steps 0, reprice_every, 2·reprice_every, …: choice = last
 priced_at = ((proposer.steps - 1) // reprice_every) * reprice_every if proposer.steps else 0  # steps it had seen at that pricing
+# the deepest tree verified before that pricing: only depths 1..reached_then had a factor ρ_d of their own when it priced
+reached_then = max((s.tree.max_depth for s in med.steps[:priced_at] if len(s.tree_tokens) > 1), default=0)
 fig = budget_figure(choice, title=f"tree='auto' at its last pricing (after {priced_at} of {proposer.steps} steps): "
-                                  f"n = {choice.budget}, depth {choice.depth}, "
-                                  f"E[L] = {choice.expected_length:.2f} (corrected by this prompt's ρ_d; "
-                                  f"calibrated {calibrated[choice.budget]:.2f})")
+                                  f"n = {choice.budget}, depth {choice.depth}, E[L] = {choice.expected_length:.2f} "
+                                  + (f"(corrected by this prompt's ρ_d; calibrated {calibrated[choice.budget]:.2f})"
+                                     if reached_then else "(calibrated: no tree verified before it)"))  # fmt: skip
 print(f"saved {save_figure(fig, '06_tree_budget', FIGURES)}")
 fig
 
@@ -254,36 +256,45 @@ final_rho = med.proposer.get("correction", [])  # ρ_d as the decode ended: afte
 
 
 def pricing_rho():  # the ρ_d the last pricing used, read back from its table: E[L](n) − 1 = Σ_d ρ_d · P_d(n)
-    # (depths past the deepest one verified take its factor: TreeOption.corrected, trees/budget.py)
+    # depths 1..reached_then had a factor of their own then; deeper ones took ρ at reached_then (TreeOption.corrected)
     rows = [(choice.options[r["budget"]].by_depth, r["expected_length"]) for r in choice.table if r["budget"] > 0]
-    width = len(final_rho) or 1
+    width = reached_then
+    if not rows or not width:
+        return []
     X, y = np.zeros((len(rows), width)), np.array([e - 1.0 for _, e in rows])
     for i, (by_depth, _) in enumerate(rows):
         for d, v in enumerate(by_depth):
             X[i, min(d, width - 1)] += v
     used = X.any(axis=0)  # depths some row of the table reaches: only those factors are pinned down
-    return np.linalg.lstsq(X[:, used], y, rcond=None)[0].tolist() if rows and used.any() else []
+    return np.linalg.lstsq(X[:, used], y, rcond=None)[0].tolist() if used.any() else []
 
 
 def rho_said(factors):
     return ", ".join(f"$\\rho_{d + 1}$ = {f:.2f}" for d, f in enumerate(factors))
 
 
+def depths_said(a, b):
+    return f"depth {a}" if a == b else f"depths {a} to {b}"
+
+
 rho = rho_said(pricing_rho())
-reached = len(final_rho)  # depths the decode's verified trees reached: only those have a factor of their own
 deeper = max(len(choice.options[r["budget"]].by_depth) for r in choice.table)  # the table's deepest tree
+at_end = (f" By the decode's end its verified trees had reached {depths_said(1, len(final_rho))}: "
+          f"{rho_said(final_rho)}, after the last pricing and not used by it." if final_rho and priced_at < proposer.steps
+          else "")  # fmt: skip
 corrected = (
-    (f" (These $E[L]$ are the decode's own at its last pricing, after {priced_at} of its {proposer.steps} steps: the "
-     f"term of each depth its verified trees reached (depth {reached} at most, by the decode's end) scaled by what "
-     "this prompt had accepted there by then against the calibration"
+    (f" (These $E[L]$ are the decode's own at its last pricing, after {priced_at} of its {proposer.steps} steps. "
+     f"By then its verified trees had reached depth {reached_then} at most; the term of each of those depths is "
+     "scaled by what this prompt had accepted there against the calibration"
      + (f", {rho}" if rho else "")
-     + (f" (by the decode's end, {rho_said(final_rho)})" if priced_at < proposer.steps else "")
-     + (f"; the deeper terms of the figure's trees (up to depth {deeper}) by the deepest reached depth's factor, the "
-        "library's rule for a depth not yet verified (`trees.DepthCorrection`), not by anything accepted there"
-        if deeper > reached else "")
-     if final_rho else " (These $E[L]$ are the calibrated ones: the decode verified no tree, so no $\\rho_d$ "
-     "corrects them")
-    + f". Calibrated alone, as notebook 05 computes it, the choice's $E[L]$ is "
+     + (f"; the deeper terms of the figure's trees ({depths_said(reached_then + 1, deeper)}) take "
+        f"$\\rho_{{{reached_then}}}$ again, the library's rule for a depth not verified yet (`trees.DepthCorrection`), "
+        "not anything accepted there" if deeper > reached_then else "")
+     + "." + at_end
+     if reached_then else
+     " (These $E[L]$ are the calibrated ones: no tree had been verified before the last pricing, so no $\\rho_d$ "
+     "corrected them." + at_end)
+    + f" Calibrated alone, as notebook 05 computes it, the choice's $E[L]$ is "
     f"{calibrated[choice.budget]:.3f} and the {max(by_budget)}-node tree's {calibrated[max(by_budget)]:.3f}.)"
 )
 big = max(by_budget)
@@ -306,6 +317,8 @@ else:
                "that noise: on this run's timings the two cannot be told apart, and the pick follows the medians.",
                rel_tol=pair_noise, n=big))  # fmt: skip
 why += corrected
+siblings = sum(len(p) == 1 for p in choice.paths)  # the pick's depth-1 nodes, and its nodes below them
+below = len(choice.paths) - siblings
 Markdown(
     f"On this prompt (question {prompt_id}) and this run's timings, `tree=\"auto\"` picked **n = {choice.budget}** "
     f"({what}): one prompt's pricing; section 3's bench sizes the tree anew on each of its prompts. {why} Each extra node adds only "
@@ -313,15 +326,16 @@ Markdown(
     f"{gains[-1]:.3f} for the last), because the heads are weak: head 1's top-1 is right "
     f"{float(proposer.drafter.accuracies.top[0, 0]):.0%} of the time on held-out text (`calibration.json`, "
     "notebook 05), far below the Medusa paper's Vicuna-7B heads. "
-    + ("Here the pick branches too (siblings at depth 1, and children below them); section 1 still draws a fixed "
-       "demonstration tree so that its picture does not depend on what a run's timings pick."
-       if choice.depth >= 2 and sum(len(p) == 1 for p in choice.paths) >= 2 else
+    + (f"Here the pick branches too ({siblings} siblings at depth 1, and {below} node{'s' if below != 1 else ''} "
+       "below them); section 1 still draws a fixed demonstration tree so that its picture does not depend on what a "
+       "run's timings pick." if choice.depth >= 2 and siblings >= 2 else
        "That is why section 1 drew a fixed demonstration tree: the tree that pays here has too little to show.")
 )  # fmt: skip
 
 # %% [markdown]
 # The cost model ranks neighbouring budgets only as well as it knows $t(n)$, and a curve measured once at
-# startup is off by about the margin between neighbours. So the price is the one cost model every method
+# startup can be off by as much as the margin between neighbours (the last cell of this section sets the two side
+# by side). So the price is the one cost model every method
 # shares (`cost.StepCost`): the measured curve corrected by every step the loop times, plus the loop's own
 # time per step. `tree="auto"` prices the same candidate trees again every `adapt_every` steps as it
 # learns, and where no tree pays it probes the smallest one now and then. Every tree is exact; only the
@@ -329,7 +343,7 @@ Markdown(
 # 0 is a plain forward with no node below the root (where no tree paid, or where only one token was left to emit and
 # the loop cut the tree to its root). Near `max_new_tokens` the loop likewise cuts a tree deeper than the tokens left
 # to its first depths (`Tree.truncate_depth`), so a step can verify fewer nodes than the pick without any new pricing.
-# The steps add up to the forwards printed in section 2:
+# The steps add up to the forwards printed above:
 
 # %% tags=["nbval-ignore-output"]
 import pandas as pd
@@ -365,6 +379,11 @@ end_up = {r["budget"]: r["speedup"] for r in choice.table}  # the same at the la
 # pair_noise (measured above, with `measured` and `retimed`): two rates differ beyond noise only by more than it
 
 
+def listed(values):  # 1, 2 and 3: a list said in words, not as a Python list
+    values = [str(v) for v in values]
+    return " and ".join([", ".join(values[:-1]), values[-1]]) if len(values) > 1 else "".join(values) or "none"
+
+
 def margin(ups, pick, label):  # the pick against its runner-up, in predicted speed-up (= in rate)
     runner_up = max((n for n in ups if n != pick), key=lambda n: ups[n])
     return compare(ups[pick], ups[runner_up],
@@ -373,11 +392,36 @@ def margin(ups, pick, label):  # the pick against its runner-up, in predicted sp
                    label + " n = {p} and the runner-up n = {r} predict the same speed-up ({a:.3f}×).",
                    within=label + " n = {p} predicts only {m:.1%} more speed-up than the runner-up n = {r} "
                    "({a:.3f}× against {b:.3f}×), within the {t:.1%} by which two timings of a cost $t(n + 1)$ can differ; "
-                   "by that tolerance {ties}: this run's timings do not single out n = {p}, and another run, or "
-                   "notebook 05 with its own curve, can pick any of them.",
+                   "by that tolerance {ties}: this run's timings do not single out n = {p}, and another run of this "
+                   "notebook can pick any of them.",
                    rel_tol=pair_noise, p=pick, r=runner_up, t=pair_noise, ties=tied_with(ups, pick),
                    m=(ups[pick] - ups[runner_up]) / min(abs(ups[pick]), abs(ups[runner_up])))  # fmt: skip
     # m is read against the smaller, as compare and within_noise read "within": the ties listed agree with it
+
+
+def dear_budgets():  # budgets both timings price below both neighbours beyond noise, for a size m = n + 1 that both
+    # timings put above the line between t(m − 1) and t(m + 1) beyond noise: that one size's own forward is dear
+    def dip(n):
+        return all(ups[n] < min(ups[n - 1], ups[n + 1]) and not within_noise(ups[n], min(ups[n - 1], ups[n + 1]))
+                   for ups in (start_up, again_up))  # fmt: skip
+
+    def bump(m):
+        return all(c(m) > (c(m - 1) + c(m + 1)) / 2 and not within_noise(c(m), (c(m - 1) + c(m + 1)) / 2)
+                   for c in (measured, retimed))  # fmt: skip
+
+    return [n for n in sorted(start_up) if n > 0 and n - 1 in start_up and n + 1 in start_up and dip(n) and bump(n + 1)]
+
+
+def dear_said(n):  # one such budget: its predicted speed-ups, and the t(m)/t(1) of its size and its neighbours
+    m = n + 1
+    ratios = ", ".join(f"$t({k})/t(1)$ = {measured(k) / measured(1):.2f} (timed again: {retimed(k) / retimed(1):.2f})"
+                       for k in (m - 1, m, m + 1))  # fmt: skip
+    return (f" Both timings here price n = {n} below both of its neighbours by more than that tolerance ({start_up[n]:.2f}× "
+            f"on the curve alone and {again_up[n]:.2f}× timed again, against at least "
+            f"{min(start_up[n - 1], start_up[n + 1]):.2f}× and {min(again_up[n - 1], again_up[n + 1]):.2f}× beside it), "
+            f"and both put the cost of its step's m = {m} tokens above the line between its neighbours' by more than it "
+            f"too ({ratios}): that one forward is dear here, and a curve that does not time m = {m} reads it off that "
+            "line and cannot show it.")  # fmt: skip
 
 
 def again_said():  # the rule on the second timing of the curve, and notebook 05's pick beside these
@@ -388,23 +432,33 @@ def again_said():  # the rule on the second timing of the curve, and notebook 05
         f", not n = {at_start.budget}: two timings of one curve already move the pick"
         + (f", although the margins above clear the tolerance, so this run's timings do not single out n = "
            f"{at_start.budget}." if cleared else "."))  # fmt: skip
-    return said + (" Notebook 05 (section 5) runs this rule on a curve it timed itself, at another moment, with its own "
-                   "timings of the heads and its own `max_budget`: where its pick differs from these, the difference "
-                   "is in those inputs, not in the rule.")  # fmt: skip
+    return (said + "".join(dear_said(n) for n in dear_budgets())
+            + " Notebook 05 (section 5) runs this rule on a curve it timed itself, at another moment, at its own set "
+            "of sizes (a size it does not time, it reads off the line between its timed neighbours), with its own timings of "
+            "the heads and its own `max_budget`: its pick need not be among the ties listed here, and where it "
+            "differs from these picks the difference is in those inputs, not in the rule.")  # fmt: skip
 
 
 def tied_with(ups, pick):  # every budget whose predicted speed-up is within noise of the pick's, said the short way
     ties = [n for n in ups if n != pick and within_noise(ups[n], ups[pick])]
     apart = [n for n in ups if n != pick and n not in ties]
     if len(ties) > len(apart):
-        return (f"every budget of the row but n = {apart} is within noise of n = {pick}" if apart else
+        return (f"every budget of the row but n = {listed(apart)} is within noise of n = {pick}" if apart else
                 f"every budget of the row is within noise of n = {pick}")  # fmt: skip
-    return f"n = {ties} {'is' if len(ties) == 1 else 'are'} within noise of n = {pick}"
+    return f"n = {listed(ties)} {'is' if len(ties) == 1 else 'are'} within noise of n = {pick}"
+
+
+def sizes_said(sizes):
+    return f"m = {listed(sizes)}" if sizes else "none"
+
+
+def verdict_at(m):  # t(m) against t(1): "above"/"below" only where both timings of the curve say so beyond noise
+    said = {compare(c(m), c(1), "above", "below", within="within", rel_tol=pair_noise) for c in (measured, retimed)}
+    return said.pop() if len(said) == 1 else "within"
 
 
 def shape_of_curve():  # which t(m) differ from t(1) beyond noise (m = tokens verified, root included)
-    verdict = {m: compare(measured(m), measured(1), "above", "below", within="within", rel_tol=pair_noise)
-               for m in measured.sizes if m > 1}  # fmt: skip
+    verdict = {m: verdict_at(m) for m in measured.sizes if m > 1}
     ties = [m for m, v in verdict.items() if v == "within"]
     above = [m for m, v in verdict.items() if v == "above"]
     below = [m for m, v in verdict.items() if v == "below"]
@@ -415,12 +469,13 @@ def shape_of_curve():  # which t(m) differ from t(1) beyond noise (m = tokens ve
             "each size's own median of 5 repeats, as notebooks 05 and 07 (section 5) and section 2's re-timing "
             "take it, nor notebook 04's single tree after a prompt")  # fmt: skip
     return (f"The tree verify curve this decode started from ({what}; two costs differ beyond noise only by more "
-            f"than {noise_said}) — $t(m)$ within noise of $t(1)$: m = {ties or 'none'}; "
-            f"above it: m = {above or 'none'}" + (f"; below: m = {below}" if below else "")
+            f"than {noise_said}), read with its re-timing: a size stands above (or below) $t(1)$ only where both "
+            f"timings put it there beyond that noise — $t(m)$ within noise of $t(1)$: {sizes_said(ties)}; "
+            f"above it: {sizes_said(above)}" + (f"; below: {sizes_said(below)}" if below else "")
             + f"; $t({top})/t(1)$ = {measured(top) / measured(1):.2f} (timed again: {retimed(top) / retimed(1):.2f}). "
-            + ("No size differs from $t(1)$ beyond that noise: this run's timings cannot say where the verify cost "
-               "starts to rise, so the ranking of budgets below rests on the medians alone. " if not above else
-               rise_said(verdict)))
+            + ("No size differs from $t(1)$ beyond that noise on both timings: this run's timings cannot say where "
+               "the verify cost starts to rise, so the ranking of budgets below rests on the medians alone. "
+               if not above else rise_said(verdict)))
 
 
 def rise_said(verdict):  # where the verdict settles on "above" for good, and the isolated "above"s before it
@@ -433,24 +488,26 @@ def rise_said(verdict):  # where the verdict settles on "above" for good, and th
         step = (f", and the chosen tree's step (verify {choice.budget + 1} tokens, then the heads) is priced at "
                 f"{against_plain(chosen)}" if choice.budget > 0 else "")
         if not smaller:
-            return (f"In this run's timings every size from m = {onset} up stands above $t(1)$ beyond noise{step}: "
+            return (f"In this run's timings every size from m = {onset} up stands above $t(1)$ beyond noise on both "
+                    f"timings{step}: "
                     "any tree costs more than a plain forward here, and must earn its share of the forward. ")
         one = len(smaller) == 1
-        which = (f"the one smaller size, m = {smaller[0]}, is within {pair_noise:.1%} of it" if one
-                 else f"every smaller one is within {pair_noise:.1%} of it")  # fmt: skip
+        which = (f"the one smaller size, m = {smaller[0]}, is within {pair_noise:.1%} of it on at least one timing"
+                 if one else f"every smaller one is within {pair_noise:.1%} of it on at least one timing")  # fmt: skip
         medians = (f"; its $t(m)/t(1)$ is {tied[0]:.2f}" if one else
                    f"; their $t(m)/t(1)$ run from {min(tied):.2f} to {max(tied):.2f}")  # fmt: skip
         whose = "that size's cost" if one else "those sizes' costs"
-        return (f"In this run's timings, from m = {onset} up every size stands above $t(1)$ beyond noise; {which}, "
+        return (f"In this run's timings, from m = {onset} up every size stands above $t(1)$ beyond noise on both "
+                f"timings; {which}, "
                 f"which says only that these timings cannot tell {whose} from $t(1)$, not that they cost the same"
                 f"{medians}{step}. A tree verified in a size below m = {onset} is not shown to cost more than a plain "
                 f"forward here; one of m = {onset} or more is, and must earn its share of the forward. ")
     settled = (f"only from m = {onset} up does every size stand above $t(1)$" if onset is not None else
                "even the largest sizes do not all stand above $t(1)$")
-    return (f"The verdict is not monotone in m: m = {early} stand{'s' if len(early) == 1 else ''} above $t(1)$ while "
-            f"larger sizes tie it, and {settled}. Single sizes flip between \"above\" and \"within\" from run to "
-            "run at this noise (notebook 07, section 5, times the same forwards), so this run's timings place no "
-            + ("threshold below that" if onset is not None else "threshold")
+    return (f"The verdict is not monotone in m: m = {listed(early)} stand{'s' if len(early) == 1 else ''} above "
+            f"$t(1)$ while larger sizes tie it, and {settled}. Single sizes flip between \"above\" and \"within\" "
+            "from run to run at this noise (notebook 07, section 5, times the same forwards), so this run's timings "
+            "place no " + ("threshold below that" if onset is not None else "threshold")
             + "; the ranking of neighbouring budgets below rests on the medians. ")
 
 
@@ -602,7 +659,7 @@ auto_ran = ("The bench's `medusa` row is `tree=\"auto\"` sized anew on each prom
                + " of them" + (f" — the {root_only} forward{'s' if root_only != 1 else ''} with 0 nodes verified the "
                                "root alone: a prompt's last token, where the loop cuts every tree to depth 0, or a "
                                "step where nothing paid" if root_only > 0 else "")
-               + (". The smaller sizes beside the most common one are a pricing on one prompt that chose less, or a "
+               + (". A size below the most common one comes from a pricing on one prompt that chose less, or from a "
                   "tree cut near `max_new_tokens` to the depths the tokens left allow (section 2)"
                   if len([n for n in auto_budgets if 0 < n < max(auto_budgets, key=auto_budgets.get)]) else "")
                + ". " if auto_steps else ". "))  # fmt: skip
@@ -1060,8 +1117,9 @@ for what in made_up:
 #   extra node adds little to $E[L]$, so the pick turns on how $t$ grows; section 2 prints this run's pick, the
 #   sizes whose cost stands above $t(1)$ beyond the timing noise, whether the runner-up is within noise of it, and
 #   what the same rule picks on a second timing of the curve.
-# - When sampling, the one-hot rule keeps Medusa exact; typical acceptance is lossy — its drift from exact
-#   sampling stands above the noise floor of the exact rule in every cell of the grid.
+# - When sampling, the one-hot rule keeps Medusa exact; typical acceptance is lossy: it emits every candidate above
+#   its threshold, not with probability $p(x)$, and section 4 measures its drift from exact sampling against the
+#   exact rule's noise floor in every cell of its grid.
 #
 # ## Further reading
 #

@@ -208,7 +208,8 @@ Markdown(
 # sits beside it under the root.
 #
 # A small case from a real decode (parameters `demo_W`, `demo_N`, `demo_G`; by default $W = 4$, $N = 3$,
-# $G = 2$): the first step with a full window and the most n-grams verified.
+# $G = 2$): a step with a full window and the most n-grams verified — among those, the first that accepted an
+# n-gram token, or the first of them if none did.
 
 # %%
 from specdec_lab.text import token_pieces, visible
@@ -397,7 +398,7 @@ Markdown(
               "Most of the net growth came from the text. ", within="The two grew by as much. ")
     + (f"Of the accepted tokens, {by_text} are credited to the text and {by_window} to the window: "
        f"most hits come from **{source}**" if by_text + by_window else "No n-gram token was accepted")
-    + (" — recurring identifiers and phrases of the prompt." if by_text > by_window else ".")
+    + (" — n-grams of the prompt or of the output so far that the text then repeats." if by_text > by_window else ".")
     + f" A window n-gram is a guessed {pool_N - 1}-token continuation of a token that then recurs as the root, made "
     "from a context that was itself guessed; it pays as far as its tokens are right, counted from the first: "
     + (f"of the {win_hits} steps that accepted window tokens, {win_partial} accepted fewer than its {pool_N - 1} "
@@ -651,8 +652,27 @@ leaves_out = ["the proposer's own Python time (pool, trie, window) and the loop'
               "forwards ran after the prompt and its output so far, on a machine as busy as it then was"]  # fmt: skip
 measured_best = (f"measured: {where(best)}" if len(near_best) == 1 else
                  f"measured: any of the {len(near_best)} points within the sweep's timing noise ({noise:.0%}) of the "
-                 f"fastest (section 4), the predicted best on this CPU's curve "
+                 f"fastest (section 4), the top prediction on this CPU's curve "
                  f"{'among them' if predicted_best in near_best else 'not among them'}")  # fmt: skip
+
+
+def top_said(name):  # a curve's top prediction, and the points whose prediction is within noise of it
+    col, n_bar = pred[f"predicted ({name})"], pred["tokens verified / forward"]
+    top = best_on[name]
+    if curves[name] is flat:  # a flat curve predicts the mean accepted itself: no timing noise in it, only exact ties
+        ties = [p for p in col.index if p != top and col[p] == col[top]]
+    else:  # two predictions differ by the noise of t at their two sizes: section 5's rule for the two costs
+        ties = [p for p in col.index if p != top and compare(col[p], col[top], "", "", within="y",
+                                                             rel_tol=pair_tol(n_bar[p], n_bar[top])) == "y"]  # fmt: skip
+    said = f"on {name}: {where(top)} ({col[top]:.2f}×)"
+    if not ties:
+        return said + (", above every other point" if curves[name] is flat else
+                       ", beyond the timing noise of every other point")  # fmt: skip
+    return said + (f", with {len(ties)} more point{'s' if len(ties) != 1 else ''} "
+                   + ("within the timing noise of it (section 5's rule for the two forwards' sizes), so this curve "
+                      "does not single out one best point" if curves[name] is not flat else "tied with it exactly"))
+
+
 # a measured curve can only beat the flat one where it prices a forward below t(1): say so, and whether that is noise
 over_flat = pred.index[pred["predicted (this CPU (measured))"] > pred["predicted (flat (GPU-like))"]]
 below_t1 = [n for n, v in verdict_t1.items() if v == "below"]
@@ -686,7 +706,7 @@ Markdown(
               "median shows no bias either way.",
               rel_tol=ratio_tol, lo=lo, hi=hi, p=sign_p, context=COST_CONTEXT)
     + elsewhere + " "
-    + "Best point predicted " + "; ".join(f"on {name}: {where(p)}" for name, p in best_on.items())
+    + "Highest prediction " + "; ".join(top_said(name) for name in curves)
     + f"; {measured_best}. "
     + over_flat_note
     + "Rank correlation of the predicted with the measured speed-ups: "

@@ -269,7 +269,9 @@ else:
 # run's noise count as tied (`lab.experiment.fastest` and `slowest`, the rule `course.compare` applies to a
 # sentence). The noise is `tie_tol`, or the machine's own spread where that is larger: the largest gap between two
 # rounds of one method here (`lab.experiment.round_spread`; it needs `compare_rounds` of 2 or more) or between
-# section 1's repeats of its method. One noise serves every comparison in the sentence. The sentence also
+# section 1's repeats of its method. One noise serves every comparison in the sentence, and the sentence names
+# every method: one that is neither among the fastest nor the slowest is named with the methods it lies within the
+# noise of ("within" does not chain: a method can be within the noise of one slow method and not of another). It also
 # sets this section's autoregressive run beside section 1's, on the same prompt: where the two lie further apart
 # than the noise, the machine's speed moved between the sections, or (where the two runs differ in length) the
 # length did, since tokens/s divides by the whole call, prefill included; either way speed-ups are best compared
@@ -278,6 +280,7 @@ else:
 # %% tags=["nbval-ignore-output"]
 import math
 
+from specdec_lab.lab.course import within_tol
 from specdec_lab.lab.experiment import fastest, round_spread, slowest
 
 spread = round_spread(comparison)  # NaN with a single round
@@ -318,6 +321,15 @@ if comparison and len(top) < len(comparison):
         sentence += f"; the slowest is {names(bottom)}"
     else:
         sentence += f"; the slowest, within the same tolerance of one another, are {names(bottom)}"
+    # every method is named: one neither among the fastest nor the slowest is placed by its own neighbours, since
+    # "within the noise" does not chain (a method can lie within it of one slow method and not of another)
+    middle = [x for x in comparison if x not in top and x not in bottom and not math.isnan(x.speedup)]
+    for x in sorted(middle, key=lambda r: -r.speedup):
+        near = [y for y in comparison if y is not x and not math.isnan(y.speedup)
+                and within_tol(x.speedup, y.speedup, tol)]  # fmt: skip
+        sentence += f"; {names([x])} lies between them, " + (
+            f"within {tol:.0%} of {names(near)}: these rounds do not order it against "
+            + ("that one" if len(near) == 1 else "those") if near else f"more than {tol:.0%} from every other method")
 if comparison:
     sentence += f"; the most tokens per target forward come from **{most_steps.spec}** ({most_steps.mean_accepted:.2f})"
     sentence += (" — among the fastest." if most_steps in top else
@@ -431,11 +443,23 @@ shown = instructive_step(lab.result.steps) if default_step < 0 else default_step
 trees = steps_slider_figure(lab, lm.tokenizer, step=shown)
 print(f"saved {save_figure(trees, '08_step_trees', FIGURES)}")
 s = lab.result.steps[min(shown, len(lab.result.steps) - 1)]
+
+
+def plural(n, noun):  # "1 node", "4 nodes"
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+n_acc = min(s.accepted, len(s.emitted))  # an end-of-text token may cut the accepted path short
+if s.proposed == 0:  # no step had a partial acceptance, and this one proposed nothing
+    what = (f"a tree of {plural(len(s.tree_tokens), 'node')} and nothing proposed: a plain step, which emitted "
+            f"{plural(len(s.emitted), 'token')} of the target's own")  # fmt: skip
+else:
+    what = (f"a tree of {plural(len(s.tree_tokens), 'node')}; {s.accepted} of its {plural(s.proposed, 'proposed token')} "
+            f"{'was' if s.accepted == 1 else 'were'} accepted, {s.proposed - s.accepted} rejected, and the step emitted "
+            f"{plural(len(s.emitted), 'token')}: " + ("the accepted ones and the bonus" if len(s.emitted) > n_acc else
+                                                      "the accepted ones, cut by end-of-text before a bonus"))  # fmt: skip
 Markdown(f"Under the dashboard below, the snapshot opens on step {shown} (the steps are numbered 0 to "
-         f"{len(lab.result.steps) - 1}), a tree of {len(s.tree_tokens)} nodes; {s.accepted} of its {s.proposed} "
-         f"proposed tokens were accepted, {s.proposed - s.accepted} rejected, and the step emitted "
-         f"{len(s.emitted)} tokens: " + ("the accepted ones and the bonus." if len(s.emitted) > s.accepted else
-                                          "the accepted ones, cut by end-of-text before a bonus."))  # fmt: skip
+         f"{len(lab.result.steps) - 1}), {what}.")  # fmt: skip
 
 # %% tags=["nbval-skip"]
 from specdec_lab.lab.speedup import LabDashboard
@@ -560,7 +584,8 @@ finally:
 # `"plain step"`. The check runs it on section 1's steps (`lab.result.steps`) and on `made_up_steps` (a plain
 # step, a partial acceptance, a full one, and a path cut by end-of-text), against the library's reading of the
 # same steps (`LabResult.provenance_counts`, built on `specdec_lab.lab.trace_reading.provenance`: the cell below
-# names it `provenance`, and an answer that calls it is refused).
+# names it `provenance`, and an answer that calls it is refused — directly, or through a `LabResult`, such as a copy
+# of section 1's `lab` given other steps, whose counts call it).
 
 # %% tags=["exercise", "exercise-2"]
 from types import SimpleNamespace
@@ -596,17 +621,32 @@ def count_provenance(steps):  # noqa: F811 - replaces the stub above
 # %% tags=["check", "exercise-2", "nbval-check-output"]
 def _check_exercise_2():  # the reference is read in here, so no name of it stays in scope for an answer
     from collections import Counter
+    from unittest import mock
 
+    import specdec_lab.lab.experiment as experiment_module
+    import specdec_lab.lab.trace_reading as trace_reading_module
     from specdec_lab.lab.course import check
     from specdec_lab.lab.trace_reading import PROVENANCE
     from specdec_lab.lab.trace_reading import provenance as provenance_of  # the original, unwatched
 
+    def answer_to(steps):  # the answer, with the library's own reading watched inside the library too: a
+        # `LabResult` (section 1's `lab`, or a copy of it given other steps) counts by calling it
+
+        def spy(s):
+            _watch_2.called.append("provenance")
+            return provenance_of(s)
+
+        with mock.patch.object(trace_reading_module, "provenance", spy), \
+                mock.patch.object(experiment_module, "provenance", spy):  # fmt: skip
+            return count_provenance(steps)
+
     hint = "A step that proposed nothing emits plain-step tokens; a step cut by end-of-text emits no bonus."
     made_up_counts = Counter(provenance_of(made_up_steps))
-    check("the provenance counts of the made-up steps", count_provenance(made_up_steps),
-          {k: made_up_counts.get(k, 0) for k in PROVENANCE}, close=lambda a, r: a is not None and dict(a) == r,
-          hint=hint, watch=_watch_2)  # fmt: skip
-    check("the provenance counts of section 1's run", count_provenance(lab.result.steps), lab.provenance_counts,
+    reference = {k: made_up_counts.get(k, 0) for k in PROVENANCE}
+    check("the provenance counts of the made-up steps", answer_to(made_up_steps), reference,
+          close=lambda a, r: a is not None and dict(a) == r, hint=hint, watch=_watch_2)  # fmt: skip
+    reference = lab.provenance_counts  # read before the answer runs, outside the watch
+    check("the provenance counts of section 1's run", answer_to(lab.result.steps), reference,
           close=lambda a, r: a is not None and dict(a) == r, hint=hint, watch=_watch_2)  # fmt: skip
 
 
@@ -658,12 +698,13 @@ from types import SimpleNamespace
 
 from specdec_lab.lab.course import check
 
-made_up = [SimpleNamespace(spec=spec, speedup=s) for spec, s in tied.items()]
+tied_runs = [SimpleNamespace(spec=spec, speedup=s) for spec, s in tied.items()]  # (not `made_up`: exercise 1's)
 hint = "Compare each speed-up with the best one, relative to the smaller of the two; list the fastest first."
 answer = fastest_specs(tied, 0.05)
 _watch.begin_check()  # from here the references are the check's own
 _ = check("the fastest of the made-up speed-ups (rel_tol 0.05)", answer,
-          [x.spec for x in _watch["fastest"](made_up, 0.05)], close=lambda a, r: list(a) == r, hint=hint, watch=_watch)
+          [x.spec for x in _watch["fastest"](tied_runs, 0.05)], close=lambda a, r: list(a) == r, hint=hint,
+          watch=_watch)  # fmt: skip
 answer = fastest_specs(speedups, tol)
 _watch.begin_check()
 _ = check("the fastest methods of section 2 (its tolerance `tol`, as in its sentence)", answer,

@@ -54,8 +54,8 @@
 #
 # ### Learning objectives
 #
-# - **Explain** what an EAGLE-3 drafter reads (which target layers it fuses) and why its accuracy falls more
-#   slowly with the draft position than independent Medusa heads'.
+# - **Explain** what an EAGLE-3 drafter reads (which target layers it fuses) and why its own features can keep
+#   more of its accuracy over the draft positions than independent Medusa heads keep of theirs.
 # - **Measure** accuracy per draft position, teacher-forced, with the library's definition.
 # - **Derive** c_MAC, a proxy for the cost ratio c of a draft step, from the model shapes and weigh it against the
 #   coverage of a reduced drafting vocabulary.
@@ -199,17 +199,28 @@ from specdec_lab.lab.course import compare
 
 if record is not None:
     a = {n: s["accuracy"] for n, s in src.items()}
-    best1 = max(a, key=lambda n: a[n][0])
-    lines = [f"At draft position 1 the {SOURCE_LABELS[best1]} is right most often ({a[best1][0]:.2f})."]
+
+    def _share_var(s: dict, i: int) -> float:
+        """Binomial variance of a share of hits over its scored tokens."""
+        x = s["hits"][i] / max(s["count"][i], 1)
+        return x * (1 - x) / max(s["count"][i], 1)
+
+    first, second = (sorted(a, key=lambda n: -a[n][0]) + [None])[:2]  # the two best at draft position 1
+    if second is None:
+        lines = [f"At draft position 1 the {SOURCE_LABELS[first]} scores {a[first][0]:.2f}."]
+    else:  # the leader named only beyond two standard errors of its difference from the runner-up
+        band1 = 2 * (_share_var(src[first], 0) + _share_var(src[second], 0)) ** 0.5
+        lead = ("At draft position 1 the {x} is right most often ({a:.2f}; the {y} next, {b:.2f}, beyond two standard "
+                "errors of the difference, ±{band:.3f}).")  # fmt: skip
+        lines = [compare(a[first][0], a[second][0], lead, lead,
+                         "At draft position 1 the {x} and the {y} are not told apart ({a:.2f} and {b:.2f}, within "
+                         "two standard errors of the difference, ±{band:.3f}).",
+                         rel_tol=band1 / max(min(a[first][0], a[second][0]), 1e-12), band=band1,
+                         x=SOURCE_LABELS[first], y=SOURCE_LABELS[second])]  # fmt: skip
     if "eagle" in a and "medusa" in a:
         j = max(i for i, x in enumerate(a["medusa"]) if x is not None)  # the last head
         e, m = a["eagle"], a["medusa"]
         keep_e, keep_m = e[j] / max(e[0], 1e-9), m[j] / max(m[0], 1e-9)
-
-        def _share_var(s: dict, i: int) -> float:
-            """Binomial variance of a share of hits over its scored tokens."""
-            x = s["hits"][i] / max(s["count"][i], 1)
-            return x * (1 - x) / max(s["count"][i], 1)
 
         # two standard errors of each difference, the proposers taken as independent samples (as below); the kept
         # share's by the delta method on a_j / a_1, its two shares also taken as independent
@@ -677,9 +688,11 @@ if have_drafter:
     else:
         step = min(default_step, len(demo.steps) - 1)
     s = demo.steps[step]
+    tree_el = s.info.get("expected_length")  # the drafter's own E[L] for this tree (its confidences, bonus included)
     print(f"step {step} of {len(demo.steps)}: {len(s.tree) - 1} drafted nodes plus the root ({len(s.tree)} drawn, "
-          f"{leaves(s.tree)} leaves), {s.accepted} "
-          f"accepted; proposer info {s.info}")  # fmt: skip
+          f"{leaves(s.tree)} leaves, {s.info.get('levels', '?')} levels), {s.accepted} accepted, so L = "
+          f"{len(s.emitted)} tokens emitted (bonus included)"
+          + (f"; the drafter's confidences gave this tree E[L] = {tree_el:.2f}" if tree_el is not None else ""))  # fmt: skip
     print(WHITESPACE_LEGEND)
     fig = step_tree_figure(demo, step, lm.tokenizer)
     drawn = len(s.tree_tokens)  # the title counts as the text above does: drafted nodes, then the root
@@ -796,8 +809,9 @@ if bench is not None:
 #
 #    The target verifies every drafted token. A drafter that cannot name a token simply fails to propose it,
 #    so that position is rejected and the target's own token is emitted: acceptance can drop, the output
-#    cannot change. What M buys is a cheaper draft step: section 2 shows its multiply-add proxy c_MAC falling with
-#    M; the measured ratio c is the benchmark's.
+#    cannot change. What a smaller M buys is a cheaper draft step: section 2's table shows the multiply-add proxy
+#    c_MAC growing with M (the head's $M\,H$ term), so it falls as M shrinks; the measured ratio c is the
+#    benchmark's.
 #    </details>
 #
 # 3. Why train the drafter on its own unrolled outputs (training-time test) instead of only on the target's

@@ -153,11 +153,13 @@ plan_table
 # Then the four setups timed in one loop (context 64). Each repeat runs every setup once, the order rotated, and
 # every setup first runs one untimed forward per size right after it is switched in (the first forwards after a
 # switch pay allocations and cold caches, which would otherwise land on the timed pass's first sizes); each setup
-# keeps its median. Where two setups run the very same kernels (the plan table's `same as default plan`, and the
-# sizes where the measured plan chose what another setup runs) the loop times the same code twice, so their gap
-# measures the protocol's own noise directly: the noise floor below is the larger of that gap and the repeats'
-# spread. The table gives t(n) in milliseconds per setup, which setup was fastest at each n (`tie: …` where
-# others are within the noise floor of it), and the measured plan's time over the fastest one's.
+# keeps its median. Where two setups run the very same kernels at a size (read from each setup's layers: the plan
+# table's `same as default plan`, the sizes where the measured plan chose what another setup runs, 1–2 rows, where
+# W xᵀ only and the default plan both run W xᵀ, and more than 16, where W xᵀ only runs torch's stock kernel) the
+# loop times the same code twice, so their gap measures the protocol's own noise directly: the noise floor below is
+# the larger of that gap and the repeats' spread. The table gives t(n) in milliseconds per setup, which setup was
+# fastest at each n (`tie: …` where others are within the noise floor of it), and the measured plan's time over the
+# fastest one's.
 #
 # **Predict, then run.** Before running the next cell, write down which setup you expect to be fastest at one
 # row and which at 64, and whether the measured plan — the winner of each matrix timed alone — will be the
@@ -166,6 +168,7 @@ plan_table
 # %% tags=["prediction", "nbval-ignore-output"]
 from specdec_lab.cost.curve import measure_cost_curve
 from specdec_lab.cost.timing import compare_cost_curves, spread_sentence
+from specdec_lab.lab.kernel_groups import kernel_groups, kernels_by_setup
 
 
 def sizes_text(ns: list[int]) -> str:
@@ -182,28 +185,20 @@ def warmed(install):
     return run
 
 
+# which kernel each weight shape runs at each size, per setup (read by switching each in: no repacking)
+kernels = kernels_by_setup(model, linear, sizes)
 linear_cmp = compare_cost_curves(model, {name: warmed(f) for name, f in linear.items()}, sizes=sizes, repeats=repeats)
 linear["measured plan"]()
 curves = linear_cmp.curves
-shapes = [c for c in plan_table.columns if c != "same as default plan"]
 
-
-def same_kernels(setup: str, n: int) -> bool:
-    """Whether the measured plan runs, at n rows, the very kernels `setup` runs (the plan table's row n)."""
-    row = plan_table.loc[n, shapes]
-    if setup == "stock nn.Linear":
-        return bool((row == "stock").all())
-    if setup == "W xᵀ only":
-        return bool((row == ("wx" if n <= 16 else "stock")).all())
-    return setup == "default plan" and n in default_too
-
-
-# where the measured plan runs the same code as another setup, the loop times that code twice: their gap is the
-# protocol's own noise, measured directly
-twins = {n: [s for s in linear if s != "measured plan" and same_kernels(s, n)] for n in sizes}
-twin_gap = {n: max(curves[s](n) for s in [*twins[n], "measured plan"])
-            / min(curves[s](n) for s in [*twins[n], "measured plan"]) - 1 for n in sizes if twins[n]}  # fmt: skip
+# setups grouped by the code they run at each size: where a group has several setups the loop timed the same code
+# more than once, and their gap is the protocol's own noise, measured directly
+same_code = {n: kernel_groups({s: curves[s](n) for s in linear}, {s: kernels[s][n] for s in linear}) for n in sizes}
+twin_gap = {n: max(hi / lo - 1 for g, (lo, hi) in zip(same_code[n].groups, same_code[n].spans, strict=True)
+                   if len(g) > 1) for n in sizes if same_code[n].twins}  # fmt: skip
 noise_level = max(linear_cmp.noise.spread, max(twin_gap.values(), default=0.0))
+# the setups that run, at n rows, the very kernels of the measured plan
+twins = {n: [s for s in linear if s != "measured plan" and kernels[s][n] == kernels["measured plan"][n]] for n in sizes}
 
 
 def fastest_or_tie(n: int) -> str:
@@ -291,33 +286,24 @@ if chosen_sizes:
 else:
     parts.append("At no size timed does the plan run kernels of its own, so this loop cannot test its choices.")
 if lost:
-    worst = max(behind, key=behind.get)
-    within = [n for n in lost if behind[n] <= noise_level]
-    parts.append(
-        (
-            f"Where it lost it trailed the fastest by {statistics.median(behind.values()):.0%} in the median (most at "
-            f"n = {worst}: {behind[worst]:.0%}, behind {linear_cmp.fastest(worst)}); "
-            + (
-                f"{'all' if len(within) == len(lost) else len(within)} of those gaps "
-                f"{'is' if len(within) == 1 else 'are'} within the noise floor ({noise_level:.0%})."
-                if within
-                else f"each gap is larger than the noise floor ({noise_level:.0%})."
-            )
-        )
-        if len(lost) > 1
-        else (
-            f"Where it lost (n = {worst} only) it trailed the fastest, {linear_cmp.fastest(worst)}, by "
-            f"{behind[worst]:.0%}: " + ("within" if within else "larger than")
-            + f" the noise floor ({noise_level:.0%})."
-        )
-    )
+    # another setup's median lower than the plan's: a loss only beyond the noise floor; inside it, a tie
+    level_sizes = [n for n in lost if behind[n] <= noise_level]
     beyond = [n for n in lost if behind[n] > noise_level]
+    if level_sizes:
+        gaps = [behind[n] for n in level_sizes]
+        parts.append(
+            f"At {sizes_text(level_sizes)} another setup's median was lower than the plan's, by "
+            + (f"{gaps[0]:.1%}" if len(gaps) == 1 else f"{min(gaps):.1%}–{max(gaps):.1%}")
+            + f": within the noise floor ({noise_level:.0%}), so "
+            + ("a tie, not a loss." if len(gaps) == 1 else "ties, not losses.")
+        )
     if beyond:
         parts.append(
-            f"At {sizes_text(beyond)} the plan trails another choice by more than the noise floor: a plan chosen once, "
-            "on each matrix alone, is not guaranteed to give the fastest whole forward — a forward also runs "
-            "attention and the other layers, and the load differs from the moment the plan was measured "
-            "(`tune_linear(model, refresh=True)` measures again)."
+            f"At {sizes_text(beyond)} the plan trailed the fastest by more than the noise floor ({noise_level:.0%}: "
+            + ", ".join(f"{behind[n]:.0%} behind {linear_cmp.fastest(n)} at n = {n}" for n in beyond)
+            + "): a plan chosen once, on each matrix alone, is not guaranteed to give the fastest whole forward — a "
+            "forward also runs attention and the other layers, and the load differs from the moment the plan was "
+            "measured (`tune_linear(model, refresh=True)` measures again)."
         )
 few = [n for n in sizes if n <= 4]  # a few rows: where stock kernels stumble on some CPUs
 others = [name for name in linear if name not in ("stock nn.Linear", "measured plan")]  # the other kernels alone
@@ -480,7 +466,8 @@ Markdown(
 # A kernel choice need not only scale the milliseconds: it can change the *shape* of t(n), and the break-even
 # t(n)/t(1) a step must beat is a ratio of two of its points. The right panel of the figure in section 1
 # shows it per setup; the table below reads it at a few draft sizes, and the sentence under it says whether
-# this run's setups differ in t(1) and in shape by more than the noise floor of section 1. Sizing a tree by the hardware's own
+# this run's kernels differ in t(1) and in shape by more than the noise floor of section 1 (setups that run the very
+# same kernels at a size count as one kernel there: their gap is noise). Sizing a tree by the hardware's own
 # t(n) is what Sequoia calls hardware-aware ([Chen et al. 2024](https://arxiv.org/abs/2402.12374)); every
 # sizing rule of this workbook does it with the measured curve. Since every method's speed-up depends on the
 # kernels, a benchmark file should say which it ran; the sentence under the table counts, from the files in
@@ -491,17 +478,29 @@ Markdown(
 import json
 from pathlib import Path
 
+from specdec_lab.lab.course import within_tol
+
 reads = [n for n in (2, 4, 8, 16) if n in sizes]
 display(
     pd.DataFrame({name: {f"t({n})/t(1)": c(n) / c(1) for n in reads} for name, c in curves.items()})
     .T.rename_axis("setup (context 64)")
     .round(2)
 )
-# a ratio of two medians carries the noise of both: its floor is twice section 1's
+# setups that run the very same code at a size are one kernel there (section 1: their gap is noise), so t(1) and the
+# shape are compared between kernels, each at the median of the setups that run it
 t1 = {name: c(1) for name, c in curves.items()}
-t1_gap = max(t1.values()) / min(t1.values()) - 1
-shape = {n: [c(n) / c(1) for c in curves.values()] for n in reads}
-shape_gap = {n: max(r) / min(r) - 1 for n, r in shape.items()}
+t1_read = kernel_groups(t1, {s: kernels[s][1] for s in curves})
+
+
+def shape_groups(n: int, among: list[str] | None = None):
+    """t(n)/t(1) by kernel: setups that run the same code at 1 and at n rows count as one."""
+    names = [s for s in curves if among is None or s in among]
+    ratios = {s: curves[s](n) / curves[s](1) for s in names}
+    return kernel_groups(ratios, {s: (kernels[s][1], kernels[s][n]) for s in names})
+
+
+# a ratio of two medians carries the noise of both: its floor is twice section 1's
+shape_gap = {n: shape_groups(n).gap for n in reads}
 shape_apart = [n for n in reads if shape_gap[n] > 2 * noise_level]
 
 
@@ -514,18 +513,18 @@ def falls_after(name: str, n: int) -> list[int]:
 # a gap that rests on such a point (without that setup the others' shapes agree within the floor) is not read as a
 # change of shape: a curve that falls with more rows is one noisy median as likely as another kernel
 bumpy = {n: [s for s in curves if falls_after(s, n)] for n in shape_apart}
-steady = {n: [r for s, r in zip(curves, shape[n], strict=True) if s not in bumpy[n]] for n in shape_apart}
+steady = {n: [s for s in curves if s not in bumpy[n]] for n in shape_apart}
 rests = [n for n in shape_apart if bumpy[n] and len(steady[n]) > 1
-         and max(steady[n]) / min(steady[n]) - 1 <= 2 * noise_level]  # fmt: skip
+         and shape_groups(n, steady[n]).gap <= 2 * noise_level]  # fmt: skip
 shape_read = [n for n in shape_apart if n not in rests]
 shape_text = (
-    f"differed between setups by more than twice that floor (the noise of a ratio of two medians) at "
+    f"differed between kernels by more than twice that floor (the noise of a ratio of two medians) at "
     f"{sizes_text(shape_read)}: another kernel, another break-even there"
     if shape_read
-    else "differed between setups by more than twice that floor (the noise of a ratio of two medians) only where a "
+    else "differed between kernels by more than twice that floor (the noise of a ratio of two medians) only where a "
     "curve fell with more rows (below): this run shows no change of shape it can read"
     if rests
-    else "differed between setups by no more than twice that floor (the noise of a ratio of two medians) at any n "
+    else "differed between kernels by no more than twice that floor (the noise of a ratio of two medians) at any n "
     "read: this run shows no change of shape beyond the noise"
 )  # fmt: skip
 for n in rests:
@@ -539,12 +538,37 @@ for n in rests:
         "that takes less time is one noisy median or that kernel's own slow path at so few rows, and one run cannot "
         f"tell which, so this run does not read a moved break-even at n = {n} from it"
     )
-display(Markdown(
-    f"Across the {len(curves)} setups t(1) ranged from {min(t1.values()) * 1e3:.1f} to {max(t1.values()) * 1e3:.1f} ms "
-    + (f"(a {t1_gap:.0%} gap, beyond section 1's noise floor of {noise_level:.0%}: another kernel, another t(1))"
-       if t1_gap > noise_level else f"(a {t1_gap:.0%} gap, within section 1's noise floor of {noise_level:.0%})")
-    + "; t(n)/t(1) — the shape — " + shape_text + "."
-))  # fmt: skip
+
+
+def setups_text(group: tuple[str, ...]) -> str:
+    return group[0] if len(group) == 1 else ", ".join(group[:-1]) + " and " + group[-1]
+
+
+t1_text = (f"Across the {len(curves)} setups t(1) ranged from {min(t1.values()) * 1e3:.1f} to "
+           f"{max(t1.values()) * 1e3:.1f} ms")  # fmt: skip
+for group, (lo, hi) in zip(t1_read.groups, t1_read.spans, strict=True):
+    if len(group) > 1:
+        t1_text += (f"; {setups_text(group)} run the very same kernels at n = 1 ({lo * 1e3:.1f}–{hi * 1e3:.1f} ms: "
+                    "that spread is noise)")  # fmt: skip
+if t1_read.kernels == 1:
+    t1_differs = False
+    t1_text += ". Every setup runs the same kernels at one row, so this run has no t(1) difference between kernels"
+else:
+    t1_differs = not within_tol(t1_read.highest, t1_read.lowest, noise_level)
+    between = (
+        f". Between the {t1_read.kernels} different sets of kernels (each at the median of the setups that run it) "
+        f"t(1) went from {{b:.1f}} ms ({setups_text(t1_read.groups[0])}) to {{a:.1f}} ms "
+        f"({setups_text(t1_read.groups[-1])}), a {t1_read.gap:.0%} gap"
+    )
+    t1_text += compare(
+        t1_read.highest * 1e3, t1_read.lowest * 1e3,
+        between + f", beyond section 1's noise floor of {noise_level:.0%}: another kernel, another t(1)",
+        between + f", beyond section 1's noise floor of {noise_level:.0%}: another kernel, another t(1)",
+        between + f", within section 1's noise floor of {noise_level:.0%}: this run does not tell the kernels' t(1) "
+        "apart",
+        rel_tol=noise_level,
+    )  # fmt: skip
+display(Markdown(t1_text + "; t(n)/t(1) — the shape — " + shape_text + "."))
 
 bench_records = {f.name: json.loads(f.read_text()) for f in sorted(Path(bench_file).parent.glob("*.json"))}
 with_kernels = [name for name, r in bench_records.items()
@@ -712,8 +736,10 @@ same_forward = (
     "The file's {base} t(1) is {a:.1f} ms; section 1 of this run timed the fp32 forward with its measured plan "
     "(context {ctx}) at {b:.1f} ms"
     + ("" if "linear" in record else
-       " — the file does not record which linear kernels its forward ran, and section 1 found the kernel choice "
-       "alone moving t(1) (the range of its setups' t(1) above), so the two need not be the same forward")
+       " — the file does not record which linear kernels its forward ran, and section 3 found the kernel choice "
+       "alone moving t(1) beyond this run's noise, so the two need not be the same forward" if t1_differs else
+       " — the file does not record which linear kernels its forward ran (this run's kernels did not move t(1) beyond "
+       "its noise, section 3, but that is one run's reading), so the two need not be the same forward")
 )
 apart = (
     same_forward + ". These are two runs ({file_run}; this run: the \"Ran on\" line, now), and they differ by more "
@@ -1211,35 +1237,35 @@ step_ours.set_index("method")[["build", "tokens_per_s", "× llama.cpp", "× llam
                                "identical"]].round(2)  # fmt: skip
 
 # %% tags=["nbval-ignore-output"]
-TARGET_PLAIN, TARGET_BEST = 0.8, 1.2  # issue 57's targets, × llama.cpp's plain decoding
 plain_new = step_ours[step_ours.method == "autoregressive"].iloc[0]
 exact_step = step_ours[(step_ours.method != "autoregressive") & (step_ours.identical == 1.0)]
 best_step = exact_step.loc[exact_step.tokens_per_s.idxmax()] if len(exact_step) else None
 
 
-def against(label: str, target: float) -> str:
+def against(label: str) -> str:
+    """A method against llama.cpp's plain decoding, read from the paired 95% interval: beyond it, or level."""
     iv = vs_llama(label)
     if iv is None:
-        return "no interval"
-    if iv[0] >= target:
-        return f"above {target}× beyond the interval [{iv[0]:.2f}, {iv[1]:.2f}]"
-    if iv[1] < target:
-        return f"below {target}× beyond the interval [{iv[0]:.2f}, {iv[1]:.2f}]"
-    return f"{target}× inside the interval [{iv[0]:.2f}, {iv[1]:.2f}]: not settled by this run"
+        return "no paired interval"
+    where = f"the paired interval [{iv[0]:.2f}, {iv[1]:.2f}]"
+    if iv[0] > 1:
+        return f"faster than llama.cpp's plain decoding beyond {where}"
+    if iv[1] < 1:
+        return f"slower than llama.cpp's plain decoding beyond {where}"
+    return f"level with llama.cpp's plain decoding: {where} holds one, this run does not order them"
 
 
-text = (f"The workbook's aims for this step (issue 57 in the project's tracker): plain decoding at {TARGET_PLAIN}× "
-        f"llama.cpp's plain decoding or more, the best lossless method at {TARGET_BEST}× or more. "
-        f"Plain decoding on the new step: {plain_new.tokens_per_s:.1f} tokens/s, {plain_new['× llama.cpp']:.2f}× "
-        f"llama.cpp's plain decoding ({against(plain_new.label, TARGET_PLAIN)}). ")  # fmt: skip
+text = (f"Against llama.cpp's plain decoding of the same model file, in {Path(step_bench_file).name}: plain decoding on "
+        f"the new step ran at {plain_new.tokens_per_s:.1f} tokens/s, {plain_new['× llama.cpp']:.2f}× "
+        f"({against(plain_new.label)}). ")  # fmt: skip
 not_identical = sorted(step_ours[step_ours.identical < 1.0].method)
 if best_step is not None:
     text += (f"Of the speculative methods equal to this build's output on every prompt, the fastest was "
-             f"{fastest_of(step_run, exact_step)}; {best_step.method} against llama.cpp: "
-             f"{best_step['× llama.cpp']:.2f}× ({against(best_step.label, TARGET_BEST)}). ")  # fmt: skip
+             f"{fastest_of(step_run, exact_step)}; {best_step.method} ran at {best_step['× llama.cpp']:.2f}× "
+             f"llama.cpp's plain decoding ({against(best_step.label)}). ")  # fmt: skip
 if not_identical:
     text += f"Not identical on every prompt: {', '.join(not_identical)} (the table's `identical`). "
-text += "Both against this run's own llama.cpp rows; the machine is named above."
+text += "Both against that run's own llama.cpp rows, paired per prompt; its machine is named above."
 Markdown(text)
 
 # %% [markdown]

@@ -286,11 +286,12 @@ dashboard  # the controls, and a snapshot of the default view
 # it). Speedup is tokens/s over batched autoregressive decoding at the same B, in the same run; `speedup_range`
 # is the lowest and highest speedup of single repeats, each paired with autoregressive's repeat — how far one
 # run's ratio moved on a shared machine. The kept `speedup` is the fastest repeat over autoregressive's fastest;
-# the two may be different rounds, so it can lie outside `speedup_range`. The dashed line is EAGLE-3's published speedup by batch
-# size in SGLang on an H100 with Llama-3.1-8B (EAGLE-3 paper, arXiv 2503.01840, Table 3, as quoted in this
-# project's issue 52; another model and device: compare its shape, not its level).
+# the two may be different rounds, so it can lie outside `speedup_range`. The dashed line is EAGLE-3's published
+# speedup by batch size in SGLang on an H100 with Llama-3.1-8B (EAGLE-3 paper, arXiv 2503.01840, Table 3; another
+# model and device: compare its shape, not its level).
 
 # %%
+from specdec_lab.lab.batch_levers import split_by_side
 from specdec_lab.viz.batching import speedup_by_batch_figure, throughput_latency_figure
 
 with open(bench_file) as f:
@@ -303,7 +304,11 @@ print(f"measured on: {bench['machine']['cpu']} · {bench['machine']['isa']} (thi
 skipped = {}  # (method, why) -> the batch sizes the bench left it out at (its reason, without an exception name)
 for r in bench["summary"]:
     if "error" in r:
-        why = r["error"].split(": ", 1)[-1] if r["error"].split(":", 1)[0].endswith(("Error", "Exception")) else r["error"]
+        why = (
+            r["error"].split(": ", 1)[-1]
+            if r["error"].split(":", 1)[0].endswith(("Error", "Exception"))
+            else r["error"]
+        )
         skipped.setdefault((r["method"], why), []).append(r["batch_size"])
 for (method, why), sizes in skipped.items():
     print(f"left out: {method} at B = {', '.join(map(str, sizes))} ({why})")
@@ -360,6 +365,8 @@ if least is not None and hi in share and hi in curves:
     step_ratio = least["mean_accepted"] / least["speedup"]
     rng_l = least.get("speedup_range")
     below_plain = bool(rng_l) and rng_l[1] < 1.0  # every single repeat below plain batched decoding
+    # how far its repeats moved the step ratio (mean_accepted / each repeat's speedup, the kept one included)
+    step_moved = (max(rng_l[1], least["speedup"]) / min(rng_l[0], least["speedup"]) - 1.0) if rng_l else 0.0
     if below_plain and drafted_nodes > 0:
         outside = (
             f" Is all of that less room for speculation? At B = {hi}, {least['method']} drafted the least, "
@@ -380,6 +387,10 @@ if least is not None and hi in share and hi in curves:
                 "within what the padded forward alone can cost, so this run does not show how much of the loss "
                 "lies outside the forward (proposers, acceptance, K/V writes; section 6) — the bench does not "
                 "record each step's widest tree.",
+                "level with what a one-node padded forward costs, within how far its repeats moved that ratio "
+                "({moved:.0%}), so this run does not show how much of the loss lies outside the forward "
+                "(proposers, acceptance, K/V writes; section 6) — the bench does not record each step's widest tree.",
+                rel_tol=step_moved, moved=step_moved,
             )
         )  # fmt: skip
 display(Markdown(compare(
@@ -393,17 +404,18 @@ display(Markdown(compare(
     rel_tol=moved, moved=moved,
 )))  # fmt: skip
 # at the widest B: which of our methods beat plain batched decoding in every single repeat (each repeat's ratio to
-# autoregressive's paired repeat: `speedup_range`), lost to it in every one, or had repeats on both sides of 1
-at_widest = {"faster": [], "slower": [], "within": []}
-for r in summary:
-    ours = r["method"] != "autoregressive" and not r["method"].startswith("hf_")
-    if r["batch_size"] == hi and ours and r.get("speedup"):
-        low_r, high_r = r.get("speedup_range") or (r["speedup"], r["speedup"])
-        side = "faster" if low_r > 1.0 else "slower" if high_r < 1.0 else "within"
-        at_widest[side].append(f"{r['method']} ({r['speedup']:.2f}×)")
+# autoregressive's paired repeat: `speedup_range`), lost to it in every one, or had repeats on both sides of 1 — the
+# rule of `lab.batch_levers`, shared with section 7; this file has no no-effect control (autoregressive against its
+# own paired repeat is 1 by construction), so its band is 0 and the repeats alone decide
+at_widest = split_by_side({
+    f"{r['method']} ({r['speedup']:.2f}×)": r.get("speedup_range") or [r["speedup"]]
+    for r in summary
+    if r["batch_size"] == hi and r["method"] != "autoregressive" and not r["method"].startswith("hf_") and r.get("speedup")
+})  # fmt: skip
 display(Markdown(
     f"At the widest batch, B = {hi}, against plain batched decoding, each method judged by its single repeats "
-    "(faster: every repeat above it; slower: every repeat below; within noise: repeats on both sides): "
+    f"({cfg['repeats']} per method; faster: every repeat above it; slower: every repeat below; within noise: repeats "
+    "on both sides — this file has no no-effect control to widen that band): "
     + (f"faster — {', '.join(at_widest['faster'])}" if at_widest["faster"] else "no method was faster")
     + (f"; slower — {', '.join(at_widest['slower'])}" if at_widest["slower"] else "; none was slower")
     + (f"; within noise — {', '.join(at_widest['within'])}" if at_widest["within"] else "")
@@ -426,6 +438,7 @@ display(Markdown(
 # touch, measures it, and a change the gate made counts only beyond that drift or the repeats' spread (their range
 # widened to hold the kept ratio), whichever is larger; a change is read over the smaller of its two speedups, the
 # scale `compare` uses.
+
 
 # %%
 def best_by_b(summary_rows):
@@ -597,15 +610,20 @@ display(Markdown(
 #
 # Section 6's list of what the sizers' price leaves out starts with padding: one forward runs every row at the
 # widest row's tree (section 1's mask), so a step costs t(B, N) with N the largest tree, while each row priced its
-# own n. The planner (`specdec_lab.cost.plan`, `generate_batch(..., levers="plan")`) prices the step as the
-# forward runs it, as SGLang and vLLM size a batch's speculation: after the rows propose, it gives node j of row b
-# a gain g_bj — the chance it is accepted, learned on the batch per (depth, sibling rank) — and picks the one
-# width N* that maximises the batch's expected tokens per second,
+# own n. The planner (`specdec_lab.cost.plan`) prices the step as the forward runs it, as SGLang and vLLM size a
+# batch's speculation. `generate_batch` runs it by default from four rows (`batch.Levers.default`; below four rows
+# each row sizes its own tree): `levers="off"` turns it off, `levers="plan"` asks for it at any B. After the rows
+# propose, it numbers each row's nodes j = 0, 1, …, n_b − 1 in tree order — node 0 the root (the last committed
+# token), n_b the row's nodes, root included — and gives node j of row b a gain g_bj, the chance it is accepted,
+# learned on the batch per (depth, sibling rank); the root's g_b0 = 1 is the bonus token every row emits. It picks
+# the one width N* that maximises the batch's expected tokens per second,
 #
-# $$N^* = \arg\max_N \frac{\sum_b \left(1 + \sum_{j < \min(N, n_b) - 1} g_{bj}\right)}{t(B, N) + o},$$
+# $$N^* = \arg\max_N \frac{\sum_b \sum_{j=0}^{\min(N, n_b) - 1} g_{bj}}{t(B, N) + o},$$
 #
-# where o is the step's own overhead (the rows have drafted already: it is the same for every N), then cuts every
-# row's tree to its first N* nodes. N = 1 (every row a plain step) is always a candidate. The cut is made before
+# where o is the step's own overhead (the rows have drafted already: it is the same for every N). A row cut to
+# N ≤ n_b nodes expects 1 + g_b1 + … + g_b(N−1) tokens, the root's 1 first (`cost.plan.width_rates`, whose
+# `gains[b]` list starts with it). The planner then cuts every row's tree to its first N* nodes; N = 1 (every row a
+# plain step) is always a candidate. The cut is made before
 # the forward, as a `max_depth` cut is, so greedy rows still emit their prompts' own outputs. The next step's
 # paid drafts (EAGLE's, Medusa's heads) are capped one deeper than N*, so a drafter that pays per token drafts
 # little where little pays; prompt lookup's drafts cost nothing and are never capped.
@@ -640,25 +658,41 @@ display(Markdown(
 
 # %% [markdown]
 # Then the lever on the batched bench: `--levers off,plan` runs every speculative method twice in one run, with
-# the planner off (each row sizes and prices its own tree, as in sections 5–6) and on; autoregressive and
-# transformers' `generate` run once (a plain step has nothing to cut); the cell prints the file's machine.
-# `plan / off` is a method's tokens/s with the planner over its own without, and the range
-# beside it the same ratio repeat by repeat (the two paired by repeat); `decode-only` divides by the wall time less
-# the rows' prefills, which the published batch tables compare.
+# the planner off (each row sizes and prices its own tree, as in sections 5–6, whose files record no lever set: the
+# planner was off there) and on; autoregressive and transformers' `generate` run with the levers off only (a plain
+# step has nothing to cut), with the same repeats. This is another file than section 5's — the cell prints its
+# machine and prompts beside section 5's, and where the two put a method on opposite sides of plain decoding at the
+# same B. `plan / off` is a method's tokens/s with the planner over its own without, and the range beside it the same
+# ratio repeat by repeat (the two paired by repeat); `decode-only` divides by the wall time less the rows' prefills,
+# which the published batch tables compare.
+#
+# How far can plan / off move when the planner changes nothing? Where it cut no step and both runs decoded alike
+# (same mean accepted, same nodes per step), plan / off would be 1 on a quiet machine: that pair is the file's
+# no-effect control, and how far its repeats moved from 1 is the band a change must clear (`lab.batch_levers`, the
+# rule section 5 uses with no control: every repeat beyond the band on one side).
 
 # %%
+from specdec_lab.lab.batch_levers import no_effect_band, planner_controls, repeat_ratios, side
+
 with open(levers_file) as f:
     lever_run = json.load(f)
-print(f"levers_file: {lever_run['machine']['cpu']} · {lever_run['machine']['isa']} (its machine)\n"
+lcfg, bench_cfg = lever_run["config"], bench["config"]
+same_machine = lever_run["machine"]["cpu"] == bench["machine"]["cpu"]
+print(f"levers_file: {lever_run['machine']['cpu']} · {lever_run['machine']['isa']} (its machine), {lcfg['prompts']} "
+      f"prompts × {lcfg['max_new_tokens']} new tokens, {lcfg['repeats']} repeats\n"
+      f"section 5's bench_file: {bench['machine']['cpu']} · {bench['machine']['isa']}, {bench_cfg['prompts']} prompts × "
+      f"{bench_cfg['max_new_tokens']} new tokens ({'the same' if same_machine else 'another'} machine, another run)\n"
       f"command: {lever_run.get('command', '(not recorded)')}")  # fmt: skip
-lever_sum = {(r["batch_size"], r["method"], r.get("levers", "off")): r for r in lever_run["summary"] if "error" not in r}
+lever_sum = {
+    (r["batch_size"], r["method"], r.get("levers", "off")): r for r in lever_run["summary"] if "error" not in r
+}
 lever_runs = {(r["batch_size"], r["method"], r.get("levers", "off")): r for r in lever_run["runs"] if "error" not in r}
 
 
 def per_repeat(b: int, m: str) -> list[float]:
     """plan / off of each repeat (the two runs paired by repeat): how far one run's ratio moved."""
-    on, off = lever_runs[(b, m, "plan")]["repeat_tokens_per_s"], lever_runs[(b, m, "off")]["repeat_tokens_per_s"]
-    return [x / y for x, y in zip(on, off, strict=True)]
+    return repeat_ratios(lever_runs[(b, m, "plan")]["repeat_tokens_per_s"],
+                         lever_runs[(b, m, "off")]["repeat_tokens_per_s"])  # fmt: skip
 
 
 lever_rows = []
@@ -677,38 +711,70 @@ for (b, m, lv), r in sorted(lever_sum.items()):
 with pd.option_context("display.max_colwidth", None):
     display(pd.DataFrame(lever_rows).set_index(["B", "method"]))
 
+
+# the two files against plain batched decoding, each by its own repeats (`speedup_range`), at the B both measured:
+# a method on opposite sides is the two machines' and prompt sets' doing, not the planner's
+def vs_plain(r: dict) -> str:
+    return side(r.get("speedup_range") or [r["speedup"]])
+
+
+opposite = [(b, m, vs_plain(r), vs_plain(by_row[(b, m)])) for (b, m, lv), r in sorted(lever_sum.items())
+            if lv == "off" and m != "autoregressive" and not m.startswith("hf_") and r.get("speedup")
+            and (b, m) in by_row and by_row[(b, m)].get("speedup")]  # fmt: skip
+opposite = [o for o in opposite if {o[2], o[3]} == {"faster", "slower"}]
+display(Markdown(
+    f"The `off` columns are this file's run, not section 5's ({'the same machine' if same_machine else 'another machine'}"
+    f", {lcfg['prompts']} prompts × {lcfg['max_new_tokens']} tokens against {bench_cfg['prompts']} × "
+    f"{bench_cfg['max_new_tokens']}). "
+    + ("Against plain batched decoding, each by its own repeats, the two files put "
+       + ", ".join(f"{m} at B = {b} on opposite sides ({here} in this file, {there} in section 5's)"
+                   for b, m, here, there in opposite)
+       + ": read each file's numbers against its own plain decoding, not across files."
+       if opposite else
+       "Against plain batched decoding, each by its own repeats, the two files put no method on opposite sides at "
+       "the batch sizes both measured; still, read each file's numbers against its own plain decoding.")
+))  # fmt: skip
+
 # %%
+controls = planner_controls(lever_run["runs"])  # (B, method) where the planner changed nothing
+band = no_effect_band(controls.values())
 sides = {"faster": [], "slower": [], "within": []}
 for row in lever_rows:
+    if (row["B"], row["method"]) in controls:
+        continue  # the control itself: no effect by construction
     reps = per_repeat(row["B"], row["method"])
-    side = "faster" if min(reps) > 1.0 else "slower" if max(reps) < 1.0 else "within"
-    sides[side].append(f"{row['method']} at B = {row['B']} ({row['plan / off']:.2f}×)")
+    sides[side(reps, band)].append(f"{row['method']} at B = {row['B']} ({row['plan / off']:.2f}×; repeats "
+                                   f"{min(reps):.3f}–{max(reps):.3f})")  # fmt: skip
+control_text = (
+    "The run's own noise first: "
+    + ", ".join(f"{m} at B = {b}, where the planner cut no step and both runs decoded alike, still moved plan / off "
+                f"to {min(r):.3f}–{max(r):.3f} between repeats" for (b, m), r in controls.items())
+    + f" — a {band:.1%} band (faster: every repeat above {1 + band:.3f}; slower: every one below "
+    f"{1 / (1 + band):.3f}; within noise otherwise)."
+    if controls else
+    "This file has no no-effect control (the planner cut steps for every method), so the repeats alone decide "
+    "(faster: every repeat above 1; slower: every one below; within noise: repeats on both sides)."
+)  # fmt: skip
 display(Markdown(
-    "The planner against the same method without it, judged by single repeats (faster: every repeat's plan / off "
-    "above 1; slower: every one below; within noise: repeats on both sides): "
+    control_text + " Judged so, the planner against the same method without it: "
     + (f"faster — {', '.join(sides['faster'])}" if sides["faster"] else "faster nowhere")
     + (f"; slower — {', '.join(sides['slower'])}" if sides["slower"] else "; slower nowhere")
     + (f"; within noise — {', '.join(sides['within'])}" if sides["within"] else "")
     + "."
 ))  # fmt: skip
-# issue 58's targets for the best lossless method at B = 4, by default (end to end, decode-only), and our plain
-# batched step against transformers' batched generate at every B
-TARGET_B4, TARGET_B4_DECODE = 1.25, 1.3
-ours4 = [r for (b, m, lv), r in lever_sum.items() if b == 4 and m != "autoregressive" and not m.startswith("hf_")]
-if ours4:
-    top_e2e = max(ours4, key=lambda r: r["speedup"])
-    top_dec = max((r for r in ours4 if r.get("decode_speedup")), key=lambda r: r["decode_speedup"], default=None)
-    plain_vs_hf = {b: lever_sum[(b, "autoregressive", "off")]["tokens_per_s"] / lever_sum[(b, "hf_generate", "off")]["tokens_per_s"]
-                   for b in sorted({k[0] for k in lever_sum}) if (b, "hf_generate", "off") in lever_sum
-                   and (b, "autoregressive", "off") in lever_sum}  # fmt: skip
+# our plain batched step against transformers' batched generate, repeat by repeat (both run with the levers off in
+# this file), judged by the same band: the control measures how far any paired ratio of this run moved
+plain_vs_hf = {b: repeat_ratios(lever_runs[(b, "autoregressive", "off")]["repeat_tokens_per_s"],
+                                lever_runs[(b, "hf_generate", "off")]["repeat_tokens_per_s"])
+               for b in sorted({k[0] for k in lever_runs}) if (b, "hf_generate", "off") in lever_runs
+               and (b, "autoregressive", "off") in lever_runs}  # fmt: skip
+if plain_vs_hf:
+    hf_sides = {b: side(r, band) for b, r in plain_vs_hf.items()}
+    words = {"faster": "faster than `generate`", "slower": "slower than `generate`", "within": "within noise"}
     display(Markdown(
-        f"Against the targets this lever was built for: at B = 4 the best of our methods ran "
-        f"{top_e2e['speedup']:.2f}× batched autoregressive end to end ({top_e2e['method']}, levers "
-        f"{top_e2e['levers']}; target {TARGET_B4}×)"
-        + (f" and {top_dec['decode_speedup']:.2f}× decode-only ({top_dec['method']}, levers {top_dec['levers']}; "
-           f"target {TARGET_B4_DECODE}×)" if top_dec else "")
-        + ". Our plain batched step over transformers' batched `generate` (one run each, no interval): "
-        + ", ".join(f"B = {b}: {x:.2f}×" for b, x in plain_vs_hf.items()) + "."
+        "Our plain batched step over transformers' batched `generate` in this file, tokens/s repeat by repeat: "
+        + "; ".join(f"B = {b}: {min(r):.2f}–{max(r):.2f}× ({words[hf_sides[b]]})" for b, r in plain_vs_hf.items())
+        + (f" — judged by the same {band:.1%} band." if controls else " — judged by the repeats alone.")
     ))  # fmt: skip
 
 # %% [markdown]
@@ -843,8 +909,12 @@ from specdec_lab.lab.course import ExerciseError, is_stub
 n_rows = len(batch.grid[0])
 if not is_stub(padding) and (not isinstance(padding, list) or len(padding) != n_rows):
     raise ExerciseError(f"padding per row: not yet — give a list of {n_rows} counts, one per row")
-check("padding steps in total (against what `batch.active` implies)", sum(padding) if isinstance(padding, list) else padding,
-      len(batch.active) * n_rows - sum(batch.active), close=lambda a, r: a == r)  # what batch.active implies
+check(
+    "padding steps in total (against what `batch.active` implies)",
+    sum(padding) if isinstance(padding, list) else padding,
+    len(batch.active) * n_rows - sum(batch.active),
+    close=lambda a, r: a == r,
+)  # what batch.active implies
 # per row, from the prompts' own step counts: a row pads every batch step its prompts did not decode
 _row_of = {cell[0]: b for step in batch.grid for b, cell in enumerate(step) if cell is not None}
 check("padding steps per row", padding,

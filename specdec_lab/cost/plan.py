@@ -8,8 +8,9 @@ for the step, the rows filling it by their expected gain; vLLM `AdaptiveVerifica
 
     each row b has proposed its tree (its own sizer's size n_b, capped at one deeper than the last step's N*),
     nodes in order, parents before children
-    g_bj  = P(node j of row b is accepted)          # the product of its ancestors' conditional survival (below)
-    E_b(N) = 1 + Σ_{j < min(N, n_b)} g_bj           # tokens row b emits if cut to its first N nodes (bonus counts)
+    g_bj  = P(node j of row b is accepted)          # the product of its ancestors' conditional survival (below);
+                                                    # node 0 is the root: g_b0 = 1 (the bonus, always emitted)
+    E_b(N) = Σ_{j < min(N, n_b)} g_bj               # tokens row b emits if cut to its first N nodes (bonus counts)
     N*    = argmax_N  Σ_b E_b(N) / price(N)          # N = 1 (every row plain) is always a candidate
 
 where price(N) is t̂(B, N) plus the step's own overhead, the same for every N (the rows have drafted already:

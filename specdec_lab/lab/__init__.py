@@ -19,6 +19,9 @@ dashboard module imports ipywidgets only when a dashboard is built.
     lookup_ceiling.py lookup_ceiling, ceiling_by_method: how often a text continues its own n-grams (what
                       prompt lookup could accept on it; greedy against sampled answers, notebook 11)
     teaching.py       a notebook as reveal.js slides (`make slides`)
+    getting_started.py the sentences of notebook 00 read from its runs (split of a run, categories by bootstrap)
+    kernel_groups.py  setups that run the same kernels at a size, compared as one (notebook 12's t(1) verdicts)
+    batch_levers.py   faster / slower / within a no-effect control's band, for batch lever runs (notebook 13)
 Headless studies, each a CLI writing one results file under data/bench/ (`python -m specdec_lab.lab.<name>`):
     alpha_temperature.py     α of the draft against the sampling temperature (notebook 02)
     accepted_temperature.py  mean accepted per step against temperature, per method and rule (notebook 11)

@@ -162,6 +162,16 @@ def _wrapped_title(text: str, limit: int = 72) -> str:
     return f"{head}<br>emitted {_html.escape(emitted, quote=False)}"
 
 
+def _counted_title(text: str, s) -> str:
+    """`viz.decoding.step_label`'s caption with its counts read as the lab names them: "1 node", not "1 nodes", and a
+    step that proposed nothing called a plain step instead of "0 of 0 proposed accepted"."""
+    n = len(s.tree_tokens)
+    said = f"{n} nodes, {s.accepted} of {s.proposed} proposed accepted"
+    nodes = f"{n} node{'s' * (n != 1)}"
+    told = f"{nodes}, a plain step (nothing proposed)" if s.proposed == 0 else said.replace(f"{n} nodes", nodes, 1)
+    return text.replace(said, told, 1) if text else text
+
+
 def lab_step_tree_figure(result, step: int = 0, tokenizer=None) -> go.Figure:
     """`step`'s verified tree (`viz.decoding.step_tree_figure`) in the lab's colours: the root (the last token
     already emitted) dark gray, the accepted drafts green on the accepted path, the drafts the target rejected
@@ -171,6 +181,7 @@ def lab_step_tree_figure(result, step: int = 0, tokenizer=None) -> go.Figure:
     step cut short by an end-of-text token inside the accepted path emits no bonus and draws none."""
     fig = step_tree_figure(result, step, tokenizer)
     s = result.steps[step]
+    fig.layout.title.text = _counted_title(fig.layout.title.text, s)
     path = list(s.path)
     candidate = s.tree_candidate or [True] * len(s.tree_tokens)
     nodes = next(t for t in fig.data if t.name == "nodes")

@@ -184,8 +184,9 @@ def lookahead_tree_figure(tree, columns: int, tokenizer=None, path=None, title: 
             showarrow=False,
             font={"color": KIND_COLORS["ngram"]},
         )
+    default_title = f"one lookahead step: {len(tree)} nodes (the root, {windows} further window cells, {grams} n-grams)"
     fig.update_layout(
-        title=title or f"one lookahead step: {len(tree)} nodes ({windows} window cells, {grams} n-grams verified)",
+        title=title or default_title,
         template=TEMPLATE,
         width=min(950, max(520, 85 * (max(xs) - min(xs) + 3))),  # at most the output area of a laptop screen
         height=max(300, 95 * (levels + 2) + 60),

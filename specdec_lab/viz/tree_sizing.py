@@ -45,9 +45,13 @@ def accuracy_figure(acc, max_rank: int | None = None, title: str | None = None) 
         panels[f"conditional: given heads 1..h−1 had it in their top-{cond.shape[-1]}"] = cond
     k, s = panels[next(iter(panels))].shape
     s = min(s, max_rank or s)
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), horizontal_spacing=0.1)
+    # one y axis for both panels: the heads' labels and title once, at the left, so the second panel's labels do not
+    # overprint the first panel's last column
+    fig = make_subplots(
+        rows=1, cols=len(panels), subplot_titles=list(panels), shared_yaxes=True, horizontal_spacing=0.04
+    )
     zmax = max(float(m[:, :s].max()) for m in panels.values())
-    heads = [f"head {h} (x_t+{h + 1})" for h in range(1, k + 1)]
+    heads = [f"head {h} (x<sub>t+{h + 1}</sub>)" for h in range(1, k + 1)]
     ranks = [f"rank {i}" for i in range(s)]
     for col, (name, m) in enumerate(panels.items(), start=1):
         fig.add_trace(
@@ -68,7 +72,7 @@ def accuracy_figure(acc, max_rank: int | None = None, title: str | None = None) 
             row=1,
             col=col,
         )
-        fig.update_yaxes(autorange="reversed", title_text="head h", row=1, col=col)
+        fig.update_yaxes(autorange="reversed", title_text="head h" if col == 1 else None, row=1, col=col)
         fig.update_xaxes(title_text="rank i of the head's candidates", row=1, col=col)
     fig.update_layout(
         title=title or "head accuracies a[h, i] from calibration",
@@ -101,9 +105,12 @@ def expected_length_figure(
     lines: Mapping[str, tuple[Sequence[float], Sequence[float]]],
     points: Mapping[str, tuple[float, float]] | None = None,
     title: str | None = None,
+    points_name: str = "Cartesian trees",
+    yaxis_title: str = "E[L]",
 ) -> go.Figure:
     """E[L] against the node budget: `lines` name -> (budgets, E[L]) (greedy, DP, ...), `points` name ->
-    (nodes, E[L]) (e.g. each Cartesian tree at its size)."""
+    (nodes, E[L]) (e.g. each Cartesian tree at its size), named `points_name` in the legend. Where the traces are
+    priced under different accuracy models, say so in the names and in `yaxis_title`."""
     fig = go.Figure()
     dashes = ["solid", "dot", "dash", "dashdot"]
     for i, (name, (xs, ys)) in enumerate(lines.items()):
@@ -134,7 +141,7 @@ def expected_length_figure(
                 textposition=sides,
                 cliponaxis=False,  # a label near the plot's edge is drawn whole
                 textfont={"size": 10},
-                name="Cartesian trees",
+                name=points_name,
                 marker={"size": 10, "symbol": "x", "color": "#d62728"},
                 hovertemplate="%{text}: %{x} nodes, E[L] = %{y:.3f}<extra></extra>",
             )
@@ -143,9 +150,10 @@ def expected_length_figure(
         title=title or "expected tokens per step E[L] (bonus included) vs. node budget",
         template=TEMPLATE,
         xaxis_title="nodes below the root (budget n)",
-        yaxis_title="E[L]",
+        yaxis_title=yaxis_title,
+        legend={"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top"},  # below: long names leave the plot its width
         width=760,
-        height=420,
+        height=500,
     )
     return fig
 
@@ -183,21 +191,29 @@ def budget_rate_figure(choices: Mapping[str, object], title: str | None = None) 
                 hovertemplate="chosen n = %{x}: speed-up %{y:.2f}<extra></extra>",
             )
         )
-    fig.add_hline(y=1.0, line={"dash": "dash", "color": "gray"})
+    fig.add_hline(
+        y=1.0,
+        line={"dash": "dash", "color": "gray"},
+        annotation_text="plain decoding (1×)",
+        annotation_position="bottom right",
+        annotation_font_color="gray",
+    )
     fig.update_layout(
         title=title or "predicted speed-up E[L](n) / (t(n+1) + heads) ÷ plain decoding",
         template=TEMPLATE,
         xaxis_title="node budget n",
         yaxis_title="speed-up over plain decoding (predicted)",
+        legend={"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top"},  # below: long names leave the plot its width
         width=760,
-        height=420,
+        height=500,
     )
     return fig
 
 
 def predicted_vs_measured_figure(rows: Sequence[Mapping], title: str | None = None) -> go.Figure:
     """Grouped bars per tree: rows of {"tree", "measured", "independent", "conditional"} (mean tokens per
-    forward, bonus included); a row's optional "interval" (lo, hi) draws an error bar on its measured bar."""
+    forward, bonus included); a row's optional "interval" (lo, hi), the measurement's 95% interval over the prompts
+    decoded (notebook 05's bootstrap), draws an error bar on its measured bar."""
     trees = [r["tree"] for r in rows]
     fig = go.Figure()
     for key, color in (("measured", "#333333"), ("independent", "#1f77b4"), ("conditional", "#ff7f0e")):
@@ -205,7 +221,7 @@ def predicted_vs_measured_figure(rows: Sequence[Mapping], title: str | None = No
             name = "measured τ (tokens / forwards)" if key == "measured" else f"predicted E[L], {key} model"
             error = None
             if key == "measured" and all("interval" in r for r in rows):
-                name += ", 95% interval"
+                name += ", 95% interval over prompts"
                 error = {"type": "data", "symmetric": False, "color": "#999999",
                          "array": [r["interval"][1] - r["measured"] for r in rows],
                          "arrayminus": [r["measured"] - r["interval"][0] for r in rows]}  # fmt: skip

@@ -18,7 +18,14 @@ from specdec_lab.proposers.registry import check_method_spec
 from specdec_lab.trees import DEFAULT_EDGES, HeadAccuracies, HeadConfidence
 
 PROMPTS = [[1, 2, 3, 1, 2, 3, 1, 2], [5, 6, 7, 8, 9, 10, 4, 2], [11, 0], [3, 3, 3, 3, 3, 3]]
-SOURCES = ["prompt_lookup+medusa", "prompt_lookup+medusa+eagle", "medusa+eagle", "prompt_lookup"]
+SOURCES = [
+    "prompt_lookup+medusa",
+    "prompt_lookup+medusa+eagle",
+    "medusa+eagle",
+    "prompt_lookup",
+    "recycle",
+    "prompt_lookup+recycle+medusa",
+]
 
 
 def curve(target, seconds: list[float], sizes=(1, 64)) -> None:
@@ -135,7 +142,7 @@ def test_trees_in_a_run_respect_budget_and_max_depth(small, sources):
 
 
 def test_bad_configs_fail_clearly(tmp_path):
-    with pytest.raises(ValueError, match="sources must be distinct names among prompt_lookup, medusa, eagle"):
+    with pytest.raises(ValueError, match="sources must be distinct names among prompt_lookup, recycle, medusa, eagle"):
         HybridConfig(sources=("prompt_lookup", "ngram"))
     with pytest.raises(ValueError, match="sources must be"):
         HybridConfig(sources=())
@@ -151,8 +158,8 @@ def test_bad_configs_fail_clearly(tmp_path):
 
 
 def test_per_source_accounting_adds_up(small, sources):
-    r = S.generate(small, PROMPTS[0], method="hybrid", sources="prompt_lookup+medusa+eagle", max_new_tokens=40,
-                   **sources)  # fmt: skip
+    r = S.generate(small, PROMPTS[0], method="hybrid", sources="prompt_lookup+recycle+medusa+eagle",
+                   max_new_tokens=40, **sources)  # fmt: skip
     accepted = sum(len(s.path) - 1 for s in r.steps)
     summary = r.proposer
     assert accepted > 0 and summary["accepted"] == accepted == sum(summary["accepted_by"].values())
@@ -161,8 +168,27 @@ def test_per_source_accounting_adds_up(small, sources):
     for name, c in summary["sources"].items():  # a token counts for every source that proposed it
         assert c["accepted"] == sum(n for label, n in summary["accepted_by"].items() if name in label.split("+"))
         assert c["drafted"] >= c["accepted"]
-    # the lookup runs every step that has room to draft (the last may have none: one token left)
+    # the lookup runs every step that has room to draft (the last may have none: one token left); so does recycle
     assert summary["steps"] - 1 <= summary["sources"]["prompt_lookup"]["run"] <= summary["steps"]
+    assert summary["sources"]["recycle"]["run"] == summary["sources"]["prompt_lookup"]["run"]
+    assert summary["sources"]["recycle"]["drafted"] > 0
+
+
+def test_recycle_extends_other_sources_nodes(small):
+    """The table's successors are added below the best nodes of each depth whatever proposed them: a lookup chain's
+    node gets recycle children (a trie node whose parent is a prompt-lookup node)."""
+
+    class Recorded(HybridProposer):
+        def propose(self, state):
+            tree = super().propose(state)
+            tries.append(self._trie)
+            return tree
+
+    tries = []
+    S.generate(small, PROMPTS[0], proposer=Recorded(sources="prompt_lookup+recycle", max_budget=8), max_new_tokens=16)
+    below_lookup = [n for t in tries for n in t.nodes[1:]
+                    if "recycle" in n.raw and "prompt_lookup" in t.nodes[n.parent].raw]  # fmt: skip
+    assert below_lookup
 
 
 def test_a_costly_source_is_skipped_where_it_cannot_pay(small, sources):

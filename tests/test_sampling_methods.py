@@ -95,8 +95,8 @@ def methods(target):
     medusa = dict(heads=medusa_drafter(target), vocab="full", accuracy="independent")
     eagle = random_drafter(target, "eagle3", vocab=torch.arange(V), seed=1)
     eagle.step_seconds = 0.0  # drafting priced free: EAGLE-2's trees always grow
-    both = dict(heads=medusa["heads"], weights=eagle)  # the hybrid drafts from all three sources
-    hybrid = dict(method="hybrid", sources="prompt_lookup+medusa+eagle", max_budget=6, width=3, **both)
+    both = dict(heads=medusa["heads"], weights=eagle)  # the hybrid drafts from all four sources
+    hybrid = dict(method="hybrid", sources="prompt_lookup+recycle+medusa+eagle", max_budget=6, width=3, **both)
     return {
         "draft": (dict(method="draft", draft=draft, draft_length=2), False),
         "layer_skip": (dict(method="layer_skip", n_layers=2, draft_length=2, vocab="full"), False),

@@ -622,7 +622,11 @@ if draft == "default" and recorded.is_file():
 
 # %% [markdown]
 # Predicted from the parts: the measured α̂, the measured draft step time and the target's measured cost
-# curve t(n), with `theory.measured_speedup` (notebook 01, section 4):
+# curve t(n), with `theory.measured_speedup` (notebook 01, section 4). The range of predictions that the sentence
+# under the tables gives prices the uncertainty of α (each measurement ∓ two standard errors) and two readings of
+# the curve, not the timings' own noise, which the sentence states separately and which comes on top of the range:
+# where it finds k = 0 (plain decoding, no speed-up) within that noise of the best k, this run cannot tell whether drafting
+# pays at all, whatever the range says.
 
 # %%
 from specdec_lab.cost import cost_curve_for

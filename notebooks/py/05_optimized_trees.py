@@ -157,7 +157,9 @@ Markdown(
 # Start from the root. The **frontier** holds every child of a chosen node (for a node of rank path $p$:
 # $p + (i,)$ for each rank $i$ of the next head). Greedy adds the frontier node of largest value, $n$
 # times; each addition raises E[L] by exactly that node's value. The table lists the first additions: the
-# node's rank path, its value (`gain`) and the tree's E[L] after it.
+# node's rank path, its value (`gain`) and the tree's E[L] after it. In the figure after it, the number beside
+# a node is its rank at its depth (the last entry of its rank path), its colour is its value, and the ring
+# marks the node just added.
 
 # %% tags=["nbval-check-output"]
 from specdec_lab.trees import greedy_steps

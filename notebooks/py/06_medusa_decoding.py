@@ -363,9 +363,9 @@ pd.Series(dict(sorted(verified_sizes.items())), name="steps").rename_axis("nodes
 # Notebook 05 (section 5) chose a budget for the same heads with `choose_budget`: the calibrated accuracies on a
 # cost curve measured once, nothing learned from a decode. The same rule on this notebook's own measured curve
 # (the one `tree="auto"` started from) and its `max_budget`, beside the choice of the decode's last pricing. The table
-# gives every budget's predicted speed-up three ways: on the curve alone, on the same curve timed again in section 2
-# (each size's median of a few repeats, the way notebook 05 times its own curve), and at the decode's last pricing
-# (the figure above).
+# gives every budget's predicted speed-up three ways: on the curve alone, on the same curve timed again earlier in
+# this section (each size's median of a few repeats, the way notebook 05 times its own curve), and at the decode's
+# last pricing (the figure above).
 
 # %% tags=["nbval-ignore-output"]
 from specdec_lab.trees import pick_budget

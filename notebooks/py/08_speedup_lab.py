@@ -187,7 +187,7 @@ record = experiment_record(labs)
 summary = (
     f"**{record['method']}** on {len(labs)} prompt(s) at temperature {record['temperature']:g}: "
     f"{record['mean_accepted']:.2f} tokens per target forward, {record['tokens_per_s']:.1f} tokens/s against "
-    f"autoregressive's {record['baseline_tokens_per_s']:.1f} — a **{record['speedup']:.2f}×** speed-up on "
+    f"autoregressive's {record['baseline_tokens_per_s']:.1f} — a speed-up of **{record['speedup']:.2f}×** on "
     f"this machine ({machine().describe()}); output identical to autoregressive: {record['identical']}."
     + (f" Shown: the run of median speed-up of {repeats} repeats, whose speed-ups lay at most {spread1:.0%} apart."
        if not math.isnan(spread1) else "")
@@ -205,7 +205,9 @@ if record["noisy"]:
                 "(p90/median) in this run: the CPU was busy with something else, so these speeds may move on a "
                 "re-run.")  # fmt: skip
 elif record["timing_spread"] is not None:
-    summary += f" Timing noise: autoregressive step times p90/median = {record['timing_spread']:.2f}."
+    summary += (f" Within one run, autoregressive step times p90/median = {record['timing_spread']:.2f}"
+                + ("; that is the noise inside a run, while the repeats' spread above is how far whole runs moved"
+                   if not math.isnan(spread1) else "") + ".")  # fmt: skip
 if result_path:
     print(f"wrote {write_json(result_path, record)}")
 Markdown(summary)
@@ -267,15 +269,18 @@ else:
 # %% [markdown]
 # Which is fastest, and which slowest? Timings of one prompt move from run to run, so speed-ups closer than the
 # run's noise count as tied (`lab.experiment.fastest` and `slowest`, the rule `course.compare` applies to a
-# sentence). The noise is `tie_tol`, or the machine's own spread where that is larger: the largest gap between two
-# rounds of one method here (`lab.experiment.round_spread`; it needs `compare_rounds` of 2 or more) or between
-# section 1's repeats of its method. One noise serves every comparison in the sentence, and the sentence names
-# every method: one that is neither among the fastest nor the slowest is named with the methods it lies within the
-# noise of ("within" does not chain: a method can be within the noise of one slow method and not of another). It also
-# sets this section's autoregressive run beside section 1's, on the same prompt: where the two lie further apart
-# than the noise, the machine's speed moved between the sections, or (where the two runs differ in length) the
-# length did, since tokens/s divides by the whole call, prefill included; either way speed-ups are best compared
-# within one section.
+# sentence). The ordering reads this section's own noise: `tie_tol`, or where that is larger the largest gap between
+# two rounds of one method (or of the shared baseline) here (`lab.experiment.round_spread`; it needs `compare_rounds`
+# of 2 or more — with a single round, the spread of section 1's repeats stands in). The methods here share one
+# baseline and ran in the same interleaved rounds, so how far section 1's repeats, timed at other moments, lay apart
+# does not widen it. The sentence names every method: one that is neither among the fastest nor the slowest is named
+# with the methods it lies within the noise of ("within" does not chain: a method can be within the noise of one slow
+# method and not of another). It also sets this section's runs beside section 1's on the same prompt (the
+# autoregressive run, and section 1's method): those comparisons span two sections timed at different moments, so
+# they read the larger noise of the two — this section's, or how far section 1's repeats' speed-ups lay apart. Where
+# the two autoregressive runs lie further apart than that, the machine's speed moved between the sections, or (where
+# the two runs differ in length) the length did, since tokens/s divides by the whole call, prefill included; either
+# way speed-ups are best compared within one section.
 
 # %% tags=["nbval-ignore-output"]
 import math
@@ -284,19 +289,31 @@ from specdec_lab.lab.course import within_tol
 from specdec_lab.lab.experiment import fastest, round_spread, slowest
 
 spread = round_spread(comparison)  # NaN with a single round
-# one noise for every comparison in the sentence: the largest spread this machine showed for one method on one prompt
-# (this section's rounds, section 1's repeats), or `tie_tol` where that is larger
-sources = {"two rounds of one method here": spread, "section 1's repeats": spread1}
-seen = {k: v for k, v in sources.items() if not math.isnan(v)}
-tol = max([tie_tol, *seen.values()])
-if not seen:
-    why = "`tie_tol`; a single round and a single repeat give no spread of their own"
-elif tol == tie_tol:
-    why = "`tie_tol`; " + " and ".join(f"{k} lay at most {v:.0%} apart" for k, v in seen.items())
+
+
+def noise_of(sources):
+    """The largest of `tie_tol` and the spreads in `sources` (NaN: none measured), and the words that say which."""
+    seen = {k: v for k, v in sources.items() if not math.isnan(v)}
+    level = max([tie_tol, *seen.values()])
+    if not seen:
+        return level, "`tie_tol`, a set tolerance: a single round and a single repeat give no spread of their own"
+    if level == tie_tol:
+        return level, "`tie_tol`; " + " and ".join(f"{k} lay at most {v:.0%} apart" for k, v in seen.items())
+    most = max(seen, key=seen.get)
+    return level, (f"the most that {most} lay apart" + "".join(f"; {k}: {v:.0%}" for k, v in seen.items() if k != most)
+                   + f"; `tie_tol` {tie_tol:.0%}")  # fmt: skip
+
+
+HERE, THERE = "two rounds of one method (or of the baseline) here", "section 1's repeats' speed-ups"
+# the ordering: this section's own noise (its methods share one baseline and ran in the same interleaved rounds); with
+# a single round, section 1's repeats stand in
+if math.isnan(spread):
+    tol, why = noise_of({THERE: spread1})
+    why = why if math.isnan(spread1) else "a single round here gives no spread of its own: " + why
 else:
-    why = (f"the most that {max(seen, key=seen.get)} lay apart"
-           + "".join(f"; {k}: {v:.0%}" for k, v in seen.items() if k != max(seen, key=seen.get))
-           + f"; `tie_tol` {tie_tol:.0%}")  # fmt: skip
+    tol, why = noise_of({HERE: spread})
+# the comparisons with section 1 (timed at other moments): the larger noise of the two sections
+noise, noise_why = noise_of({HERE: spread, THERE: spread1})
 top, bottom = fastest(comparison, rel_tol=tol), slowest(comparison, rel_tol=tol)
 most_steps = max(comparison, key=lambda x: x.mean_accepted, default=None)
 
@@ -332,14 +349,13 @@ if comparison and len(top) < len(comparison):
             + ("that one" if len(near) == 1 else "those") if near else f"more than {tol:.0%} from every other method")
 if comparison:
     sentence += f"; the most tokens per target forward come from **{most_steps.spec}** ({most_steps.mean_accepted:.2f})"
-    sentence += (" — among the fastest." if most_steps in top else
+    sentence += ((" — the fastest too." if len(top) == 1 else " — among the fastest.") if most_steps in top else
                  " — not among the fastest: what a step costs (its verify forward, its drafting) decides as much as "
                  "what it emits.")  # fmt: skip
     sentence += " Every output " + ("is identical to autoregressive decoding's." if all(x.identical for x in comparison)
                                     else "is **not** identical to autoregressive decoding's: "
                                     + ", ".join(x.spec for x in comparison if not x.identical) + ".")  # fmt: skip
     once = "the run of median speed-up of {r1} there" if repeats > 1 else "timed once there"
-    noise, noise_why = tol, why  # the same noise as the ordering above
     base1, base2 = record["baseline_tokens_per_s"], comparison[0].baseline_tokens_per_s
     if len(labs) == 1 and base1 is not None and not math.isnan(base2):  # the same prompt's autoregressive runs
         # tokens/s divides by the whole call, prefill included: runs of other lengths differ by that alone
@@ -355,7 +371,7 @@ if comparison:
                                         "moved between the sections", "still further from this one than the noise: "
                                         "the machine's speed moved between the sections",
                                         within="within the noise of this one: the length explains it",
-                                        rel_tol=tol))  # fmt: skip
+                                        rel_tol=noise))  # fmt: skip
         sentence += compare_sentence(
             base1, base2,
             " Autoregressive decoding of this same prompt ran at {a:.1f} tokens/s in section 1 and {b:.1f} here: "
@@ -382,7 +398,7 @@ if comparison:
             "round(s) here).",
             rel_tol=noise, m=method, n1=max_new_tokens, n2=compare_tokens, r=compare_rounds, r1=repeats, tol=noise,
             why=noise_why,
-            gap=abs(record["speedup"] - again.speedup) / max(record["speedup"], again.speedup))  # fmt: skip
+            gap=abs(record["speedup"] - again.speedup) / min(record["speedup"], again.speedup))  # fmt: skip
         # a speed-up is the method's tokens/s over the baseline's: say which of the two moved between the sections
         own1, own2 = record["tokens_per_s"], again.tokens_per_s
         base2_m = again.baseline_tokens_per_s
@@ -664,8 +680,8 @@ finally:
 # $(1 + \text{rel\_tol})\times$ the smaller), fastest first. One prompt's timings may or may not hold a tie, so the
 # check also runs it on `tied`, made-up speed-ups of five methods with `rel_tol = 0.05`: two of them tied, and a
 # third that a band relative to the *larger* value (`math.isclose`'s) would wrongly let in. The reference is `specdec_lab.lab.experiment.fastest`, on section 2's
-# results with the tolerance section 2's sentence used (`tol`: `tie_tol`, or the largest spread of section 2's rounds
-# and section 1's repeats where that is larger), so the check's fastest and the sentence's agree; an answer that calls it is refused,
+# results with the tolerance section 2's sentence used (`tol`: `tie_tol`, or the largest spread of section 2's own
+# rounds where that is larger; with a single round, section 1's repeats'), so the check's fastest and the sentence's agree; an answer that calls it is refused,
 # and so is one that hands the rule to section 2's `slowest` (the same rule, on reciprocal speed-ups) or to
 # section 1's `compare_sentence` (`course.compare`, which applies it).
 

@@ -1408,7 +1408,8 @@ _ = check("prompt lookup's speedup on a flat curve", answer, reference, close=1e
 #   decoders emit one token per forward; only then do speedups mean anything.
 # - A speedup is a ratio of sums over the same prompts, and its paired-bootstrap interval says whether a
 #   category's gap is a measured loss or the machine's noise.
-# - Replayed under the run's own cost curve, the recorded steps reproduce the measured speedups; the closed-form
+# - Replayed under the run's own cost curve, the recorded steps should give back the measured speedups (section 4
+#   prints how closely they do); the closed-form
 #   theory has two biases of opposite sign — leaving out the loop's bookkeeping pulls it high, reading clustered
 #   acceptance as i.i.d. can pull it low — and section 3 says which side each method lands on, and where the gap
 #   is within noise (there no side is a finding). A curve
@@ -1419,8 +1420,9 @@ _ = check("prompt lookup's speedup on a flat curve", answer, reference, close=1e
 #   as far as the model holds: section 5 first checks it on the run's own curve and names the methods whose
 #   sizing rules fail that check; their re-decided speedups (and any reordering they make) are a projection with
 #   that miss in it, not a finding.
-# - The gap to the published speedups is decomposed, per method, into a lower ideal τ and what verifying,
-#   proposing and the loop cost on a CPU.
+# - What separates our speedups from the published ones is decomposed, per method, into the ideal τ (set beside
+#   the method's own published τ) and what verifying, proposing and the loop cost on a CPU; section 6 says which
+#   of the two weighs more, per method.
 #
 # ## Further reading
 #

@@ -284,9 +284,11 @@ if record is not None:
 # %% [markdown]
 # ## 2. The drafting vocabulary: a draft step's cost against the tokens it can name
 #
-# On a small target the head dominates a draft step. The target's tied LM head is $V \times H$ =
+# On a small target a full-vocabulary head dominates a draft step. The target's tied LM head is $V \times H$ =
 # 49,152 × 576, and the drafter's one layer is small next to it, so the drafting vocabulary's size $M$ sets
-# the cost ratio of a draft step. Notebook 00 defines $c = T_{\text{draft}}/T_{\text{target}}$, a ratio of
+# most of the cost of a draft step — until $M\,H$ comes down to the size of $\mathrm{fc} + \mathrm{layer}$,
+# the fixed part that no smaller vocabulary removes (in the formula below, the floor c_MAC(M) approaches as $M$
+# shrinks). Notebook 00 defines $c = T_{\text{draft}}/T_{\text{target}}$, a ratio of
 # measured times; this section uses a proxy for it from the model shapes alone, $c_{\mathrm{MAC}}$
 # (`specdec_lab/eagle/vocab_cost.py`: multiply-adds of the linear layers, the attention scores left out on both
 # sides), written c_MAC(M) in the table, the figure and the exercise (c alone is always the measured ratio):
@@ -1011,8 +1013,9 @@ print(f"✓ the check tells the right answer from each of {len(_wrongs)} plausib
 # - EAGLE's drafter carries its own features forward, where Medusa's heads each guess from one hidden state;
 #   section 1 measures, with one definition on the same held-out tokens, how much of its position-1 accuracy each
 #   keeps over the draft positions.
-# - On a small target the head dominates a draft step: a reduced drafting vocabulary lowers the cost proxy c_MAC
-#   a great deal while covering most of the target's tokens, and it never changes the output.
+# - On a small target a full-vocabulary head dominates a draft step: a reduced drafting vocabulary lowers the
+#   cost proxy c_MAC a great deal, down to the drafter's fixed fc and layer, while covering most of the target's
+#   tokens, and it never changes the output.
 # - Greedy EAGLE with dynamic (EAGLE-2) trees decodes exactly what autoregressive decoding does; its speed-up on
 #   a CPU is the benchmark's to measure (section 6).
 #

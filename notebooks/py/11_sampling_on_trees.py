@@ -56,7 +56,9 @@
 #   from q, with or without replacement.
 # - **Check** a tree rule's exactness by enumerating every branch of its randomness, and tell an exact rule
 #   from a broken one by the total variation of what it emits.
-# - **Explain** why sampling keeps less of a method's greedy speed-up, and measure how much on the real model.
+# - **Explain** what moves a method's acceptance, and with it its greedy speed-up, when it samples (an exact
+#   rule's test against a draw from p, a lossy rule's threshold), and measure how much each method keeps on the
+#   real model.
 #
 # ### Prerequisites
 #
@@ -421,9 +423,10 @@ display(Markdown(
 # of its proposer by default; Medusa's typical acceptance as a named, lossy variant, `accept=typical`) on all
 # the prompts in one process, methods rotated per prompt. A sampled method is compared with **autoregressive
 # sampling**, whose step also pays for the draw, and with its own greedy speed-up: `kept` is the sampled speed-up
-# over the greedy one, for an exact method with a greedy gain the share of that gain left when sampling. The
-# greedy speed-up comes from the sampled run itself where it has the
-# greedy label, else from a greedy run of the same prompts on the same kind of machine (`greedy_files`): each
+# over the greedy one: for an exact method that gains speed greedily, the share of its greedy speed-up left when
+# sampling (a ratio of the speed-ups themselves, not of their gains over autoregressive decoding; where `kept` is
+# below 1, the share of the gain left is smaller still). The greedy speed-up comes from the sampled run itself
+# where it has the greedy label, else from a greedy run of the same prompts on the same kind of machine (`greedy_files`): each
 # speed-up is a ratio within its own run, so the two runs need not have run at the same moment, only on the
 # same kind of CPU. Under an exact rule a drafted token must now match a *draw* from p, not its argmax: a draft
 # that was the argmax is accepted only with chance p(x), one that missed it now has chance p(x) instead of none
@@ -995,8 +998,9 @@ display(Markdown(compare(max(abs(reference.get(t, 0.0) - steps["p"][t]) for t in
 #   there only the gap between traversal and the one-hot rule is read against its noise. Typical acceptance
 #   accepts by a threshold instead, emitting tokens the target would not have sampled — the trade-off that
 #   section 5 prices.
-# - On the real model every method samples exactly with the same loop it decodes greedily with; section 6
-#   measures, against autoregressive sampling, how much of the greedy speed-up that keeps.
+# - On the real model every method samples exactly by default, with the same loop it decodes greedily with
+#   (Medusa's typical acceptance is the named, lossy variant); section 6 measures, against autoregressive
+#   sampling, how much of the greedy speed-up that keeps.
 # - What a method keeps rests on the text as much as on the rule: a deterministic draft is accepted exactly when
 #   the target's draw follows it, so a lookup draft can be accepted only where the sampled text continues its own
 #   n-grams (section 6's lookup ceiling bounds it). Whether that orders the methods' kept shares is a measurement:

@@ -279,8 +279,9 @@ if chosen_sizes:
         f"At the {plural(len(chosen_sizes), 'size', 'sizes')} where the plan runs kernels no other setup runs "
         f"({sizes_text(chosen_sizes)}), it was the fastest of the four by more than the noise floor "
         f"({noise_level:.0%}) at {sizes_text(wins) if wins else 'none of them'}"
-        + (f"; first but within that floor at {sizes_text([n for n in first if n not in wins])} (ahead by "
-           + ", ".join(f"{ahead[n]:.1%}" for n in first if n not in wins) + "), which is no win."
+        + (f"; at {sizes_text([n for n in first if n not in wins])} its median was the lowest, but within that floor "
+           "of the next setup's (by " + ", ".join(f"{ahead[n]:.1%}" for n in first if n not in wins) + "): "
+           + ("a tie, not a win." if len(first) - len(wins) == 1 else "ties, not wins.")
            if len(wins) < len(first) else ".")  # fmt: skip
     )
 else:
@@ -380,8 +381,9 @@ pd.DataFrame(table, index=pd.Index(sizes, name="n tokens verified")).round(2)
 from specdec_lab.lab.course import compare
 
 
-def attention_verdict(context: int, cmp) -> tuple[str, str, float]:
-    """The sentence for one context, the median's verdict ("faster", "slower" or "within") and the median ratio."""
+def attention_verdict(context: int, cmp) -> tuple[str, str, float, list[int]]:
+    """The sentence for one context, the median's verdict ("faster", "slower" or "within"), the median ratio and
+    the masked sizes faster beyond the floor."""
     ratio = dict(zip(sizes, cmp.ratio(ATTENTION, "sdpa"), strict=True))
     masked = [n for n in sizes if n > 1]  # n = 1 has no mask: both run the same kernel
     control = abs(ratio[1] - 1)  # n = 1: the same kernel timed twice, so its ratio's distance from 1 is noise
@@ -394,26 +396,32 @@ def attention_verdict(context: int, cmp) -> tuple[str, str, float]:
         f"At context {context} the noise floor is {floor:.0%} (the larger of the repeats' spread, "
         f"{cmp.noise.spread:.0%}, and the n = 1 control's distance from 1, where the same kernel ran twice and the "
         f"ratio was {ratio[1]:.2f}). {ATTENTION} was faster than sdpa by more than that at "
-        f"{len(faster)} of the {len(masked)} masked sizes (n ≥ 2)"
+        f"{len(faster)} of the {len(masked)} masked sizes (n ≥ 2{'; ' + sizes_text(faster) if faster else ''})"
     )
     if slower:
         text += f", slower by more than it at n = {', '.join(map(str, slower))}"
     level = len(masked) - len(faster) - len(slower)
     if level:
         text += f", within the noise at the other {level}"
-    text += f". Its median time was {median:.2f}× sdpa's: "
+    text += f". Its median time over the masked sizes was {median:.2f}× sdpa's: "
+    # a median within the floor is no saving across the sizes, but the sizes beyond it (either way) are named: a
+    # saving at some sizes only is neither "no saving" nor a saving at this context
+    only = "; ".join(
+        f"{word} beyond it at {sizes_text(ns)} only" for word, ns in (("a saving", faster), ("slower", slower)) if ns
+    )
     text += {
         "faster": "faster beyond the floor, a saving at this context.",
         "slower": "slower beyond the floor, so skipping the copy saved nothing at this context.",
-        "within": "within the floor, so at this context this run cannot tell the two apart — no saving measured.",
+        "within": "within the floor, so across the masked sizes this run cannot tell the two apart"
+        + (f" ({only}, not across the sizes)." if only else " — no saving beyond the noise at any size."),
     }[verdict]
-    return text, verdict, median
+    return text, verdict, median, faster
 
 
 verdicts = {c: attention_verdict(c, cmp) for c, cmp in attention_cmp.items()}
 trend = ""
 if len(verdicts) > 1:
-    (c0, (_, v0, m0)), (c1, (_, v1, m1)) = list(verdicts.items())[0], list(verdicts.items())[-1]
+    (c0, (_, v0, m0, _)), (c1, (_, v1, m1, _)) = list(verdicts.items())[0], list(verdicts.items())[-1]
     spread = max(cmp.noise.spread for cmp in attention_cmp.values())
     if v0 == v1 == "faster":  # a saving at both contexts: did it grow with the copy it removes?
         trend = " " + compare(
@@ -437,13 +445,17 @@ if len(verdicts) > 1:
             f"{m1:.2f}): in this run the saving did not grow with the context."
         )
     else:
-        without = [c for c, (_, v, _) in verdicts.items() if v != "faster"]
+        without = [c for c, (_, v, _, _) in verdicts.items() if v != "faster"]
         where = f"context{'s' if len(without) > 1 else ''} {' and '.join(map(str, without))}"
+        # contexts whose median was within the floor but with some sizes faster beyond it: named, not called "none"
+        some = [f"at context {c} at {sizes_text(f)} only" for c, (_, v, _, f) in verdicts.items() if v == "within" and f]
         trend = (
-            f" At {where} {ATTENTION} measured no saving, so this run has no saving whose growth with the context "
-            f"it could read (the median ratio went from {m0:.2f} at context {c0} to {m1:.2f} at {c1}). The copy it "
-            "skips is one part of a forward whose linear layers cost the same at every context; on this machine, at "
-            f"{where}, skipping it did not show as a saving above the noise."
+            f" At {where} {ATTENTION}'s median over the masked sizes showed no saving beyond the noise"
+            + (f" (a saving beyond it {'; '.join(some)})" if some else "")
+            + ", so this run has no saving across the sizes whose growth with the context it could read (the median "
+            f"ratio went from {m0:.2f} at context {c0} to {m1:.2f} at {c1}). The copy it skips is one part of a forward "
+            f"whose linear layers cost the same at every context; on this machine, at {where}, skipping it did not "
+            "show as a saving above the noise across the sizes."
         )
 # which of the two set each context's floor: the n = 1 control where it was larger than the repeats' spread
 set_by = {}
@@ -451,7 +463,7 @@ for c, cmp in attention_cmp.items():
     control = abs(cmp.ratio(ATTENTION, "sdpa")[sizes.index(1)] - 1)
     set_by.setdefault("the n = 1 control" if control > cmp.noise.spread else "the repeats' spread", []).append(c)
 Markdown(
-    " ".join(text for text, _, _ in verdicts.values())
+    " ".join(text for text, _, _, _ in verdicts.values())
     + trend
     + " At n = 1 there is no mask and both run the same kernel, so their difference there is noise — which is why"
     " each floor above takes it into account; in this run "

@@ -347,7 +347,7 @@ for r in summary:
 lo, hi = min(best), max(best)
 by_row = {(r["batch_size"], r["method"]): r for r in summary}
 ranges = [by_row[(b, best[b][0])].get("speedup_range") for b in (lo, hi)]
-moved = max(((top - low) / top for low, top in filter(None, ranges)), default=0.0)  # how far single repeats moved
+moved = max(((top - low) / low for low, top in filter(None, ranges)), default=0.0)  # single repeats, over the lower
 # is the fall speculation's room shrinking? The method that drafted least at the widest B, priced on the forward:
 # per row at its own mean width, 1 + its drafted nodes, on section 2's curve t(B, n), but the forward pads every
 # row to the step's widest tree, and one row drafting a single node already makes it t(B, 2) / t(B, 1) — the bench
@@ -610,13 +610,15 @@ display(Markdown(
 #
 # Section 6's list of what the sizers' price leaves out starts with padding: one forward runs every row at the
 # widest row's tree (section 1's mask), so a step costs t(B, N) with N the largest tree, while each row priced its
-# own n. The planner (`specdec_lab.cost.plan`) prices the step as the forward runs it, as SGLang and vLLM size a
-# batch's speculation. `generate_batch` runs it by default from four rows (`batch.Levers.default`; below four rows
-# each row sizes its own tree): `levers="off"` turns it off, `levers="plan"` asks for it at any B. After the rows
-# propose, it numbers each row's nodes j = 0, 1, …, n_b − 1 in tree order — node 0 the root (the last committed
-# token), n_b the row's nodes, root included — and gives node j of row b a gain g_bj, the chance it is accepted,
-# learned on the batch per (depth, sibling rank); the root's g_b0 = 1 is the bonus token every row emits. It picks
-# the one width N* that maximises the batch's expected tokens per second,
+# own n. The planner (`specdec_lab.cost.plan`) prices the step as the forward runs it: one width for every row, as
+# SGLang and vLLM also set one speculation size for the whole batch (section 4's policies: vLLM's by the requests
+# running, SGLang's by the accepted length). `generate_batch` runs it by default from four rows
+# (`batch.Levers.default`; below four rows each row sizes its own tree): `levers="off"` turns it off,
+# `levers="plan"` asks for it at any B. After the rows propose, it numbers each row's nodes j = 0, 1, …, n_b − 1
+# in tree order — node 0 the root (the last committed token), n_b the row's nodes, root included — and gives node
+# j of row b a gain g_bj, the chance it is accepted, learned on the batch per (depth, sibling rank); the root's
+# g_b0 = 1 is the bonus token every row emits. It picks the one width N* that maximises the batch's expected tokens
+# per second,
 #
 # $$N^* = \arg\max_N \frac{\sum_b \sum_{j=0}^{\min(N, n_b) - 1} g_{bj}}{t(B, N) + o},$$
 #
@@ -661,10 +663,10 @@ display(Markdown(
 # the planner off (each row sizes and prices its own tree, as in sections 5–6, whose files record no lever set: the
 # planner was off there) and on; autoregressive and transformers' `generate` run with the levers off only (a plain
 # step has nothing to cut), with the same repeats. This is another file than section 5's — the cell prints its
-# machine and prompts beside section 5's, and where the two put a method on opposite sides of plain decoding at the
-# same B. `plan / off` is a method's tokens/s with the planner over its own without, and the range beside it the same
-# ratio repeat by repeat (the two paired by repeat); `decode-only` divides by the wall time less the rows' prefills,
-# which the published batch tables compare.
+# machine and prompts beside section 5's, and how each file, by its own rule, judges a method against its own plain
+# decoding at the same B. `plan / off` is a method's tokens/s with the planner over its own without, and the range
+# beside it the same ratio repeat by repeat (the two paired by repeat); `decode-only` divides by the wall time less
+# the rows' prefills, which the published batch tables compare.
 #
 # How far can plan / off move when the planner changes nothing? Where it cut no step and both runs decoded alike
 # (same mean accepted, same nodes per step), plan / off would be 1 on a quiet machine: that pair is the file's
@@ -712,32 +714,42 @@ with pd.option_context("display.max_colwidth", None):
     display(pd.DataFrame(lever_rows).set_index(["B", "method"]))
 
 
-# the two files against plain batched decoding, each by its own repeats (`speedup_range`), at the B both measured:
-# a method on opposite sides is the two machines' and prompt sets' doing, not the planner's
-def vs_plain(r: dict) -> str:
-    return side(r.get("speedup_range") or [r["speedup"]])
+# this file's no-effect control (the pairs the planner never touched) and the band it sets: how far a paired ratio of
+# this run moved with nothing changed; every ratio of this file is judged by it, here and in the next cell
+controls = planner_controls(lever_run["runs"])
+band = no_effect_band(controls.values())
 
 
-opposite = [(b, m, vs_plain(r), vs_plain(by_row[(b, m)])) for (b, m, lv), r in sorted(lever_sum.items())
-            if lv == "off" and m != "autoregressive" and not m.startswith("hf_") and r.get("speedup")
-            and (b, m) in by_row and by_row[(b, m)].get("speedup")]  # fmt: skip
-opposite = [o for o in opposite if {o[2], o[3]} == {"faster", "slower"}]
+# the two files against plain batched decoding at the B both measured, each by its own rule (`speedup_range`, the
+# repeats): this file against its band, section 5's by its repeats alone (it has no control: band 0, as in section 5);
+# a method they judge differently is the two machines', prompt sets' and runs' doing, not the planner's
+def vs_plain(r: dict, band_r: float) -> str:
+    return side(r.get("speedup_range") or [r["speedup"]], band_r)
+
+
+judged = [(b, m, vs_plain(r, band), vs_plain(by_row[(b, m)], 0.0)) for (b, m, lv), r in sorted(lever_sum.items())
+          if lv == "off" and m != "autoregressive" and not m.startswith("hf_") and r.get("speedup")
+          and (b, m) in by_row and by_row[(b, m)].get("speedup")]  # fmt: skip
+opposite = [o for o in judged if {o[2], o[3]} == {"faster", "slower"}]
+differ = [o for o in judged if o[2] != o[3] and o not in opposite]
+_word = {"faster": "faster", "slower": "slower", "within": "within noise"}
+_rule = (f"this file's repeats against its no-effect band ({band:.1%}, the control in the next cell)" if controls else
+         "this file's repeats alone (it has no no-effect control)")  # fmt: skip
 display(Markdown(
     f"The `off` columns are this file's run, not section 5's ({'the same machine' if same_machine else 'another machine'}"
     f", {lcfg['prompts']} prompts × {lcfg['max_new_tokens']} tokens against {bench_cfg['prompts']} × "
-    f"{bench_cfg['max_new_tokens']}). "
-    + ("Against plain batched decoding, each by its own repeats, the two files put "
-       + ", ".join(f"{m} at B = {b} on opposite sides ({here} in this file, {there} in section 5's)"
-                   for b, m, here, there in opposite)
-       + ": read each file's numbers against its own plain decoding, not across files."
-       if opposite else
-       "Against plain batched decoding, each by its own repeats, the two files put no method on opposite sides at "
-       "the batch sizes both measured; still, read each file's numbers against its own plain decoding.")
+    f"{bench_cfg['max_new_tokens']}). Against plain batched decoding at the batch sizes both measured, each file by "
+    f"its own rule — {_rule}, section 5's by its repeats alone (no control there) — the two files put "
+    + (", ".join(f"{m} at B = {b} on opposite sides ({here} in this file, {there} in section 5's)"
+                 for b, m, here, there in opposite) if opposite else "no method on opposite sides")
+    + (f"; they judge {len(differ)} of {len(judged)} method × B differently ("
+       + "; ".join(f"{m} at B = {b}: {_word[here]} here, {_word[there]} in section 5's" for b, m, here, there in differ)
+       + ")" if differ else "")
+    + ": read each file's numbers against its own plain decoding, not across files."
 ))  # fmt: skip
 
 # %%
-controls = planner_controls(lever_run["runs"])  # (B, method) where the planner changed nothing
-band = no_effect_band(controls.values())
+# `controls` (the (B, method) pairs where the planner changed nothing) and their `band`: the cell above
 sides = {"faster": [], "slower": [], "within": []}
 for row in lever_rows:
     if (row["B"], row["method"]) in controls:
@@ -790,8 +802,9 @@ if plain_vs_hf:
 #
 #    <details><summary>Answer</summary>Its padding: the forward computes B × 8 node positions, so the step costs
 #    t(B, 8), not t(B, 2). Each row's sizer prices only its own n on the batch's curve t(B, n), so it does not see
-#    that padding: it is one of the costs section 6 lists outside the sizers' price, which the gate measures
-#    instead.</details>
+#    that padding: it is one of the costs section 6 lists outside the sizers' price. The gate measures it on the
+#    batch (section 6); the planner (section 7, on by default from four rows) prices it, one width N* for the whole
+#    step at t(B, N*).</details>
 #
 # 3. Why can a batched row differ from the same prompt decoded alone under greedy decoding, and what would tell
 #    a bug from rounding?
@@ -838,8 +851,9 @@ check("the row's mask", visible, _watch["rows_attention_mask"]([_tree], [prefix]
 # Take one fixed chain of free drafts (prompt lookup's): $k = 3$ drafts, each accepted with $\alpha = 0.7$. For
 # every measured batch size B, compute its speed-up over plain batched decoding at that B on the measured curve:
 # E[L] · t(B, 1) / t(B, k + 1), with E[L] = (1 − α^{k+1}) / (1 − α) the tokens one step emits, bonus included
-# (notebook 01). Answer `{B: speed-up}`. The same acceptance buys less as B grows exactly as far as t(B, n)/t(B, 1)
-# steepens. The reference is `specdec_lab.cost.theory.measured_speedup(α, k, t(B, 1), 0.0, curve)`, watched here.
+# (notebook 01). Answer `{B: speed-up}`. The same acceptance buys less wherever t(B, k + 1)/t(B, 1) is steeper: the
+# curve decides, not B itself (section 2's ratios need not rise at every step of B). The reference is
+# `specdec_lab.cost.theory.measured_speedup(α, k, t(B, 1), 0.0, curve)`, watched here.
 
 # %% tags=["exercise", "exercise-2"]
 from specdec_lab.cost.theory import measured_speedup  # noqa: F401 - in scope, watched

@@ -807,7 +807,7 @@ display(Markdown(
 # 2. Why can a config that speeds one request up slow sixteen down?
 #
 #    <details><summary>Answer</summary>At one request a step is bound by reading the weights, so verifying k + 1
-#    tokens costs little more than one. At sixteen the forward already processes sixteen rows and is closer to
+#    tokens costs far less than k + 1 separate steps (notebook 13's t(B, n) at B = 1). At sixteen the forward already processes sixteen rows and is closer to
 #    compute-bound, the regime where a drafted token's share of what decoding a token costs grows (notebook 13's
 #    section 2 measures that share, r(B), at every B on its file's machine, and its sentence says how much discount
 #    is left), while an accepted token saves no more than before. Add the drafter's own step and vLLM's per-step

@@ -13,6 +13,10 @@ Sources, cheapest first:
     prompt_lookup  for each n-gram length that matches (longest first) the continuation of its most recent
                    occurrence: up to one chain per length under the root; raw estimate a prior per length,
                    corrected per length by what was accepted (ρ·prior = α̂ per n-gram length)
+    recycle        (opt-in) Token Recycling's successor table (`recycle.py`: every verified node's top-k, kept
+                   in the call's Memory): the root's top successors, then the best nodes' of every depth,
+                   whatever proposed them, so it extends a lookup chain or a head's guess; raw estimate a prior
+                   per rank, corrected per rank
     medusa         head j's top-s candidates under the best depth-(j−1) nodes of the trie (whatever proposed
                    them: head j reads the root's hidden state only, and its calibration c_j(p) is conditioned
                    on the path above being right); raw estimate c_j(p), corrected per depth
@@ -36,9 +40,9 @@ drafts / predicted mass of the trees verified so far (capped at 1). ρ is measur
 candidates, but where two sources disagree each is less often right than its ρ says; without κ the trees
 were sized on values some 40% above what they delivered (`tree_calibration=False` turns it off).
 
-Exactness. Every sibling set is a function of the accepted text alone (a lookup, top-s of heads, EAGLE-2's
-top-k expansion; a token appears once under a parent), so siblings are "deterministic": greedy acceptance at
-T = 0, the exact one-hot tree rule when sampling (`accept.tree_rules`).
+Exactness. Every sibling set is a function of what came before this step, never of its coins (a lookup, top-s
+of heads, EAGLE-2's top-k expansion, the successor table's rows; a token appears once under a parent), so siblings
+are "deterministic": greedy acceptance at T = 0, the exact one-hot tree rule when sampling (`accept.tree_rules`).
 
 Per step `info()["accepted_sources"]` names the sources of each accepted draft token along the path
 ("prompt_lookup", "medusa", "medusa+prompt_lookup", ...); `summary()` counts per source what was drafted,
@@ -63,10 +67,13 @@ from .eagle import DEFAULT_WEIGHTS, EagleDecodeConfig, EagleProposer, weights_fo
 from .hybrid_trie import Calibration, Trie, best_rate
 from .medusa import MedusaDecodeConfig, MedusaProposer
 from .prompt_lookup import PromptLookupProposer, ngram_priors
+from .recycle import SuccessorTable, fill_from_prompt, table_slot, write_verified
 
 __all__ = ["HybridConfig", "HybridProposer", "SOURCES"]
 
-SOURCES = ("prompt_lookup", "medusa", "eagle")  # cheapest first: the order they are asked in
+SOURCES = ("prompt_lookup", "recycle", "medusa", "eagle")  # cheapest first: the order they are asked in
+RECYCLE_K = 8  # recycle: successors kept per token (the paper's 8)
+RECYCLE_RAW = (0.3, 0.15, 0.1, 0.075)  # recycle's raw estimate per successor rank (ρ per rank corrects it)
 TREE_KEY = ("tree",)  # the calibration's key of κ, the whole tree's correction (`_evaluate`)
 
 
@@ -74,14 +81,18 @@ TREE_KEY = ("tree",)  # the calibration's key of κ, the whole tree's correction
 class HybridConfig:
     sources: tuple | str = param(
         ("prompt_lookup", "medusa"),
-        'the candidate sources, any of prompt_lookup, medusa, eagle (a tuple, or "prompt_lookup+medusa+eagle"); '
-        "eagle needs trained weights",
+        "the candidate sources, any of prompt_lookup, recycle, medusa, eagle (a tuple, or "
+        '"prompt_lookup+recycle+medusa"); eagle needs trained weights',
     )
     heads: str | MedusaHeads | Drafter = param("default", 'Medusa heads with a confidence calibration ("default")')
     weights: str | EagleDrafter = param(DEFAULT_WEIGHTS, 'EAGLE drafter folder, an EagleDrafter, or "random"')
     max_budget: int = param(16, "the most nodes a tree may have")
     max_depth: int = param(10, "the deepest node (a lookup chain's longest continuation too)")
-    width: int = param(4, "Medusa: depth-(j-1) nodes that get head j's candidates; EAGLE: top-k per expansion")
+    width: int = param(
+        4,
+        "Medusa: depth-(j-1) nodes that get head j's candidates; EAGLE: top-k per expansion; "
+        "recycle: the root's successors, and depth-(d-1) nodes whose successors are added",
+    )
     max_ngram: int = param(3, "prompt lookup: longest suffix n-gram matched")
     min_ngram: int = param(1, "prompt lookup: shortest")
     model_memory: float = param(0.9, "Medusa / EAGLE: their per-depth calibration forgets this fast, per step")
@@ -122,6 +133,7 @@ class HybridProposer(Proposer):
     def __init__(self, config: HybridConfig | None = None, **kwargs):
         self.config = cfg = config or HybridConfig(**kwargs)
         self.lookup = PromptLookupProposer(max_ngram=cfg.max_ngram, min_ngram=cfg.min_ngram, max_draft=cfg.max_depth)
+        self.table: SuccessorTable | None = None  # recycle: the successor table (`start`, from the call's Memory)
         self.medusa = self.eagle = None
         if "medusa" in cfg.sources:
             self.medusa = MedusaProposer(MedusaDecodeConfig(heads=cfg.heads, tree="dynamic", max_budget=cfg.max_budget))
@@ -148,6 +160,9 @@ class HybridProposer(Proposer):
     def start(self, state: DecodeState, prompt=None) -> None:
         cfg = self.config
         self.lookup.start(state, prompt)
+        if "recycle" in cfg.sources:
+            self.table, _ = table_slot(state, RECYCLE_K, cfg.max_depth)
+            fill_from_prompt(self.table, state, prompt, "logits")
         priors = {}  # (source, depth) -> ā before any evidence
         if self.medusa is not None:
             self.medusa.start(state, prompt)
@@ -165,6 +180,7 @@ class HybridProposer(Proposer):
         # What this run learns, in the call's Memory (carried across calls only when the caller passes one)
         slot = state.memory.slot("hybrid")
         self.calibration = slot.setdefault("calibration", Calibration({"prompt_lookup": cfg.lookup_memory,
+                                                                      "recycle": cfg.lookup_memory,
                                                                       "medusa": cfg.model_memory,
                                                                       "eagle": cfg.model_memory,
                                                                       TREE_KEY[0]: cfg.model_memory}))  # fmt: skip
@@ -266,6 +282,25 @@ class HybridProposer(Proposer):
                 seen.add(cont)
                 trie.add_chain(cont, "prompt_lookup", ("prompt_lookup", m), self.priors[m])
 
+    def _add_recycle(self, trie: Trie, max_depth: int) -> None:
+        """The successor table's walk (`recycle.py`), below the root and below the best nodes of every depth
+        whatever proposed them (it extends a lookup chain or a head's guess too): the root's top-`width`
+        successors, then the top-2 successors of the `width` most valuable nodes at each depth; raw estimate per
+        rank (`RECYCLE_RAW`), corrected per rank by what was accepted (ρ)."""
+        width, layer = self.config.width, [0]
+        for d in range(1, max_depth + 1):
+            rows = self.table.rows([trie.nodes[u].token for u in layer])
+            grown = False
+            for u, row in zip(layer, rows, strict=True):
+                for r, tok in enumerate((row or [])[: width if d == 1 else 2]):
+                    rank = min(r, len(RECYCLE_RAW) - 1)
+                    trie.add(u, tok, "recycle", ("recycle", rank), RECYCLE_RAW[rank], top=r == 0)
+                    grown = True
+            if not grown or d == max_depth:
+                break
+            self._evaluate(trie)
+            layer = [u for u in trie.ranked() if trie.nodes[u].depth == d][:width]
+
     def _add_medusa(self, trie: Trie, state: DecodeState, max_depth: int, planned: bool) -> float:
         """Head 1 when the plan says Medusa pays (or as a probe); the next heads one at a time while the next
         one's expected chain pays; -> seconds spent."""
@@ -334,6 +369,10 @@ class HybridProposer(Proposer):
                 self._add_lookup(trie, state.tokens, max_depth)
                 run.append("prompt_lookup")
                 self.counts["prompt_lookup"]["run"] += 1
+            if self.table is not None:
+                self._add_recycle(trie, max_depth)
+                run.append("recycle")
+                self.counts["recycle"]["run"] += 1
             plan = self._plan(trie, state, max_depth)  # which model sources pay, priced before running any
             if self.medusa is not None:
                 drafting += self._add_medusa(trie, state, max_depth, plan["medusa"])
@@ -367,6 +406,8 @@ class HybridProposer(Proposer):
 
     # ---- update -----------------------------------------------------------------------------------
     def update(self, state, tree, acceptance, output) -> None:
+        if self.table is not None:
+            write_verified(self.table, tree, acceptance.path, output.logits)
         if self.medusa is not None:
             self.medusa.update(state, tree, acceptance, output)
         if self.eagle is not None:

@@ -48,7 +48,16 @@ from ..trees.tree import Tree
 from .base import DecodeState, Proposer, param
 from .draft_length import Probes
 
-__all__ = ["RecycleConfig", "RecycleProposer", "SuccessorTable", "RankAcceptance", "walk"]
+__all__ = [
+    "RecycleConfig",
+    "RecycleProposer",
+    "SuccessorTable",
+    "RankAcceptance",
+    "walk",
+    "table_slot",
+    "fill_from_prompt",
+    "write_verified",
+]
 
 PROMPT_FILLS = ("logits", "bigrams", "none")
 
@@ -188,6 +197,50 @@ class RankAcceptance:
                 "a_depth1": [round(x, 3) for x in self.table()[0].tolist()]}  # fmt: skip
 
 
+def table_slot(state: DecodeState, k: int, depth: int) -> tuple[SuccessorTable, RankAcceptance]:
+    """The successor table and acceptance counts kept in the call's Memory (one per k; a new target starts afresh)."""
+    model = state.model
+    head = model.get_output_embeddings()
+    vocab = getattr(head, "out_features", None) or head.weight.shape[0]
+    slot = state.memory.slot(f"recycle:k={k}")
+    if slot.get("model") is not model or slot["table"].ids.shape[0] != vocab:
+        slot.clear()
+        slot.update(model=model, table=SuccessorTable(vocab, k, state.device))
+    if slot.get("acceptance") is None or slot["acceptance"].hits.shape[0] != depth:  # counted for another depth
+        slot["acceptance"] = RankAcceptance(depth, k)
+    return slot["table"], slot["acceptance"]
+
+
+@torch.inference_mode()
+def fill_from_prompt(table: SuccessorTable, state: DecodeState, prompt, how: str) -> None:
+    """Rows for the prompt's tokens before the first step (`RecycleConfig.fill`)."""
+    ids = state.tokens[: state.prompt_length]
+    if how == "bigrams" and len(ids) > 1:
+        # each token's next token first, the rest of its row kept behind it (siblings stay distinct)
+        rows, widths = [], []
+        for tok, old in zip(ids[1:], table.rows(ids[:-1]), strict=True):
+            row = [tok, *(t for t in (old or []) if t != tok)][: table.k]
+            widths.append(len(row))
+            rows.append(row + [0] * (table.k - len(row)))
+        table.write(ids[:-1], torch.tensor(rows, device=table.ids.device), widths)
+    elif how == "logits" and prompt is not None and len(prompt.hidden):
+        # the prefill covered ids[:-1]: hidden[i] (after the final norm) predicts ids[i + 1]
+        head = state.model.get_output_embeddings()
+        hidden = prompt.hidden  # (n-1, H)
+        for s in range(0, len(hidden), 128):  # (128, V) logits at a time: a few MB, never (n, V) at once
+            chunk = hidden[s : s + 128]
+            table.write_logits(ids[s : s + len(chunk)], head(chunk))
+
+
+@torch.inference_mode()
+def write_verified(table: SuccessorTable, tree: Tree, path: Sequence[int], logits: torch.Tensor) -> None:
+    """After a verify: every node's top-k successors into the table, the accepted path written last (it wins a
+    token that two nodes hold: the true context over a rejected one). logits: (N, V) at the tree's nodes."""
+    tokens, on_path = tree.tokens.tolist(), set(path)
+    order = [j for j in range(len(tokens)) if j not in on_path] + list(path)
+    table.write_logits([tokens[j] for j in order], logits[order])
+
+
 class RecycleProposer(Proposer):
     name = "recycle"
     accept_rules = TREE_RULES  # deterministic siblings (one row's top-k): the one-hot rule when sampling
@@ -206,42 +259,15 @@ class RecycleProposer(Proposer):
 
     # ---- setup ------------------------------------------------------------------------------------
     def start(self, state: DecodeState, prompt=None) -> None:
-        cfg, model = self.config, state.model
-        head = model.get_output_embeddings()
-        vocab = getattr(head, "out_features", None) or head.weight.shape[0]
-        slot = state.memory.slot(f"recycle:k={cfg.top_k}")
-        if slot.get("model") is not model or slot["table"].ids.shape[0] != vocab:  # another target: start afresh
-            slot.clear()
-            slot.update(model=model, table=SuccessorTable(vocab, cfg.top_k, state.device),
-                        acceptance=RankAcceptance(cfg.max_depth, cfg.top_k))  # fmt: skip
-        self.table: SuccessorTable = slot["table"]
-        self.acceptance: RankAcceptance = slot["acceptance"]
+        cfg = self.config
+        self.table, self.acceptance = table_slot(state, cfg.top_k, cfg.max_depth)
         self.cost = state.cost
         t0 = time.perf_counter()
-        self._fill_from_prompt(state, prompt)
+        fill_from_prompt(self.table, state, prompt, cfg.fill)
         self.counts["prompt_seconds"] = time.perf_counter() - t0
         if self.auto:
             self.cost.prepare(cfg.max_budget + 1, tree=True)
             self._reprice()
-
-    @torch.inference_mode()
-    def _fill_from_prompt(self, state: DecodeState, prompt) -> None:
-        ids = state.tokens[: state.prompt_length]
-        if self.config.fill == "bigrams" and len(ids) > 1:
-            # each token's next token first, the rest of its row kept behind it (siblings stay distinct)
-            rows, widths = [], []
-            for tok, old in zip(ids[1:], self.table.rows(ids[:-1]), strict=True):
-                row = [tok, *(t for t in (old or []) if t != tok)][: self.table.k]
-                widths.append(len(row))
-                rows.append(row + [0] * (self.table.k - len(row)))
-            self.table.write(ids[:-1], torch.tensor(rows, device=self.table.ids.device), widths)
-        elif self.config.fill == "logits" and prompt is not None and len(prompt.hidden):
-            # the prefill covered ids[:-1]: hidden[i] (after the final norm) predicts ids[i + 1]
-            head = state.model.get_output_embeddings()
-            hidden = prompt.hidden  # (n-1, H)
-            for s in range(0, len(hidden), 128):  # (128, V) logits at a time: a few MB, never (n, V) at once
-                chunk = hidden[s : s + 128]
-                self.table.write_logits(ids[s : s + len(chunk)], head(chunk))
 
     def _reprice(self) -> None:
         """The tree that pays most under what the cost model and this run's acceptance counts say now."""
@@ -271,13 +297,9 @@ class RecycleProposer(Proposer):
         return Tree(torch.tensor(tokens, device=device), torch.tensor(parents, device=device),
                     sibling_draw="deterministic")  # fmt: skip
 
-    @torch.inference_mode()
     def update(self, state, tree, acceptance, output) -> None:
         n = len(tree)
-        tokens = tree.tokens.tolist()
-        on_path = set(acceptance.path)
-        order = [j for j in range(n) if j not in on_path] + list(acceptance.path)  # the accepted path written last
-        self.table.write_logits([tokens[j] for j in order], output.logits[order])
+        write_verified(self.table, tree, acceptance.path, output.logits)
         if n > 1 and self._step is not None:  # the tree as verified: the loop may have cut it to its first n nodes
             parents, kept = self._step
             self.acceptance.record(parents[:n], kept[:n], acceptance.path)

@@ -27,6 +27,7 @@ __all__ = [
 ]
 
 HIGHLIGHT = "#ff7f0e"
+HALO = "0 0 3px white, 0 0 3px white, 0 0 3px white, 0 0 3px white"  # CSS text-shadow: a white halo behind a label
 MAY_ATTEND = "#1f77b4"  # tree_mask_figure's colour of a 1 (may attend)
 
 
@@ -168,6 +169,21 @@ def rank_tree_figure(
         }
     else:
         marker["color"] = "#1f77b4"
+    if highlight is not None:  # the ring first: the nodes and their rank labels are drawn over it, not under it
+        target = tuple(int(r) for r in highlight)
+        if target not in ordered:
+            raise ValueError(f"highlight {list(target)} is not a node of the tree")
+        n = ordered.index(target) + 1
+        fig.add_trace(
+            go.Scatter(
+                x=[pos[n][0]],
+                y=[pos[n][1]],
+                mode="markers",
+                name=f"added {tuple(target)}",
+                marker={"size": 24, "color": "rgba(0,0,0,0)", "line": {"width": 3, "color": HIGHLIGHT}},
+                hoverinfo="skip",
+            )
+        )
     fig.add_trace(
         go.Scatter(
             x=[pos[n][0] for n in nodes[1:]],
@@ -175,7 +191,7 @@ def rank_tree_figure(
             mode="markers+text" if small else "markers",
             text=[graph.nodes[n]["text"] for n in nodes[1:]],
             textposition="middle right",
-            textfont={"size": 10},
+            textfont={"size": 10, "shadow": HALO},  # a label stays legible where an edge or the ring crosses it
             name="nodes",
             marker=marker,
             customdata=[[str(list(ordered[n - 1])), values[n]] for n in nodes[1:]],
@@ -192,21 +208,6 @@ def rank_tree_figure(
             hovertemplate="root (last accepted token)<extra></extra>",
         )
     )
-    if highlight is not None:
-        target = tuple(int(r) for r in highlight)
-        if target not in ordered:
-            raise ValueError(f"highlight {list(target)} is not a node of the tree")
-        n = ordered.index(target) + 1
-        fig.add_trace(
-            go.Scatter(
-                x=[pos[n][0]],
-                y=[pos[n][1]],
-                mode="markers",
-                name=f"added {tuple(target)}",
-                marker={"size": 24, "color": "rgba(0,0,0,0)", "line": {"width": 3, "color": HIGHLIGHT}},
-                hoverinfo="skip",
-            )
-        )
     depth = max((len(p) for p in ordered), default=0)
     leaves = max(x for x, _ in pos.values()) + 1
     fig.update_layout(

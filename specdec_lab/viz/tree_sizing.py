@@ -20,6 +20,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from .figures import TEMPLATE
+from .tree_figures import HALO
 from .trees import MAX_WIDTH
 
 __all__ = [
@@ -163,6 +164,7 @@ def budget_rate_figure(choices: Mapping[str, object], title: str | None = None) 
     curve), the chosen budget starred."""
     fig = go.Figure()
     palette = qualitative.Plotly  # the star takes its curve's colour
+    stars = []  # drawn after every curve: another curve's line may pass through a star's label, never over it
     for i, (name, choice) in enumerate(choices.items()):
         color = palette[i % len(palette)]
         table = choice.table
@@ -178,7 +180,7 @@ def budget_rate_figure(choices: Mapping[str, object], title: str | None = None) 
         )
         fig.add_trace(trace)
         pick = next(r for r in table if r["budget"] == choice.budget)
-        fig.add_trace(
+        stars.append(
             go.Scatter(
                 x=[pick["budget"]],
                 y=[pick["speedup"]],
@@ -186,11 +188,13 @@ def budget_rate_figure(choices: Mapping[str, object], title: str | None = None) 
                 text=[f"n = {pick['budget']}"],
                 textposition="top center",
                 marker={"size": 14, "symbol": "star", "color": color},
-                textfont={"color": color},
+                textfont={"color": color, "shadow": HALO},  # a white halo: legible over another curve's line
                 name=f"{name}: chosen",
                 hovertemplate="chosen n = %{x}: speed-up %{y:.2f}<extra></extra>",
             )
         )
+    for star in stars:
+        fig.add_trace(star)
     fig.add_hline(
         y=1.0,
         line={"dash": "dash", "color": "gray"},
@@ -213,8 +217,11 @@ def budget_rate_figure(choices: Mapping[str, object], title: str | None = None) 
 def predicted_vs_measured_figure(rows: Sequence[Mapping], title: str | None = None) -> go.Figure:
     """Grouped bars per tree: rows of {"tree", "measured", "independent", "conditional"} (mean tokens per
     forward, bonus included); a row's optional "interval" (lo, hi), the measurement's 95% interval over the prompts
-    decoded (notebook 05's bootstrap), draws an error bar on its measured bar."""
-    trees = [r["tree"] for r in rows]
+    decoded (notebook 05's bootstrap), draws an error bar on its measured bar. A long tree name is broken into
+    lines (`_wrap`), so the ticks stay horizontal and leave the bars their height."""
+    trees = [_wrap(r["tree"]) for r in rows]
+    if len(set(trees)) < len(trees):  # wrapping merged two names (it collapses runs of spaces): keep them whole
+        trees = [r["tree"] for r in rows]
     fig = go.Figure()
     for key, color in (("measured", "#333333"), ("independent", "#1f77b4"), ("conditional", "#ff7f0e")):
         if all(key in r for r in rows):
@@ -232,7 +239,20 @@ def predicted_vs_measured_figure(rows: Sequence[Mapping], title: str | None = No
         barmode="group",
         xaxis_title="tree decoded (section 6)",
         yaxis_title="tokens per target forward",
+        legend={"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},  # above the bars: they keep the width
+        margin={"t": 150},  # the title, then up to three legend rows
         width=700,
-        height=400,
+        height=500,
     )
     return fig
+
+
+def _wrap(name: str, width: int = 24) -> str:
+    """A tick label in lines of at most about `width` characters (plotly's <br>): a new line before each " = " that
+    joins two names (notebook 05's "chain:1 = this run's curve's choice (n = 1)"), none inside parentheses."""
+    import re
+    import textwrap
+
+    kept = re.sub(r"\([^()]*\)", lambda m: m.group(0).replace(" ", "\u00a0"), name)  # textwrap splits ASCII spaces only
+    lines = ["<br>".join(textwrap.wrap(part, width)) or part for part in kept.split(" = ")]
+    return "<br>= ".join(lines).replace("\u00a0", " ")

@@ -44,7 +44,9 @@
 #   mask from the reference code's rule;
 # - trace where the accepted n-grams came from (the text or the window) over a decode;
 # - predict a $(W, N, G)$ point's speed-up from its mean accepted and the cost curve, and explain why sizes
-#   chosen for a GPU lose on a CPU.
+#   chosen for a GPU lose on a CPU;
+# - explain how Token Recycling walks its successor table into a draft tree, and compare its speed with prompt
+#   lookup's.
 #
 # **Prerequisites.** 00 (the decoding loop and the cost curve) and 04 (tree attention); 06 helps (a token tree
 # verified in one forward).
@@ -59,7 +61,8 @@
 # decode; (4) a sweep over $W, N, G$, timed against autoregressive decoding (run by `specdec_lab.sweep`,
 # read here from its committed table); (5) why the same method pays where a forward of 64 tokens costs what
 # one costs; (6) the reference code's sizes for a 7B model on a GPU, measured by the benchmark harness on a
-# CPU beside the sizes `W="auto"` chooses there (the results file names its machine, and section 6 prints it).
+# CPU beside the sizes `W="auto"` chooses there (the results file names its machine, and section 6 prints it);
+# (7) Token Recycling, a draft from the target's own past top-k, drawn on this prompt and measured from a bench file.
 
 # %% tags=["parameters"]
 quick: bool = False  # CI: shorter decodes, fewer cost-curve sizes (same code paths)
@@ -82,6 +85,7 @@ rerun: bool = False  # section 6: run that bench afresh (several minutes) into r
 rerun_per_category: int = 1  # section 6, rerun: prompts per category (data/prompts.jsonl has 7 categories)
 rerun_tokens: int = 64  # section 6, rerun: new tokens per prompt and method
 rerun_out: str = "../results/bench/07_paper_sizes.json"  # section 6, rerun: where the bench writes
+recycle_bench: str = "../data/bench/avx512-recycle-21.json"  # section 7: recycle against prompt lookup (bench file)
 seed: int = 0  # random seed (of the window's initial guesses; greedy output does not depend on it)
 figures_dir: str = "../figures"  # where figures are saved (relative to notebooks/); quick runs use ../results/figures
 
@@ -914,6 +918,69 @@ Markdown(
 )  # fmt: skip
 
 # %% [markdown]
+# ## 7. Token Recycling: the target's own past guesses as a draft
+#
+# Lookahead keeps the window's n-grams; [Token Recycling](https://arxiv.org/abs/2408.08696) (Luo et al. 2024)
+# keeps even less. Every verify forward computes $p(\cdot \mid \text{path to node})$ at *every* node of the
+# tree, and decoding uses one token of it. Keep instead, for every token $v$ of the vocabulary, the 8 tokens
+# the target last ranked highest after $v$: a table $M$ of $V \times 8$ ids (`generate(method="recycle")`,
+# `proposers/recycle.py`). After each verify, $M[v_j] \leftarrow \text{top-8}(\text{logits}_j)$ for every node
+# $j$ (holding token $v_j$); to draft, walk the table from the root along rank paths — the node $(r_1, \dots, r_d)$ holds
+# $M[\text{token of } (r_1, \dots, r_{d-1})][r_d]$. No model, no training, no prompt match needed; the tree is a
+# function of what came before the step, so greedy acceptance emits autoregressive decoding's tokens and the one-hot
+# tree rule keeps sampling exact. The paper verifies one 80-node tree on a GPU; here the cost model sizes the tree
+# from the acceptance per (depth, rank) it counts on the run (`RankAcceptance`), as Medusa's trees are sized (06).
+#
+# **Predict, then run:** recycle needs no match in the text, prompt lookup does. On this model, will recycle emit
+# more or fewer tokens per step than prompt lookup? (The bench at the end of this section answers it.)
+#
+# The picture first: one step of a recycle decode of this section's prompt — the tree its walk proposed, which
+# nodes the target accepted (green), rejected (red) and the token it emitted itself (blue).
+
+# %% tags=["nbval-ignore-output"]
+from specdec_lab.lab.trace_reading import instructive_step
+from specdec_lab.viz.lab_figures import lab_step_tree_figure
+
+rec = generate(lm, ids, method="recycle", max_new_tokens=pool_tokens, trace=True)
+shown = instructive_step(rec.steps)
+fig = lab_step_tree_figure(rec, shown, tok)
+print(f"saved {save_figure(fig, '07_recycle_step', FIGURES)}")
+fig
+
+# %% tags=["nbval-check-output"]
+print(f"recycle == autoregressive, token for token: {rec.tokens == ar.tokens[: len(rec.tokens)]} "
+      f"({len(rec.tokens)} tokens); steps that proposed a tree: {sum(s.proposed > 0 for s in rec.steps) > 0}")  # fmt: skip
+
+# %% tags=["nbval-ignore-output"]
+table_facts = rec.proposer
+Markdown(
+    f"Over this decode the table held successors for {table_facts['table']['rows_known']} tokens, and the walk's "
+    f"first guess below an accepted node was right an estimated {table_facts['acceptance']['a_depth1'][0]:.0%} of "
+    f"the time (rank 0 at depth 1; rank 1: {table_facts['acceptance']['a_depth1'][1]:.0%}: estimates from this "
+    "run's verified trees, each shrunk toward its rank's rate over all depths where its own counts are few). On "
+    "those estimates and this machine's cost curve the cost "
+    f"model verified {table_facts['mean_nodes']:.1f} drafted nodes per step on average; mean accepted "
+    f"{rec.mean_accepted:.2f} tokens per forward, bonus included."
+)  # fmt: skip
+
+# %% [markdown]
+# The measurement: the benchmark harness ran `recycle` beside prompt lookup on three prompts of every category
+# (up to 128 new tokens each, fewer where the answer ends; a fresh table per prompt; parameter `recycle_bench`,
+# command in `data/bench/README.md`). Both draft for free, but they propose differently — prompt lookup only what
+# the text repeats, as one chain; recycle whatever the target ranked highest after a token before, as a tree — and
+# the cost model sizes each by what it accepts, so more accepted per step can still run slower where it is paid
+# for with wider verifies. Each category holds three prompts: its rows are shown, not ordered.
+
+# %% tags=["nbval-ignore-output"]
+from specdec_lab.lab.recycle import recycle_frame, recycle_sentence
+
+recycle_record = json.loads(Path(recycle_bench).read_text())
+print(f"{Path(recycle_bench).name}: measured on {file_machine(recycle_record['machine'])}")
+display(recycle_frame(recycle_record).round(2).style.format(precision=2)
+        .set_caption(f"{Path(recycle_bench).name}: speed-up over autoregressive and mean accepted"))  # fmt: skip
+Markdown(recycle_sentence(recycle_record))
+
+# %% [markdown]
 # ## Check your understanding
 #
 # 1. Most of the window's guesses are wrong. Why does greedy lookahead still emit exactly the autoregressive
@@ -1129,6 +1196,9 @@ _ = check("the harvested n-grams and the slid window, on the window above and on
 # - The speed-up is about the mean accepted over the relative cost of the forward: sizes chosen for a flat
 #   (GPU) cost curve verify far more tokens than a CPU pays for, which is why `W="auto"` sizes the window from
 #   the measured curve.
+# - Token Recycling drafts from the target's own past top-8 per token, walked into a tree: no model and no
+#   training, exact like every method here; whether it pays on this model, against plain decoding and against
+#   prompt lookup, is section 7's measured sentence, with its intervals.
 #
 # ## Further reading
 #
@@ -1140,3 +1210,6 @@ _ = check("the harvested n-grams and the slid window, on the window above and on
 #   a model so that Jacobi iteration converges in fewer steps.
 # - [Prompt Lookup Decoding](https://github.com/apoorvumang/prompt-lookup-decoding) (repository): n-grams from
 #   the prompt alone, the text half of lookahead's pool.
+# - [Turning Trash into Treasure: Accelerating Inference of Large Language Models with Token
+#   Recycling](https://arxiv.org/abs/2408.08696) (Luo et al. 2024): the successor table and its static tree,
+#   section 7.

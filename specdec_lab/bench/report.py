@@ -17,8 +17,8 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-__all__ = ["summarize", "method_stats", "format_table", "speedup_interval", "by_build", "by_sampling",
-           "against_best_single", "decode_rows"]  # fmt: skip
+__all__ = ["summarize", "method_stats", "format_table", "speedup_interval", "per_step_interval", "by_build",
+           "by_sampling", "against_best_single", "decode_rows"]  # fmt: skip
 
 BOOTSTRAP = 2000  # resamples: enough that the 2.5% quantile hardly moves between seeds (data/bench/README.md)
 
@@ -53,6 +53,18 @@ def speedup_interval(
     lo = ratios[int(tail * (len(ratios) - 1))]
     hi = ratios[int(round((1.0 - tail) * (len(ratios) - 1)))]
     return lo, hi
+
+
+def per_step_interval(
+    rows: Sequence[dict], baseline_rows: Sequence[dict], level: float = 0.95, resamples: int = BOOTSTRAP, seed: int = 0
+) -> tuple[float, float] | None:
+    """`speedup_interval` of tokens per target forward (the mean accepted) instead of tokens per second: the same
+    paired bootstrap with each row's forwards in place of its seconds."""
+
+    def per_forward(rs):
+        return [{**r, "seconds": r["forwards"]} for r in rs]
+
+    return speedup_interval(per_forward(rows), per_forward(baseline_rows), level, resamples, seed)
 
 
 def method_stats(rows: Sequence[dict], baseline_rows: Sequence[dict] | None) -> dict:

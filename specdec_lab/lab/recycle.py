@@ -1,9 +1,10 @@
 """Reading a Token Recycling bench file (notebook 07 §7): recycle against prompt lookup, overall and by category.
 
-Both methods draft for free (a lookup in the text, a walk in the successor table), so the comparison is about
-what each finds to propose. Overall, paired-bootstrap intervals over the prompts (`bench.report`): recycle's
-tokens/s over prompt lookup's (which orders them), and recycle's tokens per step over prompt lookup's. A category
-holds a few prompts only, so its row is shown, never ordered in words (`recycle_sentence`).
+Both methods draft for free (a lookup in the text, a walk in the successor table) but verify differently sized
+trees, the cost model sizing each by what it accepts. Overall, paired-bootstrap intervals over the prompts
+(`bench.report`): recycle's tokens/s over prompt lookup's (which orders them, by `batch_levers.side`), and its
+tokens per step over prompt lookup's. A category holds a few prompts only, so its row is shown, never ordered in
+words (`recycle_sentence`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from ..bench.report import speedup_interval
+from ..bench.report import per_step_interval, speedup_interval
+from .batch_levers import side
 
-__all__ = ["recycle_frame", "recycle_sentence", "per_step_interval"]
+__all__ = ["recycle_frame", "recycle_sentence"]
 
 
 def _rows(record: Mapping, method: str) -> list[dict]:
@@ -37,20 +39,6 @@ def recycle_frame(record: Mapping, methods=("prompt_lookup", "recycle")) -> pd.D
     return frame
 
 
-def per_step_interval(record: Mapping, a: str, b: str) -> tuple[float, float] | None:
-    """95% paired-bootstrap interval over the prompts of a's tokens per step over b's (forwards in place of
-    seconds: tokens / forwards is the mean accepted); None with too few prompts."""
-
-    def per_forward(rows):
-        return [{**r, "seconds": r["forwards"]} for r in rows]
-
-    return speedup_interval(per_forward(_rows(record, a)), per_forward(_rows(record, b)))
-
-
-def _side(low: float, high: float) -> str:
-    return "above" if low > 1 else "below" if high < 1 else "within"
-
-
 def recycle_sentence(record: Mapping, a: str = "recycle", b: str = "prompt_lookup") -> str:
     """Markdown: a against b on the file's prompts — speed-ups over autoregressive with their intervals, and the
     order decided by the paired interval of a's speed over b's (holding 1: not told apart); a's tokens per step
@@ -62,27 +50,25 @@ def recycle_sentence(record: Mapping, a: str = "recycle", b: str = "prompt_looku
     speeds = f"{sa['speedup']:.2f}× [{lo_a:.2f}, {hi_a:.2f}] against {sb['speedup']:.2f}× [{lo_b:.2f}, {hi_b:.2f}]"
     paired = speedup_interval(_rows(record, a), _rows(record, b))  # a's tokens/s over b's, prompt by prompt
     if paired is None:
-        side = "within" if not (hi_a < lo_b or hi_b < lo_a) else "above" if lo_a > hi_b else "below"
-        why = "the intervals over autoregressive overlap" if side == "within" else "the intervals do not overlap"
+        order = "within" if not (hi_a < lo_b or hi_b < lo_a) else "faster" if lo_a > hi_b else "slower"
+        why = "the intervals over autoregressive overlap" if order == "within" else "the intervals do not overlap"
     else:
-        side = _side(*paired)
+        order = side(paired)
         why = f"{a} over {b} prompt by prompt: 95% interval {paired[0]:.2f}–{paired[1]:.2f}"
-    if side == "within":
+    if order == "within":
         speed = f"`{a}` and `{b}` **cannot be told apart** in speed on these prompts ({speeds}; {why})"
     else:
-        speed = (
-            f"`{a}` is **{'faster' if side == 'above' else 'slower'}** than `{b}` on these prompts ({speeds}; {why})"
-        )
-    ci = per_step_interval(record, a, b)
+        speed = f"`{a}` is **{order}** than `{b}` on these prompts ({speeds}; {why})"
+    ci = per_step_interval(_rows(record, a), _rows(record, b))
     ratio = sa["mean_accepted"] / sb["mean_accepted"]
     if ci is None:
         steps = f"its tokens per step are {ratio:.2f}× `{b}`'s (too few prompts for an interval)"
     else:
-        word = {"above": "more", "below": "fewer", "within": "about as many (within noise: the interval holds 1)"}
-        steps = (f"it emits **{word[_side(*ci)]}** tokens per step ({sa['mean_accepted']:.2f} against "
+        word = {"faster": "more", "slower": "fewer", "within": "about as many (within noise: the interval holds 1)"}
+        steps = (f"it emits **{word[side(ci)]}** tokens per step ({sa['mean_accepted']:.2f} against "
                  f"{sb['mean_accepted']:.2f}; ratio {ratio:.2f}, 95% interval {ci[0]:.2f}–{ci[1]:.2f})")  # fmt: skip
     n = record.get("prompts_done", len(_rows(record, a)))
-    plain = {"above": "faster than", "below": "slower than", "within": "not told apart from"}[_side(lo_a, hi_a)]
+    plain = {"faster": "faster than", "slower": "slower than", "within": "not told apart from"}[side((lo_a, hi_a))]
     return (
         f"Over the {n} prompts, {speed}; {steps}. Against plain decoding `{a}` is {plain} autoregressive "
         f"(its interval {lo_a:.2f}–{hi_a:.2f} {'holds' if lo_a <= 1 <= hi_a else 'excludes'} 1)."

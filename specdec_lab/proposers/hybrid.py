@@ -161,7 +161,7 @@ class HybridProposer(Proposer):
         cfg = self.config
         self.lookup.start(state, prompt)
         if "recycle" in cfg.sources:
-            self.table, _ = table_slot(state, RECYCLE_K, cfg.max_depth)
+            self.table = table_slot(state, RECYCLE_K)["table"]
             fill_from_prompt(self.table, state, prompt, "logits")
         priors = {}  # (source, depth) -> ā before any evidence
         if self.medusa is not None:

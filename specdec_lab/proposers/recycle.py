@@ -197,8 +197,9 @@ class RankAcceptance:
                 "a_depth1": [round(x, 3) for x in self.table()[0].tolist()]}  # fmt: skip
 
 
-def table_slot(state: DecodeState, k: int, depth: int) -> tuple[SuccessorTable, RankAcceptance]:
-    """The successor table and acceptance counts kept in the call's Memory (one per k; a new target starts afresh)."""
+def table_slot(state: DecodeState, k: int) -> dict:
+    """The Memory slot holding the successor table under "table" (one per k; a new target starts afresh). The
+    hybrid reads the table only; `RecycleProposer` keeps its acceptance counts beside it."""
     model = state.model
     head = model.get_output_embeddings()
     vocab = getattr(head, "out_features", None) or head.weight.shape[0]
@@ -206,9 +207,7 @@ def table_slot(state: DecodeState, k: int, depth: int) -> tuple[SuccessorTable, 
     if slot.get("model") is not model or slot["table"].ids.shape[0] != vocab:
         slot.clear()
         slot.update(model=model, table=SuccessorTable(vocab, k, state.device))
-    if slot.get("acceptance") is None or slot["acceptance"].hits.shape[0] != depth:  # counted for another depth
-        slot["acceptance"] = RankAcceptance(depth, k)
-    return slot["table"], slot["acceptance"]
+    return slot
 
 
 @torch.inference_mode()
@@ -260,7 +259,10 @@ class RecycleProposer(Proposer):
     # ---- setup ------------------------------------------------------------------------------------
     def start(self, state: DecodeState, prompt=None) -> None:
         cfg = self.config
-        self.table, self.acceptance = table_slot(state, cfg.top_k, cfg.max_depth)
+        slot = table_slot(state, cfg.top_k)
+        if slot.get("acceptance") is None or slot["acceptance"].hits.shape[0] != cfg.max_depth:  # another depth's
+            slot["acceptance"] = RankAcceptance(cfg.max_depth, cfg.top_k)
+        self.table, self.acceptance = slot["table"], slot["acceptance"]
         self.cost = state.cost
         t0 = time.perf_counter()
         fill_from_prompt(self.table, state, prompt, cfg.fill)
